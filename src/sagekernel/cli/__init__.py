@@ -1,0 +1,46 @@
+"""The `sage` command. Argument handling only: every command calls into a module.
+
+Sub-commands live one file per area (memory, tasks, harness, log, run, report) to keep each
+file short; this file wires them together and turns `SageError`s into plain messages.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from sagekernel.errors import SageError
+
+app = typer.Typer(
+    name="sage",
+    help="SAGE: an LLM agent that writes and optimises compute kernels, with a memory that learns "
+         "which experiences help (ATU) and keeps the best as resident rules (UGC).",
+    no_args_is_help=False,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err_console = Console(stderr=True)
+
+
+def _register() -> None:
+    # Imported here so `sage --help` stays fast and each area owns its own file.
+    from sagekernel.cli import harness, log, memory, report, run, tasks
+
+    for module in (memory, tasks, harness, log, run, report):
+        module.register(app)
+
+
+_register()
+
+
+def main() -> None:
+    try:
+        app()
+    except SageError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}")
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted[/]")
+        sys.exit(130)

@@ -1,0 +1,40 @@
+"""The model interface: one call, `complete(messages, ...) -> Reply`.
+
+Only models/ imports an LLM SDK or runtime. Backends are chosen by a spec string
+(`openai:<model>@<base_url>`, `anthropic:<model>`, `local`, `scripted:<file>`), see registry.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str
+
+
+@dataclass
+class Reply:
+    text: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    finish_reason: str | None = None
+    cost_usd: float | None = None  # None when the backend cannot price it
+    extra: dict[str, Any] = field(default_factory=dict)  # raw provider details
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A frozen LLM. Implementations retry transient failures themselves and log every exchange."""
+
+    name: str
+
+    def complete(self, messages: list[Message], *, max_tokens: int = 2048, temperature: float = 0.2,
+                 stop: list[str] | None = None, seed: int | None = None) -> Reply: ...

@@ -1,0 +1,69 @@
+"""The three protocols that are the whole architecture: Model, Target, MemoryPolicy.
+
+Each has a real implementation that runs on a CPU-only machine (models: scripted/local,
+targets: cpu, memory: the SQLite-backed policies), so every path runs in CI.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from sagekernel.harness.verdict import LintFinding
+from sagekernel.models.base import Message, Model, Reply
+from collections.abc import Sequence
+
+from sagekernel.records import EpisodeKind, EpisodeTrace, ItemDraft, ResidentRule, RetrievedItem
+from sagekernel.tasks.task import Task
+
+__all__ = ["MemoryPolicy", "Message", "Model", "Reply", "Target", "TargetKnowledge"]
+
+
+class TargetKnowledge(Protocol):
+    """What the model is told about a backend (files under targets/<name>/)."""
+
+    quick_reference: str
+    debugging_guide: str
+    example: str
+
+
+@runtime_checkable
+class Target(Protocol):
+    """One backend (cpu | triton | cuda | ascendc): what the model sees, and how a candidate is
+    linted and built. Judging correctness and timing belongs to the harness."""
+
+    name: str
+    language: str  # fenced-code language the model should write, e.g. "c"
+
+    def contract(self, task: Task) -> str:
+        """The kernel contract text for this task (the signature the model must implement)."""
+        ...
+
+    def knowledge(self) -> TargetKnowledge: ...
+
+    def lint(self, source: str, task: Task) -> list[LintFinding]: ...
+
+    def seed_memory_path(self) -> Path:
+        """JSON Lines file of cold-start experience items for this target."""
+        ...
+
+
+@runtime_checkable
+class MemoryPolicy(Protocol):
+    """One memory mechanism (none / static RAG / value memory / SAGE and its ablations).
+
+    `retrieve` and `resident_rules` only read. `learn` is called by the runner alone, once per
+    episode, after the operator's result has been recorded (single writer).
+    """
+
+    name: str
+
+    def retrieve(self, query: str, *, operator: str, category: str, episode: EpisodeKind,
+                 k: int = 5) -> list[RetrievedItem]: ...
+
+    def resident_rules(self) -> list[ResidentRule]: ...
+
+    def learn(self, trace: EpisodeTrace, new_items: Sequence[ItemDraft] = ()) -> None:
+        """In one transaction: ATU (or the method's credit rule), then writes of the distilled
+        items (deduplicated, spec §5), then UGC (spec §6)."""
+        ...
