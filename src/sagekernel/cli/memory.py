@@ -1,9 +1,186 @@
-"""`sage` commands for this area (filled in by the area's owner)."""
+"""`sage memory list|show|stats|export|import|replay` and `sage simulate` (argument handling only)."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from sagekernel.errors import SageError
+
+console = Console()
+memory_app = typer.Typer(help="Inspect, export, import and replay the learning memory.", no_args_is_help=True)
+
+WorkspaceOpt = typer.Option(Path("."), "--workspace", "-w", help="Workspace directory (holds sage.db).")
+JsonOpt = typer.Option(False, "--json", help="Print JSON instead of a table.")
+
+
+def _print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _open(workspace: Path, *, write: bool = False) -> sqlite3.Connection:
+    from sagekernel import db
+
+    return db.connect(workspace, create=write, readonly=not write)
+
+
+@memory_app.command("list")
+def list_cmd(workspace: Path = WorkspaceOpt,
+             state: str = typer.Option(None, help="cold | validated | consolidated"),
+             order: str = typer.Option("u", help="u | id | n_ado | n_ret"),
+             limit: int = typer.Option(50, help="Rows to show (0 = all)."), as_json: bool = JsonOpt) -> None:
+    """List memory items with utility, counts, state and rule tokens."""
+    from sagekernel.memory.records import ItemState
+    from sagekernel.memory.store import Store
+
+    try:
+        st = ItemState(state) if state else None
+    except ValueError as exc:
+        raise SageError(f"unknown state {state!r}; choose cold, validated or consolidated") from exc
+    conn = _open(workspace)
+    items = Store(conn).list_items(state=st, order=order, limit=limit or None)
+    if as_json:
+        _print_json([m.to_dict() for m in items])
+        return
+    table = Table(title=f"memory items ({len(items)} shown)")
+    for col in ("id", "state", "u", "n_ret", "n_ado", "|O|", "p̂", "L", "type", "title"):
+        table.add_column(col, justify="right" if col not in ("state", "type", "title") else "left")
+    for m in items:
+        table.add_row(str(m.id), m.state.value, f"{m.u:+.3f}", str(m.n_ret), str(m.n_ado),
+                      str(len(m.adopting_ops)), f"{m.p_hat:.2f}", str(m.rule_tokens or ""), m.type,
+                      m.title[:70])
+    console.print(table)
+
+
+@memory_app.command("show")
+def show_cmd(item_id: int, workspace: Path = WorkspaceOpt, as_json: bool = JsonOpt) -> None:
+    """Show one item with its adoption history."""
+    from sagekernel.memory.store import Store
+
+    store = Store(_open(workspace))
+    m = store.get(item_id)
+    history = store.adoption_history(item_id)
+    if as_json:
+        _print_json({**m.to_dict(), "adoptions": [h.__dict__ for h in history]})
+        return
+    console.print(f"[bold]#{m.id} {m.title}[/]  ({m.type}, {m.category}, {m.state.value}, source {m.source})")
+    console.print(f"u={m.u:+.4f}  n_ret={m.n_ret}  n_ado={m.n_ado}  n_upd={m.n_upd}  p̂={m.p_hat:.3f}  "
+                  f"eligible={m.eligible_episodes}  L={m.rule_tokens}  O={sorted(m.adopting_ops)}")
+    console.print(f"[dim]error:[/] {m.error_message}")
+    console.print(f"[dim]wrong:[/]\n{m.wrong_code}\n[dim]correct:[/]\n{m.correct_code}", markup=True)
+    if m.rule_text:
+        console.print(f"[dim]resident rule:[/]\n{m.rule_text}")
+    table = Table(title=f"adoption history ({len(history)})")
+    for col in ("run", "operator", "episode", "round", "adopted", "rationale"):
+        table.add_column(col)
+    for h in history:
+        table.add_row(h.run_id, h.operator, h.episode, str(h.round),
+                      {True: "yes", False: "no", None: "⊥"}[h.adopted], h.rationale[:80])
+    console.print(table)
+
+
+@memory_app.command("stats")
+def stats_cmd(workspace: Path = WorkspaceOpt, as_json: bool = JsonOpt) -> None:
+    """Summary of the store: items by state and source, utilities, hot tokens, episodes."""
+    from sagekernel.memory.store import Store
+
+    data = Store(_open(workspace)).stats()
+    if as_json:
+        _print_json(data)
+        return
+    table = Table(title="memory stats", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    for key, value in data.items():
+        shown = ", ".join(f"{k}={v}" for k, v in value.items()) if isinstance(value, dict) else (
+            f"{value:+.4f}" if isinstance(value, float) else str(value))
+        table.add_row(key, shown)
+    console.print(table)
+
+
+@memory_app.command("export")
+def export_cmd(file: Path, workspace: Path = WorkspaceOpt, as_json: bool = JsonOpt) -> None:
+    """Export every item (with adoption history) to a JSON Lines file."""
+    from sagekernel.memory.io import export_jsonl
+
+    n = export_jsonl(_open(workspace), file)
+    if as_json:
+        _print_json({"exported": n, "file": str(file)})
+    else:
+        console.print(f"exported {n} items to {file}")
+
+
+@memory_app.command("import")
+def import_cmd(file: Path, workspace: Path = WorkspaceOpt,
+               mode: str = typer.Option("refuse", help="refuse: only into an empty store; merge: same "
+                                        "content hash -> skipped, else a new id"),
+               as_json: bool = JsonOpt) -> None:
+    """Import a memory export into this workspace."""
+    from sagekernel.memory.io import import_jsonl
+
+    result = import_jsonl(_open(workspace, write=True), file, mode=mode)
+    if as_json:
+        _print_json(result)
+    else:
+        console.print(f"imported {result['imported']} items, skipped {result['skipped']} already present")
+
+
+@memory_app.command("replay")
+def replay_cmd(workspace: Path = WorkspaceOpt, run: str = typer.Option(None, help="Only this run's traces."),
+               gamma: float = typer.Option(0.3, help="Reranking strength used to compare orders."),
+               write_to: Path = typer.Option(None, help="Write a copy of the bank with replayed utilities."),
+               variant: str = typer.Option("atu", help="Utilities for --write-to: relevance|uniform|atu"),
+               limit: int = typer.Option(30, help="Rows in the table."), as_json: bool = JsonOpt) -> None:
+    """Fixed-bank replay (spec §9): recompute utilities under relevance-only, uniform credit and ATU."""
+    from sagekernel.memory.replay import replay_workspace
+
+    data = replay_workspace(workspace, run, gamma=gamma, write_to=write_to, variant=variant)
+    if as_json:
+        _print_json(data)
+        return
+    console.print(f"replayed {data['episodes']} episodes ({data['rounds']} rounds); rounds whose order "
+                  f"changes vs relevance: uniform {data['reordered_rounds']['uniform']}, "
+                  f"atu {data['reordered_rounds']['atu']}")
+    table = Table(title="replayed utilities")
+    for col in ("id", "state", "stored u", "uniform", "atu", "title"):
+        table.add_column(col, justify="left" if col in ("state", "title") else "right")
+    rows = sorted(data["items"], key=lambda r: -abs(r["atu"] - r["uniform"]))[:limit]
+    for r in rows:
+        table.add_row(str(r["id"]), r["state"], f"{r['stored_u']:+.3f}", f"{r['uniform']:+.3f}",
+                      f"{r['atu']:+.3f}", r["title"][:60])
+    console.print(table)
+    if "written_to" in data:
+        console.print(f"wrote the bank with {data['written_variant']} utilities to {data['written_to']}")
+
+
+def simulate_cmd(items: int = typer.Option(200, help="Items in the synthetic store."),
+                 operators: int = typer.Option(60, help="Operators in the stream."),
+                 seeds: int = typer.Option(5, help="Seeds (means are reported)."),
+                 as_json: bool = JsonOpt) -> None:
+    """Synthetic stream: precision@5 and success under relevance-only, uniform credit and ATU."""
+    from sagekernel.memory.simulate import SimConfig, simulate
+
+    if items < 10 or operators < 1 or seeds < 1:
+        raise SageError("simulate needs --items >= 10, --operators >= 1 and --seeds >= 1")
+    data = simulate(SimConfig(items=items, operators=operators), seeds=seeds)
+    if as_json:
+        _print_json(data)
+        return
+    table = Table(title=f"simulated stream: {items} items, {operators} operators, mean of {seeds} seeds")
+    for col in ("method", "precision@5", "success rate"):
+        table.add_column(col, justify="left" if col == "method" else "right")
+    for name, row in data["methods"].items():
+        table.add_row(name, f"{row['precision_at_5']:.3f}", f"{row['success_rate']:.3f}")
+    console.print(table)
 
 
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the root app."""
+    app.add_typer(memory_app, name="memory")
+    app.command("simulate")(simulate_cmd)

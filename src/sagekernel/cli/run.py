@@ -1,9 +1,125 @@
-"""`sage` commands for this area (filled in by the area's owner)."""
+"""`sage run`: argument handling only; the work is in sagekernel.runner.run."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from sagekernel.errors import SageError
+
+_BUDGET_HELP = (
+    "T, rounds per operator shared by the correctness and optimisation episodes. Default: 30 (the "
+    "paper's T) for API models; 4 for the embedded `local` model, because a 1.5B model at ~5 tokens/s "
+    "needs ~1.5-2 minutes per round, so the 3-operator demo suite finishes in ~25 minutes.")
+
+
+def _parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise SageError(f"--harness expects KEY=VALUE (e.g. iters=20), got {pair!r}")
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out
+
+
+def run_command(
+    suite: str = typer.Option("demo", help="Suite: builtin, demo, level1, level2, level3, or a directory "
+                                           "of task files. The demo suite is 3 small Level-1/2 operators."),
+    target: str = typer.Option("cpu", help="Backend the kernels are written for."),
+    model: str = typer.Option("local", help="Model spec: local (embedded Qwen2.5-Coder-1.5B), "
+                                            "openai:<model>@<url>, anthropic:<model>, scripted:<file>."),
+    method: str = typer.Option("sage", help="Memory method: refinement, static-rag, value-memory, sage, "
+                                            "sage-uniform-credit, sage-no-ugc, sage-random-ugc."),
+    workspace: Path = typer.Option(Path("sage-workspace"), help="Workspace directory (memory, runs, log)."),
+    schedule: str = typer.Option("given", help="Stream order: given | by-level | level:N | "
+                                               "interleave:L2,L3."),
+    limit: int | None = typer.Option(None, min=1, help="Process only the first N operators of the stream."),
+    budget: int | None = typer.Option(None, min=1, help=_BUDGET_HELP),
+    run_id: str | None = typer.Option(None, "--run-id", help="Run id (default: new, or the unfinished run "
+                                                             "with the same configuration)."),
+    resume: bool = typer.Option(False, help="Resume the latest unfinished run (with its stored settings)."),
+    new: bool = typer.Option(False, help="Start a new run even if one with this configuration is "
+                                         "unfinished."),
+    memory_from: Path | None = typer.Option(None, help="Evaluate with a snapshot of another workspace's "
+                                                       "memory (needs --frozen)."),
+    frozen: bool = typer.Option(False, help="Memory is read-only: no distillation, no updates."),
+    seed: int = typer.Option(0, help="Seed of randomised memory methods."),
+    gamma: float = typer.Option(0.3, help="Utility reranking strength γ."),
+    hot_budget: int = typer.Option(10000, help="Resident-rule token budget B."),
+    k: int = typer.Option(5, "-k", help="Experiences retrieved per round."),
+    max_reasks: int = typer.Option(2, help="Trace-completeness re-asks per round."),
+    max_tokens: int = typer.Option(2048, help="Completion-token cap of one model call."),
+    temperature: float = typer.Option(0.2, help="Sampling temperature."),
+    distill: bool = typer.Option(True, help="Distil new memory items after each episode."),
+    max_total_tokens: int | None = typer.Option(None, help="Stop cleanly after this many tokens in all."),
+    max_cost: float | None = typer.Option(None, help="Stop cleanly after this many USD (priced backends)."),
+    harness: list[str] = typer.Option([], "--harness", help="Harness override KEY=VALUE (repeatable), "
+                                                            "e.g. --harness iters=20."),
+    as_json: bool = typer.Option(False, "--json", help="Print the final summary as JSON on stdout."),
+    progress: bool = typer.Option(True, help="Show the live progress display (on stderr)."),
+) -> None:
+    """Run the agent over a stream of operators, learning as it goes (resumable: rerun to continue)."""
+    from sagekernel.agent.exceptions import RunInterrupted
+    from sagekernel.runner.config import LOCAL_DEFAULT_BUDGET, PAPER_BUDGET, RunConfig
+    from sagekernel.runner.progress import QuietProgress, RichProgress
+    from sagekernel.runner.run import RunSummary, run
+
+    if budget is None:
+        budget = LOCAL_DEFAULT_BUDGET if model.strip().split(":")[0] == "local" else PAPER_BUDGET
+    cfg = RunConfig(workspace=workspace, suite=suite, target=target, model=model, method=method,
+                    schedule=schedule, limit=limit, budget=budget, run_id=run_id, resume=resume, new=new,
+                    memory_from=memory_from, frozen=frozen, seed=seed, gamma=gamma, hot_budget=hot_budget,
+                    k=k, max_reasks=max_reasks, max_tokens_per_call=max_tokens, temperature=temperature,
+                    distill=distill, max_total_tokens=max_total_tokens, max_cost_usd=max_cost,
+                    harness=_parse_overrides(harness), progress=progress)
+    console = Console()
+    try:
+        summary = run(cfg, progress=RichProgress() if progress and not as_json else QuietProgress())
+    except RunInterrupted as exc:
+        if isinstance(exc.summary, RunSummary):
+            _print(exc.summary, console, as_json)
+        Console(stderr=True).print(f"[yellow]{exc}[/]")
+        raise typer.Exit(130) from None
+    _print(summary, console, as_json)
+
+
+def _print(summary: Any, console: Console, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(summary.to_dict(), indent=2, sort_keys=True))
+        return
+    table = Table(title=f"run {summary.run_id} ({summary.status})", show_header=True, header_style="bold")
+    for col in ("#", "operator", "level", "compiled", "correct", "rounds", "T_first ms", "T_best ms",
+                "speedup"):
+        table.add_column(col, justify="left" if col == "operator" else "right")
+    for r in summary.results:
+        table.add_row(str(r["position"] + 1), r["operator"], str(r["level"]),
+                      "yes" if r["compiled"] else "no", "yes" if r["correct"] else "no",
+                      str(r["rounds_used"]), _ms(r["t_first_ms"]), _ms(r["t_best_ms"]),
+                      f"{r['speedup']:.2f}x" if r["speedup"] else "-")
+    console.print(table)
+    fast = f"{summary.fast_1:.1f}%" if summary.fast_1 is not None else "-"
+    s_self = f"{summary.s_self:.2f}x" if summary.s_self is not None else "-"
+    console.print(f"{summary.method} on {summary.suite}: {summary.done}/{summary.operators} operators, "
+                  f"CR {summary.cr:.1f}%, ER {summary.er:.1f}%, Fast_1.0 {fast}, S_self {s_self}, "
+                  f"{summary.prompt_tokens + summary.completion_tokens} tokens "
+                  f"(workspace {summary.workspace})")
+    if summary.message:
+        console.print(summary.message)
+
+
+def _ms(value: float | None) -> str:
+    return f"{value:.4f}" if value is not None else "-"
 
 
 def register(app: typer.Typer) -> None:
-    """Attach this area's commands to the root app."""
+    """Attach `sage run` to the root app."""
+    app.command("run")(run_command)

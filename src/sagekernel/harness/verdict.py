@@ -22,6 +22,7 @@ class Stage(str, Enum):
     RUNTIME = "runtime"  # crash, signal, resource limit, timeout while running
     CORRECTNESS = "correctness"  # ran but produced wrong outputs (or touched inputs)
     TIMING = "timing"  # correct, but the timing run failed or was inconsistent
+    BROKEN_TASK = "broken_task"  # a null-kernel canary passed: the task cannot tell right from wrong
     OK = "ok"
 
 
@@ -49,6 +50,8 @@ class Verdict:
     lint: list[LintFinding] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)  # e.g. "speedup_audit"
     durations_s: dict[str, float] = field(default_factory=dict)  # build / correctness / timing
+    sandbox: dict[str, Any] = field(default_factory=dict)  # layer used (bwrap/unshare/process), seccomp
+    checks: dict[str, Any] = field(default_factory=dict)  # trials run (shape, distribution, seed), canaries
 
     @property
     def ok(self) -> bool:

@@ -1,0 +1,190 @@
+"""Experience distillation (spec §5): new memory items from an episode's verified transitions.
+
+A transition is verified when the harness saw it: in a corr episode, a revision that got past
+the stage where the previous attempt failed (it removed the recorded compile/runtime/mismatch
+error); in an opt episode, a correct kernel strictly faster than the best before it. Without a
+transition nothing is distilled (no model call). The frozen model proposes at most `max_items`
+lessons through `prompts/distill.j2`; the parser keeps those that are complete, deduplicates them
+(exact title or fix code), and drops any that mention an evaluation size of the task (spec §5:
+no hard-coded shapes). Choice (RECONSTRUCTED): only size values ≥ 10 are checked, since single
+digits (unroll factors, loop starts) appear in almost every snippet and reveal no shape. The
+store deduplicates against existing items (embedding similarity ≥ 0.9) when the policy learns.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sagekernel.agent.prompt import Prompts
+from sagekernel.agent.state import OperatorOutcome
+from sagekernel.errors import SageError
+from sagekernel.harness.verdict import Stage
+from sagekernel.models.base import Message, Reply
+from sagekernel.protocols import Target
+from sagekernel.records import EpisodeKind, EpisodeTrace, ItemDraft, RoundTrace
+from sagekernel.tasks.task import Task
+
+#: Item types (the seed memory's vocabulary); the first of each tuple is the fallback.
+CORR_TYPES = ("correctness", "compile_error", "runtime_error", "numerical_stability", "memory_access", "lint")
+OPT_TYPES = ("performance", "algorithmic_optimization", "memory_access")
+_STAGE_RANK = {s: i for i, s in enumerate((Stage.PARSE, Stage.LINT, Stage.COMPILE, Stage.LOAD, Stage.RUNTIME,
+                                           Stage.CORRECTNESS, Stage.TIMING, Stage.OK))}
+_MIN_SIZE_LITERAL = 10
+_MAX_TRANSITIONS = 3
+_FIELD = re.compile(r"^\s*[-*]?\s*\**(title|type|category|error[_ ]message|wrong[_ ]code|correct[_ ]code)"
+                    r"\**\s*:\s*(.*)$", re.IGNORECASE)
+_LESSON = re.compile(r"^\s*[#*>\s]*(?:lesson|item)\b\s*\d*\s*:?\s*\**\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Transition:
+    kind_text: str
+    problem: str
+    outcome: str
+    before: str
+    after: str
+
+
+def _stage(rt: RoundTrace) -> Stage:
+    return Stage((rt.verdict or {}).get("stage", Stage.PARSE.value))
+
+
+def _message(rt: RoundTrace, limit: int = 600) -> str:
+    return str((rt.verdict or {}).get("message", "")).strip()[:limit]
+
+
+def transitions(trace: EpisodeTrace, outcome: OperatorOutcome) -> list[Transition]:
+    """The verified transitions of one episode, oldest first (at most the last three)."""
+    found: list[Transition] = []
+    src = outcome.sources
+    if trace.episode is EpisodeKind.CORR:
+        prev: RoundTrace | None = None
+        for rt in trace.rounds:
+            if rt.candidate_hash not in src:
+                continue
+            if prev is not None and _STAGE_RANK[_stage(rt)] > _STAGE_RANK[_stage(prev)]:
+                was = _stage(prev).value
+                after = "correct" if rt.correct else f"got past '{was}', now fails at '{_stage(rt).value}'"
+                found.append(Transition("an error removed by a revision",
+                                        f"failed at '{was}': {_message(prev)}", after,
+                                        src[prev.candidate_hash or ""], src[rt.candidate_hash or ""]))
+            prev = rt
+    else:
+        first = next((r for r in outcome.rounds if r.round == outcome.first_correct_round), None)
+        best_ms, best_src = outcome.t_first_ms, src.get(first.candidate_hash or "") if first else None
+        for rt in trace.rounds:
+            ms = rt.latency_ms
+            if rt.correct and ms is not None and best_ms is not None and best_src and ms < best_ms:
+                after = src[rt.candidate_hash or ""]
+                faster = f"correct and faster: {ms:.4f} ms ({best_ms / ms:.2f}x)"
+                found.append(Transition("a verified speed-up", f"correct but slow: {best_ms:.4f} ms", faster,
+                                        best_src, after))
+                best_ms, best_src = ms, after
+    return found[-_MAX_TRANSITIONS:]
+
+
+def size_literals(task: Task) -> set[int]:
+    return {v for shape in task.all_shapes() for v in shape.values() if v >= _MIN_SIZE_LITERAL}
+
+
+def mentions_sizes(text: str, sizes: set[int]) -> bool:
+    return any(re.search(rf"(?<![\w.]){v}(?![\w.])", text) for v in sizes)
+
+
+def parse_lessons(text: str) -> list[dict[str, str]]:
+    """Lessons in the distill format; tolerant of markdown and of inline (unfenced) fields."""
+    lessons: list[dict[str, str]] = []
+    current: dict[str, str] | None = None
+    field_name: str | None = None
+    code: list[str] | None = None
+    for line in text.splitlines():
+        if code is not None:  # inside a fence
+            if re.match(r"^\s*(```|~~~)\s*$", line):
+                if current is not None and field_name:
+                    current[field_name] = "\n".join(code).strip("\n")
+                code, field_name = None, None
+            else:
+                code.append(line)
+            continue
+        if _LESSON.match(line):
+            current = {}
+            lessons.append(current)
+            field_name = None
+            continue
+        match = _FIELD.match(line)
+        if match:
+            if current is None:
+                current = {}
+                lessons.append(current)
+            field_name = match.group(1).lower().replace(" ", "_")
+            value = match.group(2).strip()
+            if value.startswith("```"):
+                code = []
+            elif value:
+                current[field_name] = value.strip("*` ")
+                field_name = field_name if field_name.endswith("_code") else None
+            continue
+        if re.match(r"^\s*(```|~~~)", line) and field_name and field_name.endswith("_code"):
+            code = []
+    return [lesson for lesson in lessons if lesson]
+
+
+def drafts_from(lessons: list[dict[str, str]], task: Task, episode: EpisodeKind,
+                max_items: int) -> list[ItemDraft]:
+    allowed = CORR_TYPES if episode is EpisodeKind.CORR else OPT_TYPES
+    sizes = size_literals(task)
+    out: list[ItemDraft] = []
+    seen: set[str] = set()
+    for lesson in lessons:
+        title, fix = lesson.get("title", "").strip(), lesson.get("correct_code", "").strip()
+        if not title or not fix:
+            continue
+        type_ = lesson.get("type", "").strip().lower().replace(" ", "_")
+        draft = ItemDraft(title=title, type=type_ if type_ in allowed else allowed[0],
+                          category=lesson.get("category", "").strip() or task.category,
+                          error_message=lesson.get("error_message", "").strip(),
+                          wrong_code=lesson.get("wrong_code", "").strip(), correct_code=fix,
+                          source_operator=task.name)
+        text = "\n".join((draft.title, draft.error_message, draft.wrong_code, draft.correct_code))
+        keys = {re.sub(r"\W+", " ", title.lower()).strip(), re.sub(r"\s+", "", fix)}
+        if mentions_sizes(text, sizes) or keys & seen:
+            continue
+        seen |= keys
+        out.append(draft)
+        if len(out) >= max_items:
+            break
+    return out
+
+
+def distill(ask: Callable[[list[Message]], Reply], prompts: Prompts, task: Task, target: Target,
+            trace: EpisodeTrace, outcome: OperatorOutcome, *,
+            max_items: int = 3) -> tuple[list[ItemDraft], Reply | None]:
+    """Ask the model for at most `max_items` grounded lessons; (drafts, the reply or None if not asked)."""
+    found = transitions(trace, outcome)
+    if not found or max_items <= 0:
+        return [], None
+    user = prompts.render("distill.j2", target_name=target.name, language=target.language, task=task,
+                          transitions=found, max_items=max_items, episode=trace.episode.value,
+                          types=CORR_TYPES if trace.episode is EpisodeKind.CORR else OPT_TYPES)
+    reply = ask([Message("user", user)])
+    return drafts_from(parse_lessons(reply.text), task, trace.episode, max_items), reply
+
+
+def make_rule_abstractor(ask: Callable[[list[Message]], Reply], prompts: Prompts,
+                         target_name: str = "") -> Callable[[Any, list[str]], str]:
+    """The UGC rule abstraction of spec §6.4 done by the frozen backbone (`prompts/abstract_rule.j2`).
+
+    Returns "" when the model fails, so the memory falls back to its own rule text."""
+    def abstract(item: Any, rationales: list[str]) -> str:
+        user = prompts.render("abstract_rule.j2", target_name=target_name, item=item,
+                              rationales=[r for r in rationales if r.strip()][:5])
+        try:
+            text = ask([Message("user", user)]).text.strip()
+        except SageError:
+            return ""
+        return re.sub(r"^(?:rule\s*:\s*)", "", text, flags=re.IGNORECASE).strip()
+
+    return abstract

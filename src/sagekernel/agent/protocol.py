@@ -1,0 +1,263 @@
+"""The reply protocol: what the model writes each round, and a parser for it.
+
+The model is asked (prompts/round.j2) for four parts:
+
+    DIAGNOSIS: <one to three sentences>
+    ADOPTION:
+    - E12: ADOPTED - <why>
+    - E7: NOT ADOPTED - <why>
+    RULES USED: R3, R5        (or NONE)
+    ```c
+    <the complete kernel source>
+    ```
+
+Retrieved experiences carry ids `E<n>`, resident rules `R<n>` (n is the memory item id).
+
+The parser is tolerant of formatting noise -- markdown emphasis, bullets or numbering, tables,
+upper/lower case, extra prose, `Adopted: E1, E2` grouping, `[E12]`/`#12`/`item 12` id spellings,
+an unterminated final code fence -- and strict about ids: a decision counts only on a line that
+*starts* with the id (or with the decision followed by ids), ids that were not shown are ignored
+and reported, ids shown but never decided stay unresolved (⊥, spec §2), and an id given both
+decisions is unresolved too (reported as a conflict).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+# --- ids -----------------------------------------------------------------------------------------
+_ITEM_ID = (r"(?:\[\s*E?\s*-?\s*(?P<b>\d+)\s*\]|E\s*-?\s*#?\s*(?P<e>\d+)|#\s*(?P<h>\d+)"
+            r"|(?:item|experience)\s*#?\s*(?P<i>\d+))")
+_RULE_ID = r"(?:\[\s*R\s*-?\s*(?P<rb>\d+)\s*\]|R\s*-?\s*#?\s*(?P<r>\d+)|rule\s*#?\s*(?P<rr>\d+))"
+_ITEM_RE = re.compile(rf"(?<![A-Za-z0-9]){_ITEM_ID}(?![A-Za-z0-9])", re.IGNORECASE)
+_RULE_RE = re.compile(rf"(?<![A-Za-z0-9]){_RULE_ID}(?![A-Za-z0-9])", re.IGNORECASE)
+_SEP = r"(?:\s*(?:,|/|&|;|\band\b|\s)\s*)"
+_ITEM_ANY = re.sub(r"\?P<\w+>", "?:", _ITEM_ID)
+_RULE_ANY = re.sub(r"\?P<\w+>", "?:", _RULE_ID)
+_ITEM_GROUP = re.compile(rf"^{_ITEM_ANY}(?:{_SEP}+{_ITEM_ANY})*(?![A-Za-z0-9])", re.IGNORECASE)
+_RULE_GROUP = re.compile(rf"^{_RULE_ANY}(?:{_SEP}+{_RULE_ANY})*(?![A-Za-z0-9])", re.IGNORECASE)
+_BARE_GROUP = re.compile(rf"^\d+(?:{_SEP}+\d+)*(?=\s*[:)\]|.=-])")
+
+# --- decisions (negatives listed first: at one position the first alternative wins) -------------
+_NEG = (r"not[\s_-]*(?:adopted|adopting|adopt|used|using|use|applied|applying|apply|relevant|applicable)\b"
+        r"|\w+n[o']?t\s+(?:adopt|use|apply)\w*|unused\b|rejected\b|reject\b|skipped\b|skip\b|ignored\b|ignore\b"
+        r"|declined\b|irrelevant\b|no\b|false\b|✗|❌|✘|\[\s\]")
+_POS = r"adopted\b|adopting\b|adopt\b|used\b|using\b|use\b|applied\b|applying\b|apply\b|yes\b|true\b" \
+       r"|accepted\b|accept\b|✓|✔|✅|\[x\]"
+_DECISION = re.compile(rf"(?:(?<![A-Za-z])(?P<neg>{_NEG})|(?<![A-Za-z])(?P<pos>{_POS}))", re.IGNORECASE)
+
+_CANONICAL = re.compile(r"(?<![A-Za-z])(?:(?P<neg>not[\s_-]*adopt(?:ed)?\b|\w+n[o']?t\s+adopt\w*)"
+                        r"|(?P<pos>adopted\b|adopt\b))", re.IGNORECASE)
+_HEADER = re.compile(r"^(?P<name>diagnosis|adoptions?|adoption decisions?|decisions?"
+                     r"|(?:resident\s+)?rules?\s+used|used\s+rules?|code|kernel|kernel source|source)"
+                     r"(?:\s*[:\-=]\s*|\s*$)(?P<rest>.*)$", re.IGNORECASE)
+_FENCE_OPEN = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})\s*(?P<lang>[^\s`]*)[^\n]*$")
+_LINE_NOISE = re.compile(r"^(?:\s|[-*+•>|]|#+(?=\s)|\d+[.)](?=\s))+")
+_EMPHASIS = re.compile(r"[*_`]+")
+_RATIONALE_TRIM = " \t-–—:;,.|=>)(]["
+
+#: Fenced-code languages accepted as the kernel source for a target language ("" = unlabelled).
+LANGUAGE_ALIASES: dict[str, frozenset[str]] = {
+    "c": frozenset({"c", "h", "cpp", "c++", "cc", "cxx", "hpp"}),
+    "cuda": frozenset({"cuda", "cu", "cuh", "c++", "cpp", "cc", "c"}),
+    "python": frozenset({"python", "py", "python3", "triton"}),
+    "ascendc": frozenset({"cpp", "c++", "cc", "c", "ascendc", "h", "hpp"}),
+}
+
+
+@dataclass
+class ParsedReply:
+    """What one reply (or one reply plus its re-ask answers, see `merge`) said."""
+
+    diagnosis: str = ""
+    decisions: dict[int, tuple[bool, str]] = field(default_factory=dict)  # item id -> (adopted, rationale)
+    conflicts: set[int] = field(default_factory=set)  # ids given both decisions
+    resident_used: list[int] = field(default_factory=list)
+    unknown_ids: list[str] = field(default_factory=list)  # "E99", "R4": not shown this round
+    code: str | None = None
+
+    def unresolved(self, shown: Iterable[int]) -> list[int]:
+        """Shown item ids without exactly one decision (⊥), in the order they were shown."""
+        return [i for i in shown if i not in self.decisions or i in self.conflicts]
+
+    def merge(self, later: ParsedReply) -> ParsedReply:
+        """Combine with the answer to a re-ask: later decisions and code fill in or replace."""
+        decisions = {**self.decisions, **later.decisions}
+        conflicts = (self.conflicts - set(later.decisions)) | later.conflicts
+        return ParsedReply(
+            diagnosis=self.diagnosis or later.diagnosis,
+            decisions=decisions,
+            conflicts=conflicts,
+            resident_used=sorted(set(self.resident_used) | set(later.resident_used)),
+            unknown_ids=self.unknown_ids + [u for u in later.unknown_ids if u not in self.unknown_ids],
+            code=later.code if later.code else self.code,
+        )
+
+
+def _ids(match: re.Match[str], *groups: str) -> int:
+    for g in groups:
+        if match.group(g) is not None:
+            return int(match.group(g))
+    raise ValueError(match.group(0))  # pragma: no cover - every alternative has a group
+
+
+def split_fences(text: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """(code blocks as (language, body), prose lines outside any fence). An unclosed final fence
+    runs to the end of the text (a reply cut off by max_tokens)."""
+    blocks: list[tuple[str, str]] = []
+    prose: list[str] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        opened = _FENCE_OPEN.match(lines[i])
+        if not opened:
+            prose.append(lines[i])
+            i += 1
+            continue
+        fence, lang = opened.group("fence"), opened.group("lang").lower()
+        body: list[str] = []
+        i += 1
+        while i < len(lines) and not re.match(rf"^\s*{re.escape(fence[0])}{{{len(fence)},}}\s*$", lines[i]):
+            body.append(lines[i])
+            i += 1
+        i += 1  # skip the closing fence (or step past the end)
+        blocks.append((lang.rsplit(".", 1)[-1], "\n".join(body)))
+    return blocks, prose
+
+
+def pick_code(blocks: list[tuple[str, str]], language: str) -> str | None:
+    """The kernel source: the longest non-empty block in the target's language (or unlabelled)."""
+    accepted = LANGUAGE_ALIASES.get(language, frozenset({language})) | {""}
+    usable = [body for lang, body in blocks
+              if lang in accepted and body.strip() and (language == "python" or "{" in body)]
+    if not usable:
+        return None
+    return max(usable, key=len).strip("\n") + "\n"
+
+
+def _clean(line: str) -> str:
+    line = _EMPHASIS.sub("", line)
+    return _LINE_NOISE.sub("", line).strip()
+
+
+_ECHO = re.compile(r"^\s*[:\-–—=>|]*\s*(?:\([^)]*\)|\[[^\]]*\]|\"[^\"]*\"|“[^”]*”|'[^']*')")
+_AFTER_SEP = re.compile(r"(?::|\s[-–—]+\s|\|)\s*")
+
+
+def _decision_in(text: str) -> tuple[bool, str] | None:
+    """(adopted, rationale) for the decision that follows an id group, or None.
+
+    A title the model echoes after the id ("E3 (Use restrict): NOT ADOPTED") must not be read as
+    the decision: a leading parenthesised/quoted echo is skipped; the protocol's own words
+    (ADOPTED / NOT ADOPTED) win wherever they are; then a decision word right at the start, then
+    one right after a separator, then the first decision word anywhere."""
+    text = _ECHO.sub("", text, count=1)
+    stripped = text.lstrip(" \t:-–—=>|,")
+    match = _CANONICAL.search(stripped) or _DECISION.match(stripped)
+    if match is None:
+        for sep in _AFTER_SEP.finditer(stripped):
+            match = _DECISION.match(stripped, sep.end())
+            if match:
+                break
+    if match is None:
+        match = _DECISION.search(stripped)
+    if match is None:
+        return None
+    rationale = stripped[match.end():].strip(_RATIONALE_TRIM)
+    if not rationale:  # "E3 was not adopted" -> keep the whole statement
+        rationale = stripped.strip(_RATIONALE_TRIM)
+    return match.group("neg") is None, rationale
+
+
+def parse_reply(text: str, *, shown_items: Iterable[int], shown_rules: Iterable[int],
+                language: str) -> ParsedReply:
+    """Parse one reply. `shown_items`/`shown_rules` are the ids the prompt listed."""
+    items, rules = set(shown_items), set(shown_rules)
+    blocks, prose = split_fences(text)
+    out = ParsedReply(code=pick_code(blocks, language))
+    votes: dict[int, list[tuple[bool, str]]] = {}
+    section = ""
+    diagnosis: list[str] = []
+    for raw in prose:
+        line = _clean(raw)
+        if not line:
+            continue
+        header = _HEADER.match(line)
+        if header:
+            name = header.group("name").lower()
+            section = "diagnosis" if name == "diagnosis" else "rules" if "rule" in name else \
+                "code" if name in ("code", "kernel", "source") else "adoption"
+            line = header.group("rest").strip()
+            if not line:
+                continue
+        if _ITEM_GROUP.match(line):
+            _parse_adoption_line(line, items, votes, out, bare_ok=False)
+        elif section == "rules" or _RULE_GROUP.match(line):
+            _parse_rules(line, rules, out, in_section=section == "rules")
+        elif section == "diagnosis":
+            diagnosis.append(line)
+        else:
+            _parse_adoption_line(line, items, votes, out, bare_ok=section == "adoption")
+    for item_id, vs in votes.items():
+        if len({adopted for adopted, _ in vs}) > 1:
+            out.conflicts.add(item_id)
+        out.decisions[item_id] = vs[-1]
+    out.diagnosis = " ".join(diagnosis).strip()
+    if not out.diagnosis:  # no header: the first prose sentence(s) before any decision line
+        first = next((_clean(p) for p in prose if _clean(p) and not _ITEM_RE.search(p)), "")
+        out.diagnosis = first
+    return out
+
+
+def _parse_rules(line: str, rules: set[int], out: ParsedReply, *, in_section: bool) -> None:
+    """`RULES USED: R3, R5` (in the section every listed id counts unless a line says otherwise),
+    or anywhere a line `R3: USED - why`."""
+    if re.match(r"^(none|nothing|no rules?|n/?a)\b", line, re.IGNORECASE):
+        return
+    group = _RULE_GROUP.match(line)
+    if group:
+        decision = _decision_in(line[group.end():])
+        if (decision is None and not in_section) or (decision is not None and not decision[0]):
+            return
+        ids_text = group.group(0)
+    elif in_section:
+        ids_text = line
+    else:
+        return
+    for match in _RULE_RE.finditer(ids_text):
+        rule_id = _ids(match, "rb", "r", "rr")
+        if rule_id in rules:
+            if rule_id not in out.resident_used:
+                out.resident_used.append(rule_id)
+        elif f"R{rule_id}" not in out.unknown_ids:
+            out.unknown_ids.append(f"R{rule_id}")
+
+
+def _parse_adoption_line(line: str, items: set[int], votes: dict[int, list[tuple[bool, str]]],
+                         out: ParsedReply, *, bare_ok: bool) -> None:
+    ids: list[int] = []
+    decision: tuple[bool, str] | None = None
+    group = _ITEM_GROUP.match(line)
+    if group:
+        ids = [_ids(m, "b", "e", "h", "i") for m in _ITEM_RE.finditer(group.group(0))]
+        decision = _decision_in(line[group.end():])
+    elif bare_ok and (bare := _BARE_GROUP.match(line)):
+        ids = [int(n) for n in re.findall(r"\d+", bare.group(0))]
+        decision = _decision_in(line[bare.end():])
+    else:  # "Adopted: E1, E2 - why" / "NOT ADOPTED: E7"
+        lead = _DECISION.match(line)
+        if lead:
+            rest = line[lead.end():].lstrip(" :-–—=")
+            later = _ITEM_GROUP.match(rest)
+            if later:
+                ids = [_ids(m, "b", "e", "h", "i") for m in _ITEM_RE.finditer(later.group(0))]
+                decision = (lead.group("neg") is None, rest[later.end():].strip(_RATIONALE_TRIM))
+    if decision is None:
+        return
+    for item_id in ids:
+        if item_id in items:
+            votes.setdefault(item_id, []).append(decision)
+        elif f"E{item_id}" not in out.unknown_ids:
+            out.unknown_ids.append(f"E{item_id}")

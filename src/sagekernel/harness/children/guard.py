@@ -1,0 +1,117 @@
+"""Inside the sandbox: the seccomp deny-list, and the framed result channel back to the parent.
+
+Stdlib + pyseccomp only (this file runs in a bare interpreter; it must not import sagekernel).
+Two phases: `lock_process()` before the candidate is loaded (no network, no new processes, no
+ptrace/namespace/module/bpf calls), `lock_files()` after it is loaded (no opening files: the
+kernel cannot read /proc, the task directory or anything else while it runs).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import struct
+from typing import Any
+
+CLONE_THREAD = 0x00010000
+
+DENY_ALWAYS = (
+    # network
+    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4", "sendto", "sendmsg",
+    "sendmmsg",
+    # process creation and replacement (threads stay allowed: clone with CLONE_THREAD)
+    "fork", "vfork", "execve", "execveat",
+    # reading or steering other processes
+    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_open", "pidfd_getfd",
+    # namespaces, mounts, kernel facilities
+    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "keyctl", "add_key", "request_key",
+    "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "init_module", "finit_module",
+    "delete_module", "kexec_load", "reboot", "swapon", "swapoff", "personality", "acct",
+)
+DENY_AFTER_LOAD = ("open", "openat", "openat2", "creat", "name_to_handle_at", "open_by_handle_at",
+                   "memfd_create", "mknod", "mknodat", "symlink", "symlinkat", "link", "linkat",
+                   "rename", "renameat", "renameat2", "unlink", "unlinkat", "truncate", "chdir")
+
+
+def _seccomp_module() -> Any:
+    try:
+        import pyseccomp as sc
+        return sc
+    except ImportError:
+        pass
+    try:
+        import seccomp as sc  # Debian's python3-seccomp (system python only)
+        return sc
+    except ImportError:
+        return None
+
+
+def _load(names: tuple[str, ...], extra: bool) -> str:
+    sc = _seccomp_module()
+    if sc is None:
+        return "unavailable"
+    flt = sc.SyscallFilter(defaction=sc.ALLOW)
+    for name in names:
+        try:
+            flt.add_rule(sc.ERRNO(errno.EPERM), name)
+        except Exception:  # syscall unknown on this architecture
+            continue
+    if extra:
+        try:
+            flt.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0))
+        except Exception:
+            pass
+        try:
+            flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")  # glibc falls back to clone for threads
+        except Exception:
+            pass
+    flt.load()
+    return "deny-list"
+
+
+def lock_process() -> str:
+    return _load(DENY_ALWAYS, extra=True)
+
+
+def lock_files() -> str:
+    return _load(DENY_AFTER_LOAD, extra=False)
+
+
+class Channel:
+    """Frames: 8-byte little-endian length, then a JSON line (always carrying the nonce), then payload."""
+
+    def __init__(self, fd: int, nonce: str) -> None:
+        self.fd = fd
+        self.nonce = nonce
+
+    def send(self, record: dict[str, Any], payload: bytes | memoryview = b"") -> None:
+        head = json.dumps({**record, "nonce": self.nonce}).encode() + b"\n"
+        data = struct.pack("<Q", len(head) + len(payload))
+        self._write(data + head)
+        if payload:
+            self._write(payload)
+
+    def _write(self, data: bytes | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            view = view[n:]
+
+
+def read_request(stream: Any) -> tuple[dict[str, Any], memoryview]:
+    """stdin: 8-byte header length, JSON header, then the blob."""
+    (hlen,) = struct.unpack("<Q", _read_exact(stream, 8))
+    header = json.loads(_read_exact(stream, hlen))
+    blob = bytearray(_read_exact(stream, int(header.get("blob_len", 0))))
+    return header, memoryview(blob)
+
+
+def _read_exact(stream: Any, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = stream.read(n - len(buf))
+        if not chunk:
+            raise EOFError(f"request truncated: wanted {n} bytes, got {len(buf)}")
+        buf.extend(chunk)
+    return bytes(buf)

@@ -1,0 +1,130 @@
+"""compile -> correctness -> timing for one candidate; the parent builds the verdict.
+
+    evaluate(task, source, target, config) -> Verdict
+
+Stages stop at the first failure (the verdict's `stage` names it): parse, lint (source rules),
+compile (plus symbol/section checks of the object), load, runtime (crash, signal, limit, timeout),
+correctness, broken_task (a null-kernel canary passed), timing. Every candidate process is
+sandboxed (sandbox.py); seeds, inputs, references and all judgements stay in this process.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from sagekernel.errors import TaskError
+from sagekernel.harness import correctness, sandbox
+from sagekernel.harness.config import HarnessConfig
+from sagekernel.harness.timing import run_timing
+from sagekernel.harness.verdict import Stage, Verdict
+from sagekernel.protocols import Target
+from sagekernel.targets.base import NativeTarget
+from sagekernel.targets.cpu.contract import KERNEL_SYMBOL
+from sagekernel.tasks.task import Task
+
+__all__ = ["HarnessConfig", "evaluate"]
+
+
+def _lint_message(verdict: Verdict) -> str:
+    first = verdict.lint[0]
+    where = f" at line {first.line}" if first.line else ""
+    more = f" (and {len(verdict.lint) - 1} more findings)" if len(verdict.lint) > 1 else ""
+    return f"static check '{first.rule}' failed{where}: {first.reason}{more}"
+
+
+def evaluate(task: Task, source: str, target: Target, config: HarnessConfig | None = None) -> Verdict:
+    """Judge one candidate kernel `source` for `task` on `target`."""
+    config = config or HarnessConfig()
+    t_start = time.perf_counter()
+    kind = sandbox.best_kind(config.sandbox)
+    verdict = Verdict(stage=Stage.PARSE, message="", sandbox={"kind": kind})
+    if not source.strip() or not re.search(rf"\b{KERNEL_SYMBOL}\s*\(", source):
+        verdict.message = (f"no function named `{KERNEL_SYMBOL}` in the submitted source; implement exactly "
+                           f"the contract's signature")
+        return _finish(verdict, t_start)
+    if not isinstance(target, NativeTarget):
+        raise TypeError(f"target {target.name!r} cannot build candidates for this harness")
+    if config.static_checks:
+        verdict.lint = target.lint(source, task)
+        if verdict.lint:
+            verdict.stage = Stage.LINT
+            verdict.message = _lint_message(verdict)
+            return _finish(verdict, t_start)
+    workdir = Path(tempfile.mkdtemp(prefix="sage-eval-"))
+    try:
+        return _run_stages(task, source, target, config, kind, verdict, workdir, t_start)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run_stages(task: Task, source: str, target: NativeTarget, config: HarnessConfig, kind: str,
+                verdict: Verdict, workdir: Path, t_start: float) -> Verdict:
+    t0 = time.perf_counter()
+    built = target.build(source, task, workdir, sandbox_kind=kind, timeout_s=config.build_timeout_s)
+    verdict.durations_s["build"] = time.perf_counter() - t0
+    verdict.build = dict(built.info)
+    if not built.ok:
+        if built.stage == "lint" and not config.static_checks:
+            pass  # runtime-defence tests: let the object through to the sandbox
+        else:
+            verdict.stage = {"compile": Stage.COMPILE, "load": Stage.LOAD, "lint": Stage.LINT}[built.stage]
+            verdict.lint = list(built.findings)
+            verdict.message = _lint_message(verdict) if built.stage == "lint" else built.message
+            return _finish(verdict, t_start)
+    verdict.compiled = True
+    library = workdir / "build" / "kernel.so"
+    t0 = time.perf_counter()
+    try:
+        trials = correctness.plan_trials(task, config)
+    except TaskError as exc:
+        verdict.stage = Stage.BROKEN_TASK
+        verdict.flags.append("broken_task")
+        verdict.message = f"the task's reference failed: {exc}"
+        return _finish(verdict, t_start)
+    verdict.durations_s["reference"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    scratch = workdir / "run"
+    scratch.mkdir()
+    result, parsed, plan = correctness.run_child(task, trials, library, config, kind, scratch)
+    outcome = correctness.judge(task, config, result, parsed, plan)
+    verdict.durations_s["correctness"] = time.perf_counter() - t0
+    verdict.sandbox = outcome.sandbox
+    verdict.checks = outcome.checks
+    verdict.flags.extend(outcome.flags)
+    if outcome.stage is not Stage.OK:
+        verdict.stage = outcome.stage
+        verdict.message = outcome.message
+        return _finish(verdict, t_start)
+    verdict.correct = True
+    if config.skip_timing:
+        verdict.stage = Stage.OK
+        verdict.message = outcome.message + "; timing skipped"
+        return _finish(verdict, t_start)
+    t0 = time.perf_counter()
+    default = [t for t in trials if t.shape_label == "default"][: max(1, config.timing_pool)]
+    tscratch = workdir / "timing"
+    tscratch.mkdir()
+    timed = run_timing(task, default, library, config, kind, tscratch)
+    verdict.durations_s["timing"] = time.perf_counter() - t0
+    verdict.timing = timed.timing
+    verdict.flags.extend(timed.flags)
+    verdict.sandbox["timing"] = timed.sandbox
+    if timed.stage is not Stage.OK:
+        verdict.stage = timed.stage
+        verdict.correct = timed.stage is not Stage.CORRECTNESS
+        verdict.message = timed.message
+        return _finish(verdict, t_start)
+    verdict.candidate_ms, verdict.reference_ms, verdict.speedup = timed.candidate_ms, timed.reference_ms, timed.speedup
+    verdict.stage = Stage.OK
+    verdict.message = f"{outcome.message}; {timed.message}"
+    return _finish(verdict, t_start)
+
+
+def _finish(verdict: Verdict, t_start: float) -> Verdict:
+    verdict.durations_s = {k: round(v, 4) for k, v in verdict.durations_s.items()}
+    verdict.durations_s["total"] = round(time.perf_counter() - t_start, 4)
+    return verdict

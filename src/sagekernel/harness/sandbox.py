@@ -1,0 +1,279 @@
+"""Run one untrusted command in a sandbox and collect what it sends back on a private channel.
+
+Layers (eval_integrity.md §4a), strongest available first:
+
+- ``bwrap``: bubblewrap with ``--unshare-all`` (no network, own PID namespace), a read-only
+  minimal filesystem (/usr, /lib*, /bin, the interpreter prefix, the given binds), a private
+  tmpfs at /tmp, ``--die-with-parent``, ``--new-session``, ``--cap-drop ALL``, ``--clearenv``,
+  uid/gid 65534.
+- ``unshare``: util-linux ``unshare --net`` (root only) when bwrap is missing: no network, but
+  the host filesystem is visible.
+- ``process``: a plain child process.
+
+Every layer ALSO gets: its own process group (killed as a group on timeout), rlimits set by the
+util-linux ``prlimit`` wrapper (never ``preexec_fn``), a scrubbed environment, a private
+temporary directory as working directory, stdout/stderr into a size-capped file, and a result
+pipe passed as the only extra fd. Inside the child, ``children/guard.py`` adds the seccomp
+deny-list. RLIMIT_NPROC does not bind root (measured, eval_integrity.md §4a.3), so process
+creation is denied by seccomp instead (clone without CLONE_THREAD, fork, vfork, execve).
+
+Nothing the child prints or returns as exit status decides anything; callers parse the channel
+bytes (framed, with a nonce) and judge them in the parent.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+#: Most bytes accepted on the result channel; the rest is dropped (and the run fails to parse).
+MAX_CHANNEL_BYTES = 1 << 31
+#: Tail of the child's stdout/stderr kept for messages.
+OUTPUT_TAIL_CHARS = 2000
+
+SANDBOX_KINDS = ("bwrap", "unshare", "process")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for one sandboxed command."""
+
+    wall_s: float = 30.0  # wall-clock timeout; the whole process group is killed after it
+    cpu_s: int = 30  # RLIMIT_CPU (seconds of CPU time)
+    address_space_bytes: int | None = 8 << 30  # RLIMIT_AS; None leaves it unlimited
+    file_size_bytes: int = 64 << 20  # RLIMIT_FSIZE: caps every file the child writes
+    nofile: int = 256  # RLIMIT_NOFILE
+    nproc: int = 4096  # RLIMIT_NPROC (only binds non-root uids; seccomp covers root)
+
+
+@dataclass
+class SandboxResult:
+    """What happened to one sandboxed command, as observed by the parent."""
+
+    kind: str  # which sandbox layer was used (SANDBOX_KINDS)
+    returncode: int | None
+    timed_out: bool
+    channel: bytes  # everything the child wrote on the result fd
+    output_tail: str  # last characters of the child's stdout+stderr
+    wall_s: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def signal(self) -> int | None:
+        """The signal that killed the child (negative return codes), else None."""
+        if self.returncode is not None and self.returncode < 0:
+            return -self.returncode
+        # bwrap reports a payload killed by signal N as exit status 128+N.
+        if self.kind == "bwrap" and self.returncode is not None and 128 < self.returncode < 128 + 65:
+            return self.returncode - 128
+        return None
+
+
+@lru_cache(maxsize=1)
+def bwrap_works() -> bool:
+    """True when bubblewrap exists and can create the namespaces we ask for."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return False
+    try:
+        proc = subprocess.run(
+            [exe, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--", "/bin/true"],
+            capture_output=True, timeout=10, env={},
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+@lru_cache(maxsize=1)
+def unshare_net_works() -> bool:
+    exe = shutil.which("unshare")
+    if exe is None:
+        return False
+    try:
+        proc = subprocess.run([exe, "--net", "--", "/bin/true"], capture_output=True, timeout=10, env={})
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+def best_kind(requested: str = "auto") -> str:
+    """The sandbox layer to use: the requested one, or the strongest available for "auto"."""
+    if requested != "auto":
+        if requested not in SANDBOX_KINDS:
+            raise ValueError(f"unknown sandbox kind {requested!r}; choose from {SANDBOX_KINDS}")
+        return requested
+    if bwrap_works():
+        return "bwrap"
+    if unshare_net_works():
+        return "unshare"
+    return "process"
+
+
+def python_prefix() -> str:
+    """The real interpreter's install prefix (not a pyenv shim), bound read-only into bwrap."""
+    return os.path.realpath(sys.base_prefix)
+
+
+def python_executable() -> str:
+    return os.path.realpath(sys.executable)
+
+
+def python_argv(script: str) -> list[str]:
+    """Interpreter command for a child script: isolated (-I) and without site processing (-S),
+    which saves ~20 ms per start; the child adds `site_paths()` itself."""
+    return [python_executable(), "-I", "-S", script]
+
+
+@lru_cache(maxsize=1)
+def site_paths() -> list[str]:
+    """The interpreter's site-packages directories (inside the bound prefix)."""
+    import site
+
+    return [p for p in site.getsitepackages() if p.startswith(python_prefix())]
+
+
+def _prlimit_prefix(limits: Limits) -> list[str]:
+    exe = shutil.which("prlimit")
+    if exe is None:
+        return []
+    args = [exe, f"--cpu={limits.cpu_s}", f"--fsize={limits.file_size_bytes}",
+            f"--nofile={limits.nofile}", f"--nproc={limits.nproc}", "--core=0"]
+    if limits.address_space_bytes is not None:
+        args.append(f"--as={limits.address_space_bytes}")
+    return [*args, "--"]
+
+
+def _bwrap_prefix(ro_binds: list[tuple[str, str]], rw_binds: list[tuple[str, str]],
+                  env: dict[str, str], workdir: str) -> list[str]:
+    args = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+            "--uid", "65534", "--gid", "65534", "--cap-drop", "ALL", "--clearenv",
+            "--ro-bind", "/usr", "/usr", "--ro-bind", "/lib", "/lib",
+            "--ro-bind-try", "/lib64", "/lib64", "--ro-bind", "/bin", "/bin",
+            "--ro-bind", python_prefix(), python_prefix(),
+            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/box"]
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    for src, dst in ro_binds:
+        args += ["--ro-bind", src, dst]
+    for src, dst in rw_binds:
+        args += ["--bind", src, dst]
+    return [*args, "--chdir", workdir, "--"]
+
+
+@dataclass
+class SandboxCommand:
+    """A command to run in the sandbox. Paths in `argv` are as the child sees them.
+
+    `ro_binds`/`rw_binds` map host paths to sandbox paths. Outside bwrap there is no mount
+    namespace, so sandbox paths under /box are rewritten to their host paths (callers use
+    `translate()` on any path they put in argv or the request).
+    """
+
+    argv: list[str]
+    ro_binds: list[tuple[str, str]] = field(default_factory=list)
+    rw_binds: list[tuple[str, str]] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: str = "/tmp"
+
+
+def translate(kind: str, path: str, cmd: SandboxCommand) -> str:
+    """The path a child of this sandbox kind must use for sandbox path `path`."""
+    if kind == "bwrap":
+        return path
+    for src, dst in [*cmd.ro_binds, *cmd.rw_binds]:
+        if path == dst or path.startswith(dst.rstrip("/") + "/"):
+            return src + path[len(dst):]
+    return path
+
+
+def _drain(fd: int, sink: bytearray) -> None:
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 20)
+        except OSError:
+            return
+        if not chunk:
+            return
+        if len(sink) < MAX_CHANNEL_BYTES:
+            sink.extend(chunk[: MAX_CHANNEL_BYTES - len(sink)])
+
+
+def run(cmd: SandboxCommand, *, kind: str, limits: Limits, stdin_data: bytes = b"",
+        scratch_dir: Path) -> SandboxResult:
+    """Run `cmd` in sandbox `kind`; the child finds the result fd number in env SAGE_RESULT_FD.
+
+    `scratch_dir` is a parent-owned directory for the output log and, outside bwrap, the child's
+    private temporary directory.
+    """
+    read_fd, write_fd = os.pipe()
+    os.set_inheritable(write_fd, True)
+    private_tmp = scratch_dir / "tmp"
+    private_tmp.mkdir(exist_ok=True)
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LC_ALL": "C", **cmd.env,
+           "SAGE_RESULT_FD": str(write_fd)}
+    if kind == "bwrap":
+        env["TMPDIR"] = "/tmp"
+        argv = _prlimit_prefix(limits) + _bwrap_prefix(cmd.ro_binds, cmd.rw_binds, env, cmd.workdir) + cmd.argv
+        cwd = None
+        popen_env: dict[str, str] = {}
+    else:
+        env["TMPDIR"] = str(private_tmp)
+        env["HOME"] = str(private_tmp)
+        prefix = _prlimit_prefix(limits)
+        if kind == "unshare":
+            prefix += [shutil.which("unshare") or "unshare", "--net", "--"]
+        argv = prefix + [translate(kind, a, cmd) if a.startswith("/box") else a for a in cmd.argv]
+        cwd = str(private_tmp)
+        popen_env = env
+    log_path = scratch_dir / "child.log"
+    sink = bytearray()
+    start = time.perf_counter()
+    timed_out = False
+    with open(log_path, "wb") as log:
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                                    pass_fds=(write_fd,), env=popen_env, cwd=cwd, process_group=0)
+        finally:
+            os.close(write_fd)
+        reader = threading.Thread(target=_drain, args=(read_fd, sink), daemon=True)
+        reader.start()
+        try:
+            proc.communicate(stdin_data, timeout=limits.wall_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+        except BaseException:
+            _kill_group(proc)
+            raise
+        finally:
+            # The channel's writer may be inherited by a stray grandchild; never wait forever.
+            reader.join(timeout=2.0)
+            if reader.is_alive():
+                _kill_group(proc)
+                reader.join(timeout=2.0)
+            os.close(read_fd)
+    wall = time.perf_counter() - start
+    tail = log_path.read_bytes()[-OUTPUT_TAIL_CHARS:].decode("utf-8", "replace")
+    return SandboxResult(kind=kind, returncode=proc.returncode, timed_out=timed_out, channel=bytes(sink),
+                         output_tail=tail, wall_s=wall)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

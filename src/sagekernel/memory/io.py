@@ -1,0 +1,205 @@
+"""Portable memory files: seed loading, and export/import as JSON Lines.
+
+Export format (schema version 1): the first line is a header
+  {"format": "sagekernel.memory", "schema_version": 1, "exported_at": ..., "items": N, "tokenizer": ...}
+then one line per item: {"kind": "item", <Item.to_dict()>, "adoptions": [...]}.
+Embeddings are not exported (recomputed on load); value-memory PopArt statistics are not either.
+
+Import (one transaction):
+- mode "refuse": the store must be empty; everything is restored as it was (states, statistics,
+  sources, adoption history).
+- mode "merge": an item whose content hash is already stored is skipped (the local copy and its
+  statistics win); any other item gets a new id, source "import", and a consolidated item comes
+  in as validated (the next UGC rebuild decides residency under the local budget).
+In both modes eligible_episodes is preserved by setting born_episode = clock − eligible − resident.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sagekernel import db
+from sagekernel.memory.embedding import tokenizer_name
+from sagekernel.memory.records import AdoptionRecord, Item, ItemState
+from sagekernel.memory.store import MemoryStoreError, Store, now_iso
+
+FORMAT = "sagekernel.memory"
+SCHEMA_VERSION = 1
+
+
+class _Adoption(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    run_id: str
+    operator: str
+    episode: str
+    round: int
+    adopted: bool | None
+    rationale: str = ""
+
+
+class _ItemLine(BaseModel):
+    """One item line; also the seed format (only title and type are required)."""
+
+    model_config = ConfigDict(extra="ignore")
+    id: int = 0
+    title: str = Field(min_length=1)
+    type: str = Field(min_length=1)
+    category: str = ""
+    error_message: str = ""
+    wrong_code: str = ""
+    correct_code: str = ""
+    code_diff: dict[str, str] | None = None
+    u: float = Field(0.0, ge=-1.0, le=1.0)
+    n_ret: int = Field(0, ge=0)
+    n_ado: int = Field(0, ge=0)
+    n_upd: int = Field(0, ge=0)
+    adopting_ops: list[str] = []
+    retrieving_ops: list[str] = []
+    p_hat: float = Field(0.0, ge=0.0, le=1.0)
+    eligible_episodes: int = Field(0, ge=0)
+    state: ItemState = ItemState.COLD
+    rule_text: str = ""
+    rule_tokens: int = Field(0, ge=0)
+    q1: float = 0.0
+    q2: float = 0.0
+    resident_episodes: int = Field(0, ge=0)
+    promoted_at_episode: int | None = None
+    source: str = "seed"
+    created_at: str = ""
+    adoptions: list[_Adoption] = []
+
+    def to_item(self, *, clock: int) -> Item:
+        wrong, correct = self.wrong_code, self.correct_code
+        if self.code_diff:
+            wrong = self.code_diff.get("wrong_code", wrong)
+            correct = self.code_diff.get("correct_code", correct)
+        return Item(
+            id=self.id, title=self.title.strip(), type=self.type.strip(), category=self.category.strip(),
+            error_message=self.error_message.strip(), wrong_code=wrong, correct_code=correct, u=self.u,
+            n_ret=self.n_ret, n_ado=self.n_ado, n_upd=self.n_upd, adopting_ops=set(self.adopting_ops),
+            retrieving_ops=set(self.retrieving_ops), p_hat=self.p_hat,
+            eligible_episodes=self.eligible_episodes,
+            state=self.state, rule_text=self.rule_text, rule_tokens=self.rule_tokens, q1=self.q1, q2=self.q2,
+            born_episode=clock - self.eligible_episodes - self.resident_episodes,
+            resident_episodes=self.resident_episodes, promoted_at_episode=self.promoted_at_episode,
+            source=self.source, created_at=self.created_at or now_iso())
+
+
+def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    if not path.exists():
+        raise MemoryStoreError(f"no such memory file: {path}")
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise MemoryStoreError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
+            if not isinstance(data, dict):
+                raise MemoryStoreError(f"{path}:{number}: expected a JSON object per line")
+            yield number, data
+
+
+def _parse(path: Path, number: int, data: dict[str, Any]) -> _ItemLine:
+    try:
+        return _ItemLine.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise MemoryStoreError(f"{path}:{number}: invalid memory item ({where}: {first['msg']})") from exc
+
+
+def load_seed(conn: sqlite3.Connection, path: Path | str) -> int:
+    """Load a JSON Lines seed file (one item per line, spec §1.1 fields) into an EMPTY store, as
+    source 'seed'. Returns the number of items written. Embeddings are computed by the policy."""
+    path = Path(path)
+    store = Store(conn)
+    if store.count():
+        raise MemoryStoreError(f"the memory store already has {store.count()} items; seed only an empty "
+                               "store (or use `sage memory import --mode merge`)")
+    parsed = [_parse(path, n, d) for n, d in _lines(path) if d.get("format") != FORMAT]
+    with db.transaction(conn):
+        seen: set[str] = set()
+        for line in parsed:
+            item = _fresh(line.to_item(clock=0))
+            if item.content_hash in seen:
+                continue
+            seen.add(item.content_hash)
+            store.insert_item(item)
+    return len(seen)
+
+
+def _fresh(item: Item) -> Item:
+    """A seed item starts with the §5 defaults whatever the file says."""
+    return Item(id=0, title=item.title, type=item.type, category=item.category,
+                error_message=item.error_message, wrong_code=item.wrong_code, correct_code=item.correct_code,
+                source="seed", created_at=item.created_at)
+
+
+def export_jsonl(conn: sqlite3.Connection, path: Path | str) -> int:
+    """Write every item with its adoption history; returns the number of items."""
+    store = Store(conn)
+    items = store.all_items()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        header = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "exported_at": now_iso(),
+                  "items": len(items), "tokenizer": tokenizer_name(), "episodes": store.clock()}
+        fh.write(json.dumps(header) + "\n")
+        for m in items:
+            data = m.to_dict()
+            for key in ("born_episode", "content_hash"):
+                data.pop(key)
+            data["kind"] = "item"
+            data["adoptions"] = [{"run_id": a.run_id, "operator": a.operator, "episode": a.episode,
+                                  "round": a.round, "adopted": a.adopted, "rationale": a.rationale}
+                                 for a in store.adoption_history(m.id)]
+            fh.write(json.dumps(data, ensure_ascii=False) + "\n")
+    tmp.replace(path)  # a crash never leaves a half-written export under the final name
+    return len(items)
+
+
+def import_jsonl(conn: sqlite3.Connection, path: Path | str, *, mode: str = "refuse") -> dict[str, int]:
+    """Import an export file; returns {"imported": n, "skipped": n}. See the module docstring."""
+    if mode not in ("merge", "refuse"):
+        raise MemoryStoreError(f"unknown import mode {mode!r}; use merge or refuse")
+    path = Path(path)
+    lines = list(_lines(path))
+    if not lines or lines[0][1].get("format") != FORMAT:
+        raise MemoryStoreError(f"{path} is not a SAGE memory export (its first line must be the "
+                               f'{{"format": "{FORMAT}", ...}} header)')
+    version = lines[0][1].get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise MemoryStoreError(f"{path} has memory schema version {version}; this SAGE reads up to "
+                               f"{SCHEMA_VERSION} (upgrade sagekernel)")
+    parsed = [_parse(path, n, d) for n, d in lines[1:]]
+    store = Store(conn)
+    existing = store.count()
+    if existing and mode == "refuse":
+        raise MemoryStoreError(f"the memory store already has {existing} items; import into an empty "
+                               "workspace, or pass --mode merge (same content -> skipped, else a new id)")
+    imported = skipped = 0
+    with db.transaction(conn):
+        clock = store.clock()
+        for line in parsed:
+            item = line.to_item(clock=clock)
+            if store.find_by_hash(item.content_hash) is not None:
+                skipped += 1
+                continue
+            if existing:
+                item.source = "import"
+                if item.state is ItemState.CONSOLIDATED:
+                    item.state = ItemState.VALIDATED
+            new_id = store.insert_item(item)
+            store.add_adoptions(AdoptionRecord(a.run_id, a.operator, a.episode, a.round, new_id, a.adopted,
+                                               a.rationale) for a in line.adoptions)
+            imported += 1
+    return {"imported": imported, "skipped": skipped}

@@ -1,0 +1,316 @@
+"""The memory methods as `MemoryPolicy` implementations over one store (spec §9).
+
+refinement: no memory. static-rag: relevance-only retrieval, no writes. value-memory: EvoKernel Q
+values (spec §12.6). sage: ATU + utility reranking + UGC, and its ablations sage-uniform-credit,
+sage-no-ugc, sage-random-ugc.
+
+Single writer: only the runner calls `learn`, once per episode, after the operator's result was
+recorded. `learn` is one transaction — credit → adoption records → new items → UGC → snapshot —
+so a crash leaves the store as it was. If the caller already holds a transaction (to mark
+`episode_updates` in the same unit), `learn` joins it instead of opening one.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import sqlite3
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from sagekernel import db
+from sagekernel.errors import SageError
+from sagekernel.memory.atu import (
+    CreditRule,
+    apply_credit,
+    count_only,
+    episode_sets,
+    terminal_score,
+    update_access,
+)
+from sagekernel.memory.embedding import Embedder, count_tokens, default_embedder
+from sagekernel.memory.records import AdoptionRecord, HotEntry, HotSnapshot, Item, ItemState, MemoryConfig
+from sagekernel.memory.retrieval import Candidate, RetrievalIndex, query_terms, rerank
+from sagekernel.memory.store import Store, draft_to_item, now_stamp
+from sagekernel.memory.ugc import AbstractRule, make_rule, priority, rebuild, regate
+from sagekernel.memory.value_memory import PopArt, epsilon_greedy, q_update, round_rewards
+from sagekernel.protocols import MemoryPolicy
+from sagekernel.records import EpisodeKind, EpisodeTrace, ItemDraft, ResidentRule, RetrievedItem
+
+METHODS = ("refinement", "static-rag", "value-memory", "sage", "sage-uniform-credit", "sage-no-ugc",
+           "sage-random-ugc")
+_AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class Variant:
+    credit: str  # "atu" | "uniform" | "value" | "none"
+    ugc: str  # "utility" | "random" | "none"
+    rerank: bool  # utility reranking (γ) in retrieval
+
+
+VARIANTS = {
+    "static-rag": Variant("none", "none", False),
+    "value-memory": Variant("value", "none", False),
+    "sage": Variant("atu", "utility", True),
+    "sage-uniform-credit": Variant("uniform", "utility", True),
+    "sage-no-ugc": Variant("atu", "none", True),
+    "sage-random-ugc": Variant("atu", "random", True),
+}
+
+
+class UnknownMethod(SageError):
+    pass
+
+
+class NoMemory:
+    """Refinement: no retrieval, no resident rules, nothing learned."""
+
+    name = "refinement"
+
+    def retrieve(self, query: str, *, operator: str, category: str, episode: EpisodeKind,
+                 k: int = 5) -> list[RetrievedItem]:
+        return []
+
+    def resident_rules(self) -> list[ResidentRule]:
+        return []
+
+    def learn(self, trace: EpisodeTrace, new_items: Sequence[ItemDraft] = (), *,
+              forbidden_literals: Collection[str] = ()) -> None:
+        return None
+
+
+class StorePolicy:
+    """static-rag, value-memory and the SAGE variants over the SQLite store."""
+
+    def __init__(self, method: str, conn: sqlite3.Connection, *, run_id: str, frozen: bool = False,
+                 seed: int = 0, config: MemoryConfig | None = None,
+                 abstract_rule: AbstractRule | None = None, embedder: Embedder | None = None,
+                 type_filter: Callable[[EpisodeKind, str], bool] | None = None) -> None:
+        self.name = method
+        self.variant = VARIANTS[method]
+        self.store = Store(conn)
+        self.run_id = run_id
+        self.frozen = frozen
+        self.seed = seed
+        self.cfg = config or MemoryConfig()
+        self.abstract_rule = abstract_rule
+        self.type_filter = type_filter
+        self._rng = random.Random(f"value-memory:{seed}")
+        self.embedder = embedder
+        self._backfill_embeddings()
+        self.index = RetrievalIndex(self.store, embedder)
+
+    # ---- reading --------------------------------------------------------------------------------
+    def retrieve(self, query: str, *, operator: str, category: str, episode: EpisodeKind,
+                 k: int = 5) -> list[RetrievedItem]:
+        text = f"{category} {query}"  # RECONSTRUCTED query composition: category words help BM25
+        return self.retrieve_with(text, self.index.embed_query(text), episode=episode, k=k)
+
+    def retrieve_with(self, text: str, qvec: np.ndarray | None, *, episode: EpisodeKind,
+                      k: int = 5) -> list[RetrievedItem]:
+        """Scoring only (the query embedding is computed by the caller)."""
+        tf = None if self.type_filter is None else (lambda t: self.type_filter(episode, t))  # type: ignore[misc]
+        if self.variant.credit == "value":
+            stage = "q1" if episode is EpisodeKind.CORR else "q2"
+            pool = self.index.pool(text, qvec, size=self.cfg.pool, utility=stage, type_filter=tf)
+            picked = epsilon_greedy(pool, k, self.cfg.epsilon, self._rng)
+            ranked = [(c, c.utility) for c in picked]
+        else:
+            gamma = self.cfg.gamma if self.variant.rerank else 0.0
+            pool = self.index.pool(text, qvec, size=self.cfg.pool,
+                                   utility="u" if self.variant.rerank else "none", type_filter=tf)
+            ranked = [(r.candidate, r.score) for r in rerank(pool, gamma, k)]
+        return self._materialise(ranked)
+
+    def _materialise(self, ranked: list[tuple[Candidate, float]]) -> list[RetrievedItem]:
+        items = self.store.get_many(c.item_id for c, _ in ranked)
+        return [RetrievedItem(item_id=c.item_id, title=m.title, type=m.type, category=m.category,
+                              error_message=m.error_message, wrong_code=m.wrong_code,
+                              correct_code=m.correct_code, relevance=c.relevance, utility=c.utility,
+                              score=score)
+                for c, score in ranked if (m := items.get(c.item_id)) is not None]
+
+    def resident_rules(self) -> list[ResidentRule]:
+        if self.variant.ugc == "none":
+            return []
+        hot = sorted(self.store.in_state(ItemState.CONSOLIDATED), key=lambda m: (-priority(m), -m.u, m.id))
+        return [ResidentRule(m.id, m.rule_text, m.rule_tokens) for m in hot]
+
+    # ---- learning -------------------------------------------------------------------------------
+    def learn(self, trace: EpisodeTrace, new_items: Sequence[ItemDraft] = (), *,
+              forbidden_literals: Collection[str] = ()) -> None:
+        """One episode's update (spec §7): credit, adoption records, new items, UGC, snapshot."""
+        if self.frozen or self.variant.credit == "none" or not trace.rounds:
+            return
+        conn = self.store.conn
+        with (nullcontext(conn) if conn.in_transaction else db.transaction(conn)):
+            changed, added = self._learn(trace, new_items, forbidden_literals)
+        self.index.update(changed.values())
+        for item, vec in added:
+            self.index.add(item, vec)
+
+    def _learn(self, trace: EpisodeTrace, drafts: Sequence[ItemDraft], forbidden: Collection[str],
+               ) -> tuple[dict[int, Item], list[tuple[Item, np.ndarray | None]]]:
+        store, cfg, v = self.store, self.cfg, self.variant
+        z = terminal_score(trace, cfg)
+        clock = store.record_episode(self.run_id, trace.operator, trace.episode.value, z)
+        store.add_adoptions(
+            AdoptionRecord(self.run_id, trace.operator, trace.episode.value, rt.round, d.item_id, d.adopted,
+                           d.rationale) for rt in trace.rounds for d in rt.decisions)
+        sets = episode_sets(trace)
+        hot_before = {m.id: m for m in store.in_state(ItemState.CONSOLIDATED)}
+        items = store.get_many(sets.retrieved | sets.adopted)
+        items.update(hot_before)
+        # 1. credit (ATU, uniform, or the value-memory Q update)
+        if v.credit == "value":
+            changed = count_only(items, sets, trace.operator)
+            self._value_update(trace, items, changed)
+        elif z is not None:
+            rule = CreditRule.ATU if v.credit == "atu" else CreditRule.UNIFORM
+            changed = apply_credit(items, sets, z, trace.operator, cfg, rule)
+        else:
+            changed = {}
+        # 2. access frequency p̂ (spec §6.1) for the touched items and every resident
+        for m_id, old in items.items():
+            changed[m_id] = update_access(changed.get(m_id, old), clock, m_id in sets.resident_used, cfg)
+        # 3. gates (spec §6.3): cold <-> validated; a newly validated item gets its resident rule
+        if v.ugc != "none" or v.credit in ("atu", "uniform"):
+            proxy = v.credit == "uniform"
+            for m_id, m in list(changed.items()):
+                new = regate(m, cfg, proxy=proxy)
+                if new.state is ItemState.VALIDATED and v.ugc != "none" and not new.rule_text:
+                    why = store.adoption_rationales(m_id)
+                    new = make_rule(new, why, count_tokens, cfg, self.abstract_rule)
+                changed[m_id] = new
+        store.save(changed.values())
+        store.refresh_retrieved(clock, skip=changed)
+        # 4. new experiences, written after the credit so they never score their own episode (§5)
+        added = self._write_new(drafts, forbidden, clock)
+        # 5. UGC rebuild (Algorithm 1) and its snapshot
+        if v.ugc != "none":
+            rng = random.Random(f"{self.seed}:{clock}") if v.ugc == "random" else None
+            hot = store.in_state(ItemState.CONSOLIDATED)
+            result = rebuild(hot, store.in_state(ItemState.VALIDATED), cfg, clock=clock,
+                             proxy=v.credit == "uniform", rng=rng)
+            store.save([*result.promoted, *result.demoted])
+            changed.update({m.id: m for m in (*result.promoted, *result.demoted)})
+            store.write_snapshot(HotSnapshot(
+                run_id=self.run_id, created_at=now_stamp(), budget=cfg.budget_tokens,
+                n_ops=store.n_ops(self.run_id),
+                hot_entries=[HotEntry(m.id, m.rule_text, m.rule_tokens, m.u, m.p_hat, priority(m),
+                                      sorted(m.adopting_ops), m.promoted_at_episode) for m in result.hot]))
+        return changed, added
+
+    def _value_update(self, trace: EpisodeTrace, items: dict[int, Item], changed: dict[int, Item]) -> None:
+        popart = PopArt.loads(self.store.meta("value_memory.popart"))
+        for ids, r in round_rewards(trace, popart):
+            for m_id in dict.fromkeys(ids):
+                m = changed.get(m_id) or items.get(m_id)
+                if m is None:
+                    continue
+                if trace.episode is EpisodeKind.CORR:
+                    changed[m_id] = replace(m, q1=q_update(m.q1, r, self.cfg.alpha))
+                else:
+                    changed[m_id] = replace(m, q2=q_update(m.q2, r, self.cfg.alpha))
+        self.store.set_meta("value_memory.popart", popart.dumps())
+
+    def _write_new(self, drafts: Sequence[ItemDraft], forbidden: Collection[str], clock: int,
+                   ) -> list[tuple[Item, np.ndarray | None]]:
+        added: list[tuple[Item, np.ndarray | None]] = []
+        accepted_vecs: list[np.ndarray] = []
+        accepted_terms: list[set[str]] = []
+        for draft in drafts:
+            if len(added) >= self.cfg.max_new_items:
+                break
+            item = draft_to_item(draft, source="distilled", born_episode=clock)
+            if not item.title or contains_literal(item, forbidden):
+                continue
+            if self.store.find_by_hash(item.content_hash) is not None:
+                continue
+            terms = set(query_terms(f"{item.title} {item.error_message}"))
+            if (any(jaccard(terms, t) >= self.cfg.dedup_sim for t in accepted_terms)
+                    or self._lexical_dup(terms)):
+                continue
+            vec = self.embedder.encode_one(item.text()) if self.embedder else None
+            if vec is not None and (self._max_sim(vec) >= self.cfg.dedup_sim
+                                    or any(float(vec @ a) >= self.cfg.dedup_sim for a in accepted_vecs)):
+                continue
+            item.id = self.store.insert_item(item)
+            if vec is not None and self.embedder is not None:
+                self.store.set_embedding(item.id, self.embedder.name, vec)
+                accepted_vecs.append(vec)
+            accepted_terms.append(terms)
+            added.append((item, vec))
+        return added
+
+    def _lexical_dup(self, terms: set[str]) -> bool:
+        """Near-duplicate: token Jaccard ≥ dedup_sim with one of the top BM25 matches."""
+        hits = self.index.lexical(" ".join(sorted(terms)), limit=5)
+        for m in self.store.get_many(hits).values():
+            if jaccard(terms, set(query_terms(f"{m.title} {m.error_message}"))) >= self.cfg.dedup_sim:
+                return True
+        return False
+
+    def _max_sim(self, vec: np.ndarray) -> float:
+        mask = self.index.has_emb
+        if not mask.any():
+            return -1.0
+        return float((self.index.emb[mask] @ vec).max())
+
+    def _backfill_embeddings(self) -> None:
+        if self.embedder is None:
+            return
+        missing = self.store.missing_embeddings(self.embedder.name)
+        if not missing or self.frozen:
+            return  # a frozen bank is never written; RetrievalIndex scores missing rows lexically
+        vecs = self.embedder.encode([m.text() for m in missing])
+        with _transaction(self.store.conn):
+            for m, vec in zip(missing, vecs, strict=True):
+                self.store.set_embedding(m.id, self.embedder.name, vec)
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    if conn.in_transaction:
+        yield
+    else:
+        with db.transaction(conn):
+            yield
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a | b else 1.0
+
+
+def contains_literal(item: Item, literals: Collection[str]) -> bool:
+    """True if any forbidden literal (e.g. an evaluation shape) occurs as a whole token (spec §5)."""
+    if not literals:
+        return False
+    text = "\n".join((item.title, item.error_message, item.wrong_code, item.correct_code))
+    return any(re.search(rf"(?<![\w.]){re.escape(lit)}(?![\w])", text) for lit in literals if lit)
+
+
+def make_policy(method: str, conn: sqlite3.Connection, *, run_id: str, frozen: bool = False, seed: int = 0,
+                gamma: float = 0.3, budget_tokens: int = 10000,
+                abstract_rule: Callable[[Item, list[str]], str] | None = None,
+                embedder: Embedder | str | None = _AUTO, config: MemoryConfig | None = None,
+                type_filter: Callable[[EpisodeKind, str], bool] | None = None) -> MemoryPolicy:
+    """The memory policy for `method` (one of METHODS) over the workspace connection `conn`.
+
+    `embedder="auto"` loads all-MiniLM-L6-v2 when installed (lexical-only otherwise, with a
+    warning); pass None to force lexical-only. `frozen=True` makes `learn` a no-op (transfer and
+    fixed-bank runs).
+    """
+    if method not in METHODS:
+        raise UnknownMethod(f"unknown memory method {method!r}; choose one of {', '.join(METHODS)}")
+    if method == "refinement":
+        return NoMemory()
+    cfg = replace(config or MemoryConfig(), gamma=gamma, budget_tokens=budget_tokens)
+    emb = default_embedder() if embedder == _AUTO else embedder
+    assert not isinstance(emb, str)
+    return StorePolicy(method, conn, run_id=run_id, frozen=frozen, seed=seed, config=cfg,
+                       abstract_rule=abstract_rule, embedder=emb, type_filter=type_filter)

@@ -1,0 +1,146 @@
+"""Fixed-bank replay (spec §9 last row, S1 App. D.2), computed in memory.
+
+Reads the saved round traces (`round_traces.trace_json` = RoundTrace.to_dict()), rebuilds each
+episode in stream order, and recomputes cold utilities from u = 0 under (a) relevance-only
+(γ = 0, so u plays no part), (b) uniform credit and (c) ATU. The store is never mutated;
+`write_to` copies the bank into a new workspace with the chosen utilities.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from sagekernel import db
+from sagekernel.memory.atu import CreditRule, apply_credit, episode_sets, terminal_score
+from sagekernel.memory.io import export_jsonl, import_jsonl
+from sagekernel.memory.records import Item, MemoryConfig
+from sagekernel.memory.retrieval import Candidate, rerank
+from sagekernel.memory.store import MemoryStoreError, Store
+from sagekernel.records import EpisodeKind, EpisodeTrace, RoundTrace
+
+VARIANTS = ("relevance", "uniform", "atu")
+
+
+def load_episodes(conn: sqlite3.Connection, run_id: str | None = None) -> list[EpisodeTrace]:
+    """Episodes in stream order (first appearance of each operator's rounds)."""
+    has = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'round_traces'").fetchone()
+    if not has:
+        raise MemoryStoreError("this workspace has no round traces (table round_traces); "
+                               "run `sage run` first")
+    sql = "SELECT run_id, operator, episode, trace_json FROM round_traces"
+    rows = (conn.execute(sql + " WHERE run_id = ? ORDER BY rowid", (run_id,)) if run_id
+            else conn.execute(sql + " ORDER BY rowid")).fetchall()
+    if run_id and not rows:
+        raise MemoryStoreError(f"no round traces for run {run_id!r}")
+    grouped: dict[tuple[str, str, str], list[RoundTrace]] = defaultdict(list)
+    for run, op, ep, text in rows:
+        grouped[(run, op, ep)].append(RoundTrace.from_dict(json.loads(text)))
+    t_first: dict[tuple[str, str], float | None] = {}
+    episodes: list[EpisodeTrace] = []
+    for (run, op, ep), rounds in grouped.items():  # dicts keep first-insertion (stream) order
+        rounds.sort(key=lambda r: r.round)
+        kind = EpisodeKind(ep)
+        first = next((r.latency_ms for r in rounds if r.correct), None)
+        if kind is EpisodeKind.CORR:
+            t_first[(run, op)] = first
+        trace = EpisodeTrace(operator=op, category="", level=0, episode=kind, rounds=rounds,
+                             success=any(r.correct for r in rounds))
+        if kind is EpisodeKind.OPT:
+            trace.t_first_ms = t_first.get((run, op))
+            lat = [r.latency_ms for r in rounds if r.correct and r.latency_ms]
+            trace.t_best_ms = min(lat) if lat else None
+        else:
+            trace.t_first_ms = trace.t_best_ms = first
+        episodes.append(trace)
+    return episodes
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    episodes: int
+    utilities: dict[str, dict[int, float]]  # variant -> item id -> u
+    reordered: dict[str, int]  # rounds whose top-k differs from relevance order
+    rounds: int
+
+
+def replay(items: dict[int, Item], episodes: list[EpisodeTrace], cfg: MemoryConfig | None = None,
+           gamma: float = 0.3) -> ReplayResult:
+    """Pure: recompute utilities from u = 0 under each variant over the same episodes."""
+    cfg = cfg or MemoryConfig()
+    fresh = {i: replace(m, u=0.0, n_upd=0, n_ret=0, n_ado=0, adopting_ops=set(), retrieving_ops=set())
+             for i, m in items.items()}
+    utilities: dict[str, dict[int, float]] = {"relevance": {i: 0.0 for i in fresh}}
+    for name, rule in (("uniform", CreditRule.UNIFORM), ("atu", CreditRule.ATU)):
+        state = dict(fresh)
+        for trace in episodes:
+            z = terminal_score(trace, cfg)
+            if z is None:
+                continue
+            state.update(apply_credit(state, episode_sets(trace), z, trace.operator, cfg, rule))
+        utilities[name] = {i: m.u for i, m in state.items()}
+    reordered = dict.fromkeys(VARIANTS, 0)
+    total = 0
+    for trace in episodes:
+        for rt in trace.rounds:
+            if not rt.retrieved:
+                continue
+            total += 1
+            plain = [Candidate(r.item_id, r.relevance, 0.0) for r in rt.retrieved]
+            base = [c.candidate.item_id for c in rerank(plain, 0.0, len(plain))]
+            for name in ("uniform", "atu"):
+                u = utilities[name]
+                pool = [Candidate(r.item_id, r.relevance, u.get(r.item_id, 0.0)) for r in rt.retrieved]
+                order = [c.candidate.item_id for c in rerank(pool, gamma, len(pool))]
+                reordered[name] += order != base
+    return ReplayResult(len(episodes), utilities, reordered, total)
+
+
+def replay_workspace(workspace: Path | str, run_id: str | None = None, *, gamma: float = 0.3,
+                     write_to: Path | str | None = None, variant: str = "atu") -> dict[str, Any]:
+    """Replay a workspace's traces against its bank; optionally write a copy with `variant`'s u."""
+    if variant not in VARIANTS:
+        raise MemoryStoreError(f"unknown replay variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+    conn = db.connect(workspace, create=False, readonly=True)
+    try:
+        store = Store(conn)
+        items = {m.id: m for m in store.all_items()}
+        result = replay(items, load_episodes(conn, run_id), gamma=gamma)
+    finally:
+        conn.close()
+    out: dict[str, Any] = {
+        "run": run_id or "all", "episodes": result.episodes, "rounds": result.rounds, "gamma": gamma,
+        "reordered_rounds": {k: result.reordered[k] for k in ("uniform", "atu")},
+        "items": [{"id": i, "title": m.title, "state": m.state.value, "stored_u": m.u,
+                   **{v: result.utilities[v][i] for v in VARIANTS}} for i, m in sorted(items.items())],
+        "top": {v: [i for i, _ in sorted(result.utilities[v].items(), key=lambda kv: (-kv[1], kv[0]))[:10]]
+                for v in ("uniform", "atu")},
+    }
+    if write_to is not None:
+        _write_copy(workspace, Path(write_to), items, result.utilities[variant])
+        out["written_to"] = str(write_to)
+        out["written_variant"] = variant
+    return out
+
+
+def _write_copy(workspace: Path | str, target: Path, items: dict[int, Item], u: dict[int, float]) -> None:
+    src = db.connect(workspace, create=False, readonly=True)
+    dst = db.connect(target)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            dump = Path(tmp) / "bank.jsonl"
+            export_jsonl(src, dump)
+            import_jsonl(dst, dump, mode="refuse")
+        by_hash = {m.content_hash: u[i] for i, m in items.items()}
+        with db.transaction(dst):
+            rows = dst.execute("SELECT id, content_hash FROM items").fetchall()
+            dst.executemany("UPDATE items SET u = ? WHERE id = ?",
+                            [(by_hash.get(h, 0.0), i) for i, h in rows])
+    finally:
+        src.close()
+        dst.close()

@@ -1,0 +1,294 @@
+"""The SQLite memory store over the workspace database (`sagekernel.db.connect`).
+
+Single writer: only the runner's thread writes memory, through `MemoryPolicy.learn` (plus
+`load_seed` and `import` before a run). Writers call the `save`/`insert_*` methods inside one
+`db.transaction`; readers (retrieval, CLI, report) never write. Workspace failures (missing,
+locked, corrupted, newer schema) are raised by `sagekernel.db` as WorkspaceError.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from sagekernel.errors import SageError
+from sagekernel.memory.embedding import from_blob, to_blob
+from sagekernel.memory.records import AdoptionRecord, HotEntry, HotSnapshot, Item, ItemState
+from sagekernel.records import ItemDraft
+
+_COLUMNS = ("id, title, type, category, error_message, wrong_code, correct_code, u, n_ret, n_ado, n_upd, "
+            "p_hat, eligible_episodes, state, rule_text, rule_tokens, q1, q2, born_episode, "
+            "resident_episodes, promoted_at_episode, source, created_at, content_hash")
+_CHUNK = 500  # SQLite host-parameter headroom
+
+
+class MemoryStoreError(SageError):
+    """A memory item or file the user named is missing or malformed."""
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_stamp() -> str:
+    """HotSnapshot created_at format of spec §1.2 (e.g. 20260811_111049)."""
+    return datetime.now(timezone.utc).strftime("%Y%m%d_%H%M%S")
+
+
+def _chunks(ids: Sequence[int]) -> Iterable[Sequence[int]]:
+    for i in range(0, len(ids), _CHUNK):
+        yield ids[i:i + _CHUNK]
+
+
+class Store:
+    """Typed access to the memory tables of one workspace connection."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    # ---- reads -------------------------------------------------------------------------------
+    def count(self, state: ItemState | None = None) -> int:
+        if state is None:
+            return int(self.conn.execute("SELECT count(*) FROM items").fetchone()[0])
+        row = self.conn.execute("SELECT count(*) FROM items WHERE state = ?", (state.value,)).fetchone()
+        return int(row[0])
+
+    def get(self, item_id: int) -> Item:
+        found = self.get_many([item_id])
+        if item_id not in found:
+            raise MemoryStoreError(f"no memory item with id {item_id} (see `sage memory list`)")
+        return found[item_id]
+
+    def get_many(self, ids: Iterable[int]) -> dict[int, Item]:
+        wanted = sorted(set(ids))
+        rows: list[sqlite3.Row] = []
+        for part in _chunks(wanted):
+            marks = ",".join("?" * len(part))
+            rows += self.conn.execute(f"SELECT {_COLUMNS} FROM items WHERE id IN ({marks})", part).fetchall()
+        return self._hydrate(rows)
+
+    def in_state(self, state: ItemState) -> list[Item]:
+        rows = self.conn.execute(f"SELECT {_COLUMNS} FROM items WHERE state = ? ORDER BY id",
+                                 (state.value,)).fetchall()
+        return list(self._hydrate(rows).values())
+
+    def list_items(self, *, state: ItemState | None = None, order: str = "u", limit: int | None = None,
+                   ) -> list[Item]:
+        orders = {"u": "u DESC, id", "id": "id", "n_ado": "n_ado DESC, id", "n_ret": "n_ret DESC, id"}
+        if order not in orders:
+            raise MemoryStoreError(f"unknown order {order!r}; choose one of {', '.join(orders)}")
+        where = "WHERE state = ?" if state else ""
+        params: list[Any] = [state.value] if state else []
+        sql = f"SELECT {_COLUMNS} FROM items {where} ORDER BY {orders[order]}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return list(self._hydrate(self.conn.execute(sql, params).fetchall()).values())
+
+    def all_items(self) -> list[Item]:
+        return self.list_items(order="id")
+
+    def _hydrate(self, rows: Sequence[sqlite3.Row]) -> dict[int, Item]:
+        items: dict[int, Item] = {}
+        for r in rows:
+            items[r["id"]] = Item(
+                id=r["id"], title=r["title"], type=r["type"], category=r["category"],
+                error_message=r["error_message"], wrong_code=r["wrong_code"], correct_code=r["correct_code"],
+                u=r["u"], n_ret=r["n_ret"], n_ado=r["n_ado"], n_upd=r["n_upd"], p_hat=r["p_hat"],
+                eligible_episodes=r["eligible_episodes"], state=ItemState(r["state"]),
+                rule_text=r["rule_text"], rule_tokens=r["rule_tokens"], q1=r["q1"], q2=r["q2"],
+                born_episode=r["born_episode"], resident_episodes=r["resident_episodes"],
+                promoted_at_episode=r["promoted_at_episode"], source=r["source"],
+                created_at=r["created_at"], content_hash=r["content_hash"])
+        ids = list(items)
+        for table, attr in (("item_adopters", "adopting_ops"), ("item_retrievers", "retrieving_ops")):
+            for part in _chunks(ids):
+                marks = ",".join("?" * len(part))
+                for item_id, op in self.conn.execute(
+                        f"SELECT item_id, operator FROM {table} WHERE item_id IN ({marks})", part):
+                    getattr(items[item_id], attr).add(op)
+        return items
+
+    def adoption_history(self, item_id: int) -> list[AdoptionRecord]:
+        rows = self.conn.execute(
+            "SELECT run_id, operator, episode, round, item_id, adopted, rationale FROM adoptions "
+            "WHERE item_id = ? ORDER BY rowid", (item_id,)).fetchall()
+        return [AdoptionRecord(r[0], r[1], r[2], r[3], r[4], None if r[5] is None else bool(r[5]), r[6])
+                for r in rows]
+
+    def adoption_rationales(self, item_id: int) -> list[str]:
+        """One adoption rationale per distinct adopting operator (input of rule abstraction)."""
+        rows = self.conn.execute(
+            "SELECT operator, rationale FROM adoptions WHERE item_id = ? AND adopted = 1 ORDER BY rowid",
+            (item_id,)).fetchall()
+        seen: dict[str, str] = {}
+        for op, why in rows:
+            seen.setdefault(op, why)
+        return list(seen.values())
+
+    def find_by_hash(self, digest: str) -> int | None:
+        row = self.conn.execute("SELECT id FROM items WHERE content_hash = ? LIMIT 1", (digest,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def clock(self) -> int:
+        """The episode clock: how many episodes this store has learned from."""
+        return int(self.conn.execute("SELECT coalesce(max(clock), 0) FROM memory_episodes").fetchone()[0])
+
+    def n_ops(self, run_id: str) -> int:
+        return int(self.conn.execute("SELECT count(DISTINCT operator) FROM memory_episodes WHERE run_id = ?",
+                                     (run_id,)).fetchone()[0])
+
+    def meta(self, key: str, default: str | None = None) -> str | None:
+        row = self.conn.execute("SELECT value FROM memory_meta WHERE key = ?", (key,)).fetchone()
+        return default if row is None else str(row[0])
+
+    def snapshots(self, run_id: str | None = None) -> list[HotSnapshot]:
+        sql = "SELECT run_id, created_at, budget, n_ops, entries_json FROM hot_snapshots"
+        rows = (self.conn.execute(sql + " WHERE run_id = ? ORDER BY id", (run_id,)) if run_id
+                else self.conn.execute(sql + " ORDER BY id")).fetchall()
+        return [HotSnapshot(r[0], r[1], r[2], r[3], [HotEntry(**e) for e in json.loads(r[4])]) for r in rows]
+
+    def latest_snapshot(self) -> HotSnapshot | None:
+        row = self.conn.execute("SELECT max(id) FROM hot_snapshots").fetchone()
+        if row[0] is None:
+            return None
+        r = self.conn.execute("SELECT run_id, created_at, budget, n_ops, entries_json FROM hot_snapshots "
+                              "WHERE id = ?", (row[0],)).fetchone()
+        return HotSnapshot(r[0], r[1], r[2], r[3], [HotEntry(**e) for e in json.loads(r[4])])
+
+    def embeddings(self, model: str) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, matrix) of every cached embedding of `model`, ordered by id."""
+        rows = self.conn.execute("SELECT item_id, dim, vec FROM item_embeddings WHERE model = ? "
+                                 "ORDER BY item_id", (model,)).fetchall()
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        mat = np.stack([from_blob(r[2], r[1]) for r in rows])
+        return ids, mat
+
+    def missing_embeddings(self, model: str) -> list[Item]:
+        rows = self.conn.execute(
+            f"SELECT {_COLUMNS} FROM items WHERE id NOT IN (SELECT item_id FROM item_embeddings "
+            "WHERE model = ?) ORDER BY id", (model,)).fetchall()
+        return list(self._hydrate(rows).values())
+
+    def stats(self) -> dict[str, Any]:
+        c = self.conn
+        by_state = {s.value: 0 for s in ItemState}
+        by_state.update({r[0]: r[1] for r in c.execute("SELECT state, count(*) FROM items GROUP BY state")})
+        by_source = {r[0]: r[1] for r in c.execute("SELECT source, count(*) FROM items GROUP BY source")}
+        row = c.execute("SELECT count(*), avg(u), min(u), max(u), sum(n_ret), sum(n_ado), "
+                        "sum(CASE WHEN u > 0 THEN 1 ELSE 0 END) FROM items").fetchone()
+        hot_tokens = c.execute("SELECT coalesce(sum(rule_tokens), 0) FROM items WHERE state = 'consolidated'"
+                               ).fetchone()[0]
+        return {"items": row[0], "by_state": by_state, "by_source": by_source,
+                "u_mean": row[1] or 0.0, "u_min": row[2] or 0.0, "u_max": row[3] or 0.0,
+                "positive_u": row[6] or 0, "retrievals": row[4] or 0, "adoptions": row[5] or 0,
+                "hot_tokens": hot_tokens, "episodes": self.clock(),
+                "adoption_records": c.execute("SELECT count(*) FROM adoptions").fetchone()[0],
+                "snapshots": c.execute("SELECT count(*) FROM hot_snapshots").fetchone()[0],
+                "embedded": c.execute("SELECT count(*) FROM item_embeddings").fetchone()[0]}
+
+    # ---- writes (inside db.transaction) ----------------------------------------------------------
+    def insert_item(self, item: Item) -> int:
+        """Insert a new row from `item` (its id is ignored; the new id is returned)."""
+        cur = self.conn.execute(
+            "INSERT INTO items (title, type, category, error_message, wrong_code, correct_code, u, n_ret, "
+            "n_ado, n_upd, p_hat, eligible_episodes, state, rule_text, rule_tokens, q1, q2, born_episode, "
+            "resident_episodes, promoted_at_episode, created_at, source, content_hash) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (item.title, item.type, item.category, item.error_message, item.wrong_code, item.correct_code,
+             item.u, item.n_ret, item.n_ado, item.n_upd, item.p_hat, item.eligible_episodes, item.state.value,
+             item.rule_text, item.rule_tokens, item.q1, item.q2, item.born_episode, item.resident_episodes,
+             item.promoted_at_episode, item.created_at or now_iso(), item.source, item.content_hash))
+        new_id = int(cur.lastrowid or 0)
+        self._add_ops(new_id, item.adopting_ops, item.retrieving_ops)
+        return new_id
+
+    def insert_draft(self, draft: ItemDraft, *, source: str, born_episode: int) -> int:
+        return self.insert_item(draft_to_item(draft, source=source, born_episode=born_episode))
+
+    def save(self, items: Iterable[Item]) -> None:
+        """Write back the statistics, state and rule of existing items (content is immutable)."""
+        rows = []
+        for m in items:
+            rows.append((m.u, m.n_ret, m.n_ado, m.n_upd, m.p_hat, m.eligible_episodes, m.state.value,
+                         m.rule_text, m.rule_tokens, m.q1, m.q2, m.resident_episodes, m.promoted_at_episode,
+                         m.id))
+            self._add_ops(m.id, m.adopting_ops, m.retrieving_ops)
+        self.conn.executemany(
+            "UPDATE items SET u=?, n_ret=?, n_ado=?, n_upd=?, p_hat=?, eligible_episodes=?, state=?, "
+            "rule_text=?, rule_tokens=?, q1=?, q2=?, resident_episodes=?, promoted_at_episode=? WHERE id=?",
+            rows)
+
+    def _add_ops(self, item_id: int, adopters: Iterable[str], retrievers: Iterable[str]) -> None:
+        self.conn.executemany("INSERT OR IGNORE INTO item_adopters VALUES (?, ?)",
+                              [(item_id, op) for op in adopters])
+        self.conn.executemany("INSERT OR IGNORE INTO item_retrievers VALUES (?, ?)",
+                              [(item_id, op) for op in retrievers])
+
+    def set_q(self, values: dict[int, tuple[float, float]]) -> None:
+        self.conn.executemany("UPDATE items SET q1 = ?, q2 = ? WHERE id = ?",
+                              [(q1, q2, i) for i, (q1, q2) in values.items()])
+
+    def add_adoptions(self, records: Iterable[AdoptionRecord]) -> None:
+        stamp = now_iso()
+        self.conn.executemany(
+            "INSERT INTO adoptions (run_id, operator, episode, round, item_id, adopted, rationale, "
+            "created_at) VALUES (?,?,?,?,?,?,?,?)",
+            [(r.run_id, r.operator, r.episode, r.round, r.item_id,
+              None if r.adopted is None else int(r.adopted), r.rationale, stamp) for r in records])
+
+    def record_episode(self, run_id: str, operator: str, episode: str, z: float | None) -> int:
+        """Advance the episode clock; returns the new clock value."""
+        clock = self.clock() + 1
+        self.conn.execute("INSERT INTO memory_episodes VALUES (?,?,?,?,?,?)",
+                          (clock, run_id, operator, episode, z, now_iso()))
+        return clock
+
+    def refresh_frequencies(self, clock: int) -> None:
+        """Materialise eligible_episodes and p̂ = n_ret/max(1, eligible) for every retrievable item
+        (the per-episode update touches only items with n_ret > 0; spec §6.1)."""
+        self.conn.execute(
+            "UPDATE items SET eligible_episodes = max(0, ? - born_episode - resident_episodes), "
+            "p_hat = min(1.0, n_ret * 1.0 / max(1, ? - born_episode - resident_episodes)) "
+            "WHERE state != 'consolidated' "
+            "AND eligible_episodes != max(0, ? - born_episode - resident_episodes)",
+            (clock, clock, clock))
+
+    def refresh_retrieved(self, clock: int, skip: Iterable[int]) -> None:
+        """The same, restricted to retrieved (n_ret > 0) retrievable items not in `skip`."""
+        skip_ids = sorted(set(skip))
+        marks = ",".join("?" * len(skip_ids)) or "NULL"
+        self.conn.execute(
+            "UPDATE items SET eligible_episodes = max(0, ? - born_episode - resident_episodes), "
+            "p_hat = min(1.0, n_ret * 1.0 / max(1, ? - born_episode - resident_episodes)) "
+            f"WHERE n_ret > 0 AND state != 'consolidated' AND id NOT IN ({marks})",
+            (clock, clock, *skip_ids))
+
+    def write_snapshot(self, snapshot: HotSnapshot) -> int:
+        data = snapshot.to_dict()
+        cur = self.conn.execute(
+            "INSERT INTO hot_snapshots (run_id, created_at, budget, n_ops, total_tokens, entries_json) "
+            "VALUES (?,?,?,?,?,?)", (snapshot.run_id, snapshot.created_at, snapshot.budget, snapshot.n_ops,
+                                     snapshot.total_tokens, json.dumps(data["hot_entries"])))
+        return int(cur.lastrowid or 0)
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT INTO memory_meta VALUES (?, ?) "
+                          "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
+
+    def set_embedding(self, item_id: int, model: str, vec: np.ndarray) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO item_embeddings VALUES (?, ?, ?, ?)",
+                          (item_id, model, int(vec.shape[0]), to_blob(vec)))
+
+
+def draft_to_item(draft: ItemDraft, *, source: str, born_episode: int) -> Item:
+    return Item(id=0, title=draft.title.strip(), type=draft.type.strip(), category=draft.category.strip(),
+                error_message=draft.error_message.strip(), wrong_code=draft.wrong_code,
+                correct_code=draft.correct_code, source=source, born_episode=born_episode)

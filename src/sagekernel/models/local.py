@@ -1,0 +1,172 @@
+"""The embedded local model: llama.cpp (llama-cpp-python) in process, no server.
+
+Weights: the verified GGUF from weights.py (or `ModelConfig.model_path`). The chat template is the
+one stored in the GGUF (`create_chat_completion` with no chat_format). Threads: all usable cores
+unless `ModelConfig.n_threads`. Context: `ModelConfig.n_ctx` (8192 by default: SAGE prompts are a
+~1.5k-token stable prefix plus memory items, feedback and the reply).
+
+Prefix reuse: llama-cpp-python keeps the KV cache of the previous call and, on the next call,
+re-evaluates only the tokens after the longest common prefix — the agent's prompts share a long
+stable start (instructions, target reference, resident rules, task), so each round computes only
+the changing tail. `prefix_cache=False` resets the context before every call (the baseline of
+benchmarks/bench_prefix_cache.py). `prompt_cache_mb > 0` adds llama_cpp's `LlamaRAMCache`, which
+also restores saved states when prompts alternate between operators.
+
+`Reply.extra` reports `tokens_per_s` (generation), `prompt_tokens_per_s`, `prompt_eval_tokens`
+(tokens actually computed) and `prompt_reused_tokens` (served from the cache), from llama.cpp's
+own performance counters.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from sagekernel.errors import ModelError
+from sagekernel.models.backend import BackendModel, Request
+from sagekernel.models.base import Reply
+from sagekernel.models.config import Budget, ModelConfig
+from sagekernel.models.exchange_log import ExchangeLog
+from sagekernel.models.retry import ContextLengthError
+from sagekernel.models.weights import (
+    DEFAULT_WEIGHTS,
+    INSTALL_HINT,
+    LocalModelUnavailable,
+    WeightsSpec,
+    ensure_weights,
+)
+
+
+def import_llama_cpp() -> ModuleType:
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise LocalModelUnavailable(
+            f"the embedded local model needs llama-cpp-python, which is not installed ({exc}); install it "
+            f"with {INSTALL_HINT} (it builds llama.cpp from source: about 15 minutes on 2 cores)") from exc
+    return llama_cpp
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+class LocalModel(BackendModel):
+    """Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) via llama.cpp, loaded on first use."""
+
+    free = True
+
+    def __init__(self, *, name: str = "local", config: ModelConfig | None = None,
+                 log: ExchangeLog | None = None, budget: Budget | None = None,
+                 weights: WeightsSpec = DEFAULT_WEIGHTS, **kwargs: Any) -> None:
+        super().__init__(name, config=config, log=log, budget=budget, **kwargs)
+        self.weights = weights
+        self.n_threads = self.config.n_threads or usable_cores()
+        self.load_s: float | None = None
+        self.model_path: Path | None = None
+        self._llm: Any = None
+        self._lock = threading.Lock()
+
+    def probe(self) -> None:
+        """The runtime imports and the weights are present and verified (assembling them if needed)."""
+        import_llama_cpp()
+        if self.config.model_path is not None:
+            if not Path(self.config.model_path).is_file():
+                raise ModelError(f"ModelConfig.model_path {self.config.model_path} does not exist")
+            return
+        ensure_weights(self.weights)
+
+    def load(self) -> None:
+        """Load the model now (otherwise the first `complete()` does); sets `load_s`."""
+        with self._lock:
+            self._load_locked()
+
+    def _load_locked(self) -> None:
+        if self._llm is not None:
+            return
+        llama_cpp = import_llama_cpp()
+        started = time.perf_counter()
+        path = Path(self.config.model_path) if self.config.model_path else ensure_weights(self.weights)
+        try:
+            llm = llama_cpp.Llama(model_path=str(path), n_ctx=self.config.n_ctx, n_threads=self.n_threads,
+                                  n_threads_batch=self.n_threads, n_gpu_layers=0, verbose=False)
+        except (ValueError, RuntimeError) as exc:
+            raise ModelError(f"llama.cpp could not load {path}: {exc}") from exc
+        if self.config.prompt_cache_mb:
+            llm.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=self.config.prompt_cache_mb << 20))
+        self._llm, self.model_path = llm, path
+        self.load_s = time.perf_counter() - started
+
+    def close(self) -> None:
+        with self._lock:
+            if self._llm is not None:
+                self._llm.close()
+                self._llm = None
+
+    def _complete_once(self, request: Request) -> Reply:
+        with self._lock:
+            first_call = self._llm is None
+            self._load_locked()
+            llm = self._llm
+            if not self.config.prefix_cache:
+                llm.reset()
+            before = _perf(llm)
+            started = time.perf_counter()
+            try:
+                out = llm.create_chat_completion(
+                    messages=[{"role": m.role, "content": m.content} for m in request.messages],
+                    max_tokens=request.max_tokens, temperature=request.temperature,
+                    stop=list(request.stop) or None, seed=request.seed)
+            except ValueError as exc:
+                if "context window" in str(exc) or "exceed" in str(exc):
+                    raise ContextLengthError(
+                        f"the prompt does not fit the local model's context window (n_ctx="
+                        f"{self.config.n_ctx}): {exc}. Shorten the prompt or raise ModelConfig.n_ctx."
+                    ) from exc
+                raise ModelError(f"the local model rejected the request: {exc}") from exc
+            wall = time.perf_counter() - started
+            after = _perf(llm)
+        choice = out["choices"][0]
+        usage = out.get("usage") or {}
+        prompt_tokens = int(usage.get("prompt_tokens", 0))
+        completion_tokens = int(usage.get("completion_tokens", 0))
+        extra: dict[str, Any] = {"n_threads": self.n_threads, "n_ctx": self.config.n_ctx,
+                                 "prefix_cache": self.config.prefix_cache}
+        if first_call:
+            extra["load_s"] = round(self.load_s or 0.0, 3)
+        if before is not None and after is not None:
+            p_eval = after["n_p_eval"] - before["n_p_eval"]
+            t_p = (after["t_p_eval_ms"] - before["t_p_eval_ms"]) / 1000
+            n_eval = after["n_eval"] - before["n_eval"]
+            t_eval = (after["t_eval_ms"] - before["t_eval_ms"]) / 1000
+            extra.update(prompt_eval_tokens=p_eval, prompt_reused_tokens=max(0, prompt_tokens - p_eval),
+                         prompt_eval_s=round(t_p, 4), generation_s=round(t_eval, 4),
+                         prompt_tokens_per_s=round(p_eval / t_p, 1) if t_p > 0 else None,
+                         tokens_per_s=round(n_eval / t_eval, 1) if t_eval > 0 else None)
+        else:
+            extra["tokens_per_s"] = round(completion_tokens / wall, 1) if wall > 0 else None
+        return Reply(text=choice["message"].get("content") or "", model=self._model_id(),
+                     prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, latency_s=wall,
+                     finish_reason=choice.get("finish_reason"), extra=extra)
+
+    def _model_id(self) -> str:
+        return self.weights.filename if self.config.model_path is None else Path(self.config.model_path).name
+
+
+def _perf(llm: Any) -> dict[str, float] | None:
+    """llama.cpp's cumulative performance counters for this context (None if unavailable)."""
+    try:
+        import llama_cpp
+
+        data = llama_cpp.llama_perf_context(llm._ctx.ctx)
+    except Exception:
+        return None
+    return {"n_p_eval": data.n_p_eval, "t_p_eval_ms": data.t_p_eval_ms,
+            "n_eval": data.n_eval, "t_eval_ms": data.t_eval_ms}

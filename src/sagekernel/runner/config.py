@@ -1,0 +1,120 @@
+"""`RunConfig`: every knob of a `sage run`, stored with the run so `--resume` can rebuild it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from sagekernel.errors import SageError
+from sagekernel.memory.policies import METHODS
+
+#: Rounds per operator for the embedded 1.5B model at ~5 tokens/s: one round (a ~400-token
+#: reply plus prompt processing) takes ~1.5-2 min, so the 3-operator demo stays within ~25 min.
+LOCAL_DEFAULT_BUDGET = 4
+#: T of the paper (spec §1, SOURCED) for every other model.
+PAPER_BUDGET = 30
+
+
+# Fields that do not change what a run computes; they are not part of its identity.
+_NOT_IDENTITY = {"workspace", "run_id", "resume", "new", "progress"}
+
+
+class RunConfigError(SageError):
+    """Inconsistent `sage run` options."""
+
+
+class RunConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    workspace: Path = Path("sage-workspace")
+    """Directory of the workspace database (memory, runs, exchange log)."""
+    suite: str = "demo"
+    """Built-in suite name (builtin, demo, level1, level2, level3) or a directory of task files."""
+    target: str = "cpu"
+    """Backend the kernels are written for."""
+    model: str = "local"
+    """Model spec (local, openai:<model>@<url>, anthropic:<model>, scripted:<file>)."""
+    method: str = "sage"
+    """Memory method (spec §9)."""
+    schedule: str = "given"
+    """Stream order: given | by-level | level:N | interleave:L2,L3."""
+    limit: int | None = Field(default=None, ge=1)
+    """Process only the first N operators of the planned stream."""
+    budget: int = Field(default=PAPER_BUDGET, ge=1)
+    """T: rounds per operator shared by the corr and opt episodes."""
+    run_id: str | None = None
+    """Explicit run id (default: a new timestamped id, or the unfinished run with this config)."""
+    resume: bool = False
+    """Resume the latest unfinished run of the workspace (its stored configuration is used)."""
+    new: bool = False
+    """Start a new run even if an unfinished run with the same configuration exists."""
+    memory_from: Path | None = None
+    """Evaluate with another workspace's memory (a snapshot copy; requires frozen)."""
+    frozen: bool = False
+    """Memory is read-only: no distillation, no learning (transfer / fixed-bank runs)."""
+    seed: int = 0
+    """Seed of randomised memory methods (value memory ε-greedy, random UGC)."""
+    gamma: float = Field(default=0.3, ge=0)
+    """γ, the utility reranking strength (spec §3)."""
+    hot_budget: int = Field(default=10000, ge=0)
+    """B, the resident-rule token budget (spec §1)."""
+    k: int = Field(default=5, ge=0)
+    """Experiences retrieved per round."""
+    max_reasks: int = Field(default=2, ge=0)
+    """Trace-completeness re-asks per round."""
+    history: int = Field(default=4, ge=0)
+    """Earlier attempts summarised in each prompt."""
+    max_tokens_per_call: int = Field(default=2048, ge=64)
+    """Completion-token cap of one model call."""
+    temperature: float = Field(default=0.2, ge=0)
+    """Sampling temperature."""
+    distill: bool = True
+    """Distil new memory items after each episode (methods that write memory only)."""
+    max_new_items: int = Field(default=3, ge=0)
+    """At most this many distilled items per episode (spec §5)."""
+    max_total_tokens: int | None = Field(default=None, ge=1)
+    """Stop the run cleanly once this many tokens were used (prompt + completion)."""
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    """Stop the run cleanly once this much was spent (priced backends)."""
+    harness: dict[str, Any] = Field(default_factory=dict)
+    """Overrides of HarnessConfig fields (e.g. {"iters": 20}); part of the run's identity."""
+    progress: bool = True
+    """Show the live progress display."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunConfig:
+        if self.method not in METHODS:
+            raise RunConfigError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
+        if self.memory_from is not None and not self.frozen:
+            raise RunConfigError(
+                "--memory-from evaluates with a snapshot of another workspace's memory and needs "
+                "--frozen; to keep learning from it, `sage memory export` it and `sage memory import` "
+                "it into this workspace")
+        if self.resume and self.new:
+            raise RunConfigError("--resume and --new contradict each other")
+        self.harness_config()  # unknown or ill-typed overrides fail before the run starts
+        return self
+
+    def harness_config(self) -> Any:
+        """The HarnessConfig with this run's overrides applied."""
+        from dataclasses import fields
+
+        from sagekernel.harness.config import HarnessConfig
+
+        known = {f.name: f for f in fields(HarnessConfig)}
+        unknown = sorted(set(self.harness) - set(known))
+        if unknown:
+            raise RunConfigError(f"unknown harness setting(s) {unknown}; known: {', '.join(known)}")
+        return HarnessConfig(**self.harness)
+
+    def key(self) -> dict[str, Any]:
+        """The run's identity: the same command resumes a run with an equal key."""
+        return {k: v for k, v in self.stored().items() if k not in _NOT_IDENTITY}
+
+    def stored(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        if self.memory_from is not None:
+            data["memory_from"] = str(Path(self.memory_from).resolve())
+        return data

@@ -1,0 +1,335 @@
+"""`sage run`: process a stream of operators with one memory method, resumably.
+
+For each operator of the planned stream (runner/schedule.py) the agent runs its trajectory
+(agent/loop.py). After each episode the runner -- the single memory writer -- distils new items
+from the episode's verified transitions and then, in ONE transaction: records the operator result
+first when the operator is finished (spec §2 step 6, §10), lets the memory policy learn, and marks
+the episode in `episode_updates`. So a run killed at any point (kill -9 included) resumes with
+nothing lost and nothing applied twice: finished operators are skipped; a partially processed one
+restarts from scratch (its partial round traces replaced), and the memory updates its earlier
+episodes already applied are skipped by their markers.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import sqlite3
+import statistics
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from sagekernel import db
+from sagekernel.agent.distill import distill, make_rule_abstractor
+from sagekernel.agent.exceptions import RunInterrupted
+from sagekernel.agent.loop import Agent, AgentConfig
+from sagekernel.agent.prompt import Prompts
+from sagekernel.agent.state import OperatorOutcome
+from sagekernel.errors import BudgetExhausted, SageError
+from sagekernel.harness.verdict import Verdict
+from sagekernel.models.base import Message, Model, Reply
+from sagekernel.models.exchange_log import ExchangeLog, exchange_context
+from sagekernel.protocols import MemoryPolicy, Target
+from sagekernel.records import EpisodeTrace, ItemDraft, OperatorResult, RoundTrace
+from sagekernel.runner.config import RunConfig
+from sagekernel.runner.lock import WorkspaceLock
+from sagekernel.runner.progress import Progress, QuietProgress
+from sagekernel.runner.schedule import order
+from sagekernel.runner.store import PlannedOperator, RunInfo, RunStore, now_iso
+from sagekernel.tasks.task import Task
+
+#: Methods whose memory takes new items (spec §5, §9: static RAG and refinement write nothing).
+WRITING_METHODS = ("value-memory", "sage", "sage-uniform-credit", "sage-no-ugc", "sage-random-ugc")
+
+
+class RunNotFound(SageError):
+    """--resume or --run-id named a run this workspace does not have (or a mismatching one)."""
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    status: str
+    workspace: str
+    method: str
+    model: str
+    suite: str
+    schedule: str
+    budget: int
+    operators: int
+    done: int
+    compiled: int
+    correct: int
+    cr: float  # % of finished operators with a compiled kernel
+    er: float  # % of finished operators with a correct kernel
+    fast_1: float | None  # % of solved operators faster than the reference
+    s_self: float | None  # median T_first / T_best over solved operators
+    rounds: int
+    prompt_tokens: int
+    completion_tokens: int
+    resumed: bool = False
+    message: str = ""
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize(store: RunStore, info: RunInfo, workspace: Path, *, resumed: bool = False,
+              message: str = "") -> RunSummary:
+    results = store.results(info.run_id)
+    done = len(results)
+    solved = [r for r in results if r.correct]
+    faster = [r for r in solved if r.speedup is not None and r.speedup > 1.0]
+    selfs = [s for r in solved if (s := r.self_speedup) is not None]
+    return RunSummary(
+        run_id=info.run_id, status=info.status, workspace=str(workspace), method=info.method,
+        model=info.model, suite=info.suite, schedule=info.schedule, budget=info.budget,
+        operators=len(store.stream(info.run_id)),
+        done=done, compiled=sum(r.compiled for r in results), correct=len(solved),
+        cr=100.0 * sum(r.compiled for r in results) / done if done else 0.0,
+        er=100.0 * len(solved) / done if done else 0.0,
+        fast_1=100.0 * len(faster) / len(solved) if solved else None,
+        s_self=statistics.median(selfs) if selfs else None,
+        rounds=sum(r.rounds_used for r in results), prompt_tokens=sum(r.prompt_tokens for r in results),
+        completion_tokens=sum(r.completion_tokens for r in results), resumed=resumed, message=message,
+        results=[{**asdict(r), "speedup": r.speedup, "self_speedup": r.self_speedup} for r in results])
+
+
+class _Hooks:
+    """The runner's side of one operator: persist rounds, record the result, learn (one writer)."""
+
+    def __init__(self, runner: StreamRunner, planned: PlannedOperator, task: Task) -> None:
+        self.r, self.planned, self.task = runner, planned, task
+
+    def on_round(self, trace: RoundTrace, source: str | None) -> None:
+        self.r.store.save_round(self.r.run_id, self.task.name, trace, source)
+        self.r.progress.round_done(trace)
+
+    def on_episode(self, trace: EpisodeTrace, outcome: OperatorOutcome, last: bool) -> None:
+        r, name, kind = self.r, self.task.name, trace.episode.value
+        learn = not r.cfg.frozen and not r.store.episode_applied(r.run_id, name, kind)
+        drafts: list[ItemDraft] = []
+        if learn and r.cfg.distill and r.cfg.method in WRITING_METHODS:
+            with exchange_context(operator=name, episode=kind, purpose="distill"):
+                drafts, _ = distill(r.ask, r.prompts, self.task, r.target, trace, outcome,
+                                    max_items=r.cfg.max_new_items)
+        result = outcome.result(r.run_id, self.planned.position) if last else None
+        with db.transaction(r.conn):  # result first, then the update, then its marker: all or nothing
+            if result is not None:
+                r.store.insert_result(result)
+            if learn:
+                with exchange_context(operator=name, episode=kind, purpose="abstract-rule"):
+                    r.policy.learn(trace, drafts)
+                r.store.mark_episode(r.run_id, name, kind)
+        if result is not None:
+            r.progress.operator_done(result)
+        if r.after_episode is not None:
+            r.after_episode(trace, last)
+
+
+class StreamRunner:
+    """One `sage run` invocation over an opened workspace (see `run`)."""
+
+    def __init__(self, cfg: RunConfig, conn: sqlite3.Connection, info: RunInfo, model: Model, target: Target,
+                 policy: MemoryPolicy, tasks: dict[str, Task], progress: Progress,
+                 after_episode: Callable[[EpisodeTrace, bool], None] | None = None) -> None:
+        self.cfg, self.conn, self.info, self.model, self.target = cfg, conn, info, model, target
+        self.policy, self.tasks, self.progress, self.after_episode = policy, tasks, progress, after_episode
+        self.run_id = info.run_id
+        self.harness = cfg.harness_config()
+        self.store = RunStore(conn)
+        self.prompts = Prompts()
+        self.agent = Agent(model, target, policy, self._evaluate, AgentConfig(
+            rounds=cfg.budget, k=cfg.k, max_reasks=cfg.max_reasks, history=cfg.history,
+            max_tokens=cfg.max_tokens_per_call, temperature=cfg.temperature), self.prompts)
+
+    def ask(self, messages: list[Message]) -> Reply:
+        return self.model.complete(messages, max_tokens=self.cfg.max_tokens_per_call,
+                                   temperature=self.cfg.temperature)
+
+    def _evaluate(self, task: Task, source: str) -> Verdict:
+        from sagekernel.harness.evaluate import evaluate
+
+        return evaluate(task, source, self.target, self.harness)
+
+    def process(self) -> None:
+        stream = self.store.stream(self.run_id)
+        done = self.store.done_positions(self.run_id)
+        self.progress.start(self.info, len(stream), self.store.results(self.run_id))
+        for planned in stream:
+            if planned.position in done:
+                continue
+            task = self.tasks[planned.operator]
+            self.store.restart_operator(self.run_id, task.name)
+            self.progress.operator_started(planned, task)
+            self.agent.run_operator(task, _Hooks(self, planned, task))
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops the run like Ctrl-C (recording what finished), when we are the main thread."""
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def new_run_id(store: RunStore, method: str) -> str:
+    base = f"{datetime.now().strftime('%Y%m%d_%H%M%S')}_{method}"
+    run_id, n = base, 1
+    while store.run(run_id) is not None:
+        n += 1
+        run_id = f"{base}_{n}"
+    return run_id
+
+
+def choose_run(store: RunStore, cfg: RunConfig) -> tuple[RunConfig, RunInfo | None]:
+    """(the config to use, the run to resume or None for a new run)."""
+    if cfg.run_id:
+        info = store.run(cfg.run_id)
+        if info is None:
+            if cfg.resume:
+                raise RunNotFound(f"no run {cfg.run_id!r} in {cfg.workspace} to resume")
+            return cfg, None
+        stored = RunConfig.model_validate({**info.config["cfg"], "workspace": cfg.workspace})
+        if not cfg.resume and stored.key() != cfg.key():
+            raise RunNotFound(f"run {cfg.run_id!r} exists with another configuration; resume it with "
+                              f"`sage run --resume --run-id {cfg.run_id}` or pick a new --run-id")
+        return stored.model_copy(update={"progress": cfg.progress}), info
+    if cfg.resume:
+        info = store.latest_unfinished()
+        if info is None:
+            raise RunNotFound(f"no unfinished run in {cfg.workspace} to resume; start one with `sage run`")
+        stored = RunConfig.model_validate({**info.config["cfg"], "workspace": cfg.workspace})
+        return stored.model_copy(update={"progress": cfg.progress}), info
+    if cfg.new:
+        return cfg, None
+    return cfg, store.latest_unfinished(cfg.key())
+
+
+def _memory_connection(cfg: RunConfig, conn: sqlite3.Connection, run_id: str) -> sqlite3.Connection:
+    """The workspace itself, or (--memory-from) a frozen snapshot copy of the donor's database."""
+    if cfg.memory_from is None:
+        return conn
+    snapshot = Path(cfg.workspace) / f"memory-from-{run_id}.db"
+    if not snapshot.exists():  # copied once, so a resumed run sees the same memory
+        source = db.connect(cfg.memory_from, create=False, readonly=True)
+        tmp = snapshot.with_suffix(".tmp")
+        target = sqlite3.connect(tmp)
+        try:
+            source.backup(target)
+        finally:
+            target.close()
+            source.close()
+        shutil.move(str(tmp), snapshot)
+    return db.connect(snapshot)
+
+
+def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None = None,
+        after_episode: Callable[[EpisodeTrace, bool], None] | None = None) -> RunSummary:
+    """Start or resume the run `cfg` describes; returns its summary. Raises RunInterrupted (after
+    recording what finished) on Ctrl-C/SIGTERM, SageError subclasses for user-facing problems.
+
+    `model` replaces the one built from `cfg.model` (tests pass a pre-built model to count calls);
+    `after_episode` is called after each episode's update is committed (tests use it to crash)."""
+    from sagekernel.memory.io import load_seed
+    from sagekernel.memory.policies import make_policy
+    from sagekernel.models.config import Budget
+    from sagekernel.models.registry import make_model, probe
+    from sagekernel.targets import get_target
+    from sagekernel.tasks.suites import load_suite
+
+    workspace = Path(cfg.workspace)
+    conn = db.connect(workspace)
+    store = RunStore(conn)
+    cfg, info = choose_run(store, cfg)
+    resumed = info is not None
+    if info is not None and info.status == "finished":
+        return summarize(store, info, workspace, resumed=True, message="this run already finished")
+    run_id = info.run_id if info is not None else (cfg.run_id or new_run_id(store, cfg.method))
+    progress = progress or QuietProgress()
+    with WorkspaceLock(workspace, run_id):
+        target = get_target(cfg.target)
+        tasks = load_suite(cfg.suite)
+        if info is None:
+            planned = order(tasks, cfg.schedule)[: cfg.limit] if cfg.limit else order(tasks, cfg.schedule)
+            info = RunInfo(run_id=run_id, status="running", method=cfg.method, model=cfg.model,
+                           target=cfg.target, suite=cfg.suite, schedule=cfg.schedule, budget=cfg.budget,
+                           frozen=cfg.frozen,
+                           config={"key": cfg.key(), "cfg": cfg.stored()}, created_at=now_iso(),
+                           finished_at=None)
+            store.create_run(info, planned)
+        by_name = {t.name: t for t in tasks}
+        missing = [p.operator for p in store.stream(run_id) if p.operator not in by_name]
+        if missing:
+            raise RunNotFound(f"run {run_id!r} planned operators that the suite {cfg.suite!r} no longer "
+                              f"has: {missing}")
+        if _memory_is_empty(conn) and cfg.memory_from is None:
+            load_seed(conn, target.seed_memory_path())  # the cold start of every new workspace
+        store.set_status(run_id, "running")
+        log = ExchangeLog(conn, run_id=run_id)
+        budget = Budget(cfg.max_total_tokens, cfg.max_cost_usd) \
+            if cfg.max_total_tokens or cfg.max_cost_usd else None
+        model = model or make_model(cfg.model, log=log, budget=budget)
+        probe(model)
+        mem_conn = _memory_connection(cfg, conn, run_id)
+        prompts = Prompts()
+
+        def ask(messages: list[Message]) -> Reply:
+            return model.complete(messages, max_tokens=cfg.max_tokens_per_call, temperature=cfg.temperature)
+
+        policy = make_policy(cfg.method, mem_conn, run_id=run_id, frozen=cfg.frozen, seed=cfg.seed,
+                             gamma=cfg.gamma, budget_tokens=cfg.hot_budget,
+                             abstract_rule=make_rule_abstractor(ask, prompts, target.name))
+        runner = StreamRunner(cfg, conn, info, model, target, policy, by_name, progress, after_episode)
+        status, message = "failed", ""
+        try:
+            with _sigterm_as_interrupt():
+                runner.process()
+            status = "finished"
+        except KeyboardInterrupt:
+            status, message = "interrupted", RunInterrupted().args[0]
+        except BudgetExhausted as exc:
+            status, message = "interrupted", str(exc)
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            store.set_status(run_id, status)
+            progress.close()
+        final = store.run(run_id)
+        assert final is not None
+        summary = summarize(store, final, workspace, resumed=resumed, message=message)
+    if status == "interrupted" and message == RunInterrupted().args[0]:
+        interrupted = RunInterrupted(message)
+        interrupted.summary = summary
+        raise interrupted from None
+    return summary
+
+
+def _memory_is_empty(conn: sqlite3.Connection) -> bool:
+    items = conn.execute("SELECT count(*) FROM items").fetchone()[0]
+    episodes = conn.execute("SELECT count(*) FROM memory_episodes").fetchone()[0]
+    return bool(items == 0 and episodes == 0)
+
+
+def results_of(workspace: Path | str, run_id: str) -> list[OperatorResult]:
+    """The recorded results of a run (a read-only helper for scripts and tests)."""
+    conn = db.connect(workspace, create=False, readonly=True)
+    try:
+        return RunStore(conn).results(run_id)
+    finally:
+        conn.close()

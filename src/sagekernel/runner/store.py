@@ -1,0 +1,186 @@
+"""The run records of a workspace (migration 0003): runs, their planned stream, operator results,
+round traces, candidate sources and the episode-update markers.
+
+Written only by the runner (one writer, guarded by runner/lock.py); report/ reads the same tables
+read-only. Round traces and candidates are autocommitted as each round ends, so a crash loses at
+most the round in flight. The result of an operator and its last memory update are committed in
+one transaction by the runner (result first), so resuming never finds one without the other.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from sagekernel.records import OperatorResult, RoundTrace
+from sagekernel.tasks.task import Task
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    run_id: str
+    status: str
+    method: str
+    model: str
+    target: str
+    suite: str
+    schedule: str
+    budget: int
+    frozen: bool
+    config: dict[str, Any]
+    created_at: str
+    finished_at: str | None
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> RunInfo:
+        return cls(run_id=row["run_id"], status=row["status"], method=row["method"], model=row["model"],
+                   target=row["target"], suite=row["suite"], schedule=row["schedule"], budget=row["budget"],
+                   frozen=bool(row["frozen"]), config=json.loads(row["config_json"] or "{}"),
+                   created_at=row["created_at"], finished_at=row["finished_at"])
+
+
+@dataclass(frozen=True)
+class PlannedOperator:
+    position: int
+    operator: str
+    level: int
+    category: str
+
+
+class RunStore:
+    """Reads and writes the run tables over the workspace connection."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    # ---- runs -----------------------------------------------------------------------------------
+    def create_run(self, info: RunInfo, stream: list[Task]) -> None:
+        with _tx(self.conn):
+            self.conn.execute(
+                "INSERT INTO runs (run_id, created_at, finished_at, status, method, model, target, suite, "
+                "schedule, budget, frozen, config_json) VALUES (?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (info.run_id, info.created_at, info.status, info.method, info.model, info.target, info.suite,
+                 info.schedule, info.budget, int(info.frozen), json.dumps(info.config, sort_keys=True)))
+            self.conn.executemany(
+                "INSERT INTO run_stream (run_id, position, operator, level, category) VALUES (?, ?, ?, ?, ?)",
+                [(info.run_id, i, t.name, t.level, t.category) for i, t in enumerate(stream)])
+
+    def run(self, run_id: str) -> RunInfo | None:
+        row = self.conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return RunInfo.from_row(row) if row else None
+
+    def runs(self) -> list[RunInfo]:
+        return [RunInfo.from_row(r) for r in
+                self.conn.execute("SELECT * FROM runs ORDER BY created_at DESC, rowid DESC")]
+
+    def latest_unfinished(self, config_key: dict[str, Any] | None = None) -> RunInfo | None:
+        """The newest run that did not finish, optionally only one whose config matches `config_key`."""
+        for info in self.runs():
+            if info.status == "finished":
+                continue
+            if config_key is None or info.config.get("key") == config_key:
+                return info
+        return None
+
+    def set_status(self, run_id: str, status: str) -> None:
+        finished = now_iso() if status == "finished" else None
+        self.conn.execute("UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ?",
+                          (status, finished, run_id))
+
+    def stream(self, run_id: str) -> list[PlannedOperator]:
+        return [PlannedOperator(r["position"], r["operator"], r["level"], r["category"]) for r in
+                self.conn.execute("SELECT * FROM run_stream WHERE run_id = ? ORDER BY position", (run_id,))]
+
+    # ---- operators --------------------------------------------------------------------------------
+    def done_positions(self, run_id: str) -> set[int]:
+        return {r[0] for r in self.conn.execute(
+            "SELECT position FROM operator_results WHERE run_id = ?", (run_id,))}
+
+    def restart_operator(self, run_id: str, operator: str) -> int:
+        """Forget the round traces of a partially processed operator (it restarts from scratch)."""
+        cur = self.conn.execute("DELETE FROM round_traces WHERE run_id = ? AND operator = ?",
+                                (run_id, operator))
+        return cur.rowcount
+
+    def save_round(self, run_id: str, operator: str, trace: RoundTrace, source: str | None) -> None:
+        with _tx(self.conn):
+            if source is not None and trace.candidate_hash:
+                self.conn.execute("INSERT OR IGNORE INTO candidates (hash, source) VALUES (?, ?)",
+                                  (trace.candidate_hash, source))
+            self.conn.execute(
+                "INSERT OR REPLACE INTO round_traces (run_id, operator, round, episode, compiled, correct, "
+                "latency_ms, trace_json, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, operator, trace.round, trace.episode.value, int(trace.compiled), int(trace.correct),
+                 trace.latency_ms, json.dumps(trace.to_dict(), sort_keys=True), now_iso()))
+
+    def insert_result(self, result: OperatorResult) -> None:
+        """Caller holds the transaction that also applies the last episode's memory update."""
+        self.conn.execute(
+            "INSERT INTO operator_results (run_id, position, operator, level, category, compiled, correct, "
+            "rounds_used, first_correct_round, t_first_ms, t_best_ms, t_ref_ms, prompt_tokens, "
+            "completion_tokens, cost_usd, wall_s, recorded_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (result.run_id, result.position, result.operator, result.level, result.category,
+             int(result.compiled), int(result.correct), result.rounds_used, result.first_correct_round,
+             result.t_first_ms, result.t_best_ms, result.t_ref_ms, result.prompt_tokens,
+             result.completion_tokens, result.cost_usd, result.wall_s, now_iso()))
+
+    def results(self, run_id: str) -> list[OperatorResult]:
+        rows = self.conn.execute("SELECT * FROM operator_results WHERE run_id = ? ORDER BY position",
+                                 (run_id,))
+        return [OperatorResult(
+            run_id=r["run_id"], position=r["position"], operator=r["operator"], level=r["level"],
+            category=r["category"], compiled=bool(r["compiled"]), correct=bool(r["correct"]),
+            rounds_used=r["rounds_used"], first_correct_round=r["first_correct_round"],
+            t_first_ms=r["t_first_ms"], t_best_ms=r["t_best_ms"], t_ref_ms=r["t_ref_ms"],
+            prompt_tokens=r["prompt_tokens"], completion_tokens=r["completion_tokens"],
+            cost_usd=r["cost_usd"], wall_s=r["wall_s"]) for r in rows]
+
+    def round_traces(self, run_id: str, operator: str | None = None) -> list[RoundTrace]:
+        sql = "SELECT trace_json FROM round_traces WHERE run_id = ?"
+        args: list[Any] = [run_id]
+        if operator is not None:
+            sql += " AND operator = ?"
+            args.append(operator)
+        rows = self.conn.execute(sql + " ORDER BY created_at, operator, round", args)
+        return [RoundTrace.from_dict(json.loads(r[0])) for r in rows]
+
+    def candidate(self, digest: str) -> str | None:
+        row = self.conn.execute("SELECT source FROM candidates WHERE hash = ?", (digest,)).fetchone()
+        return None if row is None else str(row[0])
+
+    # ---- episode markers --------------------------------------------------------------------------
+    def episode_applied(self, run_id: str, operator: str, episode: str) -> bool:
+        return self.conn.execute(
+            "SELECT 1 FROM episode_updates WHERE run_id = ? AND operator = ? AND episode = ?",
+            (run_id, operator, episode)).fetchone() is not None
+
+    def mark_episode(self, run_id: str, operator: str, episode: str) -> None:
+        """Caller holds the transaction of the memory update this marks."""
+        self.conn.execute("INSERT INTO episode_updates (run_id, operator, episode, applied_at) "
+                          "VALUES (?, ?, ?, ?)", (run_id, operator, episode, now_iso()))
+
+
+class _tx:
+    """`db.transaction`, or nothing when the caller already holds one."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.own = False
+
+    def __enter__(self) -> sqlite3.Connection:
+        if not self.conn.in_transaction:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.own = True
+        return self.conn
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if self.own:
+            self.conn.execute("ROLLBACK" if exc_type else "COMMIT")

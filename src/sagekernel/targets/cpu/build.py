@@ -1,0 +1,226 @@
+"""Build a CPU candidate into a shared object, in the sandbox, and check the object's symbols.
+
+Flags are fixed (never -ffast-math); C++ is detected from the source and built with g++. After
+linking, `nm -D` must show only allowed undefined symbols (libc memory/maths, libm, libmvec,
+OpenMP, the C++ runtime), `sage_kernel` must be defined, no defined symbol may shadow a libc
+function (clock interposition), and `.init_array` may hold nothing beyond what an empty kernel
+built with the same flags holds (no load-time constructors).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import shutil
+import subprocess
+import time
+from functools import lru_cache
+from pathlib import Path
+
+from sagekernel.harness import sandbox
+from sagekernel.harness.verdict import LintFinding
+from sagekernel.targets.base import BuildResult
+from sagekernel.targets.cpu.contract import KERNEL_SYMBOL
+
+COMMON_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fopenmp", "-fno-fast-math",
+                "-Wl,--no-undefined")
+C_FLAGS = ("-std=gnu11", "-Werror=implicit-function-declaration", "-Werror=incompatible-pointer-types")
+CXX_FLAGS = ("-std=c++17", "-Drestrict=__restrict__")
+LINK_LIBS = ("-lm",)
+MAX_MESSAGE_CHARS = 1800
+
+_CXX_MARKERS = re.compile(r"extern\s+\"C\"|\bstd::|\btemplate\s*<|\bnamespace\b|\bconstexpr\b|"
+                          r"#\s*include\s*<(?:vector|algorithm|cmath|cstdint|cstddef|cstdlib|cstring|array|"
+                          r"numeric|limits|utility|type_traits|memory|climits|cfloat|cassert|cstdio)>")
+
+
+def is_cxx(source: str) -> bool:
+    return _CXX_MARKERS.search(source) is not None
+
+
+def compiler_command(language: str) -> list[str]:
+    exe = "g++" if language == "c++" else "gcc"
+    return [exe, *COMMON_FLAGS, *(CXX_FLAGS if language == "c++" else C_FLAGS)]
+
+
+@lru_cache(maxsize=4)
+def compiler_version(exe: str) -> str:
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return out.splitlines()[0] if out else "unknown"
+
+
+def build(source: str, workdir: Path, *, sandbox_kind: str = "auto", timeout_s: float = 60.0) -> BuildResult:
+    """Compile `source` into `workdir/kernel.so`, then check the object."""
+    language = "c++" if is_cxx(source) else "c"
+    suffix = "cpp" if language == "c++" else "c"
+    build_dir = workdir / "build"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    src_path = build_dir / f"kernel.{suffix}"
+    src_path.write_text(source, encoding="utf-8")
+    kind = sandbox.best_kind(sandbox_kind)
+    argv = [*compiler_command(language), f"/box/build/kernel.{suffix}", "-o", "/box/build/kernel.so", *LINK_LIBS]
+    cmd = sandbox.SandboxCommand(argv=argv, rw_binds=[(str(build_dir), "/box/build")], workdir="/box/build")
+    limits = sandbox.Limits(wall_s=timeout_s, cpu_s=int(timeout_s) + 1, address_space_bytes=None,
+                            file_size_bytes=256 << 20)
+    scratch = workdir / "compile"
+    scratch.mkdir(exist_ok=True)
+    t0 = time.perf_counter()
+    result = sandbox.run(cmd, kind=kind, limits=limits, scratch_dir=scratch)
+    seconds = time.perf_counter() - t0
+    info = {"compiler": compiler_version(argv[0]), "command": " ".join(argv), "flags": [*argv[1:-4], *LINK_LIBS],
+            "language": language, "seconds": round(seconds, 4), "sandbox": kind}
+    library = build_dir / "kernel.so"
+    if result.timed_out:
+        return BuildResult(False, None, f"the compiler did not finish within {timeout_s:.0f} s", info)
+    log = (scratch / "child.log").read_text("utf-8", "replace")
+    if result.returncode != 0 or not library.exists():
+        return BuildResult(False, None, trim_compiler_log(log, suffix), info)
+    findings, problem = check_library(library, language)
+    if problem:
+        return BuildResult(False, None, problem, info, stage="load")
+    if findings:
+        names = ", ".join(sorted({f.rule for f in findings}))
+        return BuildResult(False, None, f"the built library was rejected ({names}): " + findings[0].reason, info,
+                           findings=findings, stage="lint")
+    return BuildResult(True, library, "built", info)
+
+
+def trim_compiler_log(log: str, suffix: str) -> str:
+    """The first errors (with the lines right after each), paths shortened, capped in length."""
+    log = log.replace(f"/box/build/kernel.{suffix}", f"kernel.{suffix}").replace("/box/build/", "")
+    lines = log.splitlines()
+    keep: list[str] = []
+    for i, line in enumerate(lines):
+        if "error" in line or "undefined reference" in line:
+            keep.extend(lines[i:i + 3])
+        if len("\n".join(keep)) > MAX_MESSAGE_CHARS:
+            break
+    text = "\n".join(dict.fromkeys(keep)) if keep else log.strip()
+    text = text[:MAX_MESSAGE_CHARS]
+    return "compilation failed:\n" + (text or "(the compiler printed nothing)")
+
+
+# ---- object checks -------------------------------------------------------------------------------
+
+_LIBM = ("sin cos tan asin acos atan atan2 sinh cosh tanh asinh acosh atanh exp exp2 exp10 expm1 log log2 log10 "
+         "log1p pow sqrt cbrt hypot erf erfc tgamma lgamma ceil floor trunc round lround llround nearbyint rint "
+         "lrint llrint fmod remainder remquo fma fmax fmin fdim fabs copysign nextafter frexp ldexp modf scalbn "
+         "scalbln ilogb logb sincos nan").split()
+ALLOWED_UNDEFINED = frozenset(
+    [n + s for n in _LIBM for s in ("", "f", "l")]
+    + [f"__{n}{s}_finite" for n in _LIBM for s in ("", "f")]
+    + ("memset memcpy memmove memcmp malloc calloc realloc free aligned_alloc posix_memalign abort "
+       "__assert_fail __stack_chk_fail __cxa_finalize __gmon_start__ _ITM_registerTMCloneTable "
+       "_ITM_deregisterTMCloneTable printf puts putchar fputs fputc fprintf fwrite fflush snprintf sprintf "
+       "stderr stdout strlen strcmp strncmp qsort bsearch abs labs llabs __printf_chk __fprintf_chk "
+       "__sprintf_chk __snprintf_chk __memcpy_chk __memset_chk __memmove_chk __cxa_begin_catch __cxa_end_catch "
+       "__cxa_rethrow __cxa_allocate_exception __cxa_free_exception __cxa_throw __cxa_guard_acquire "
+       "__cxa_guard_release __cxa_guard_abort __cxa_atexit __cxa_pure_virtual __gxx_personality_v0 "
+       "_Unwind_Resume __dso_handle _ZSt7nothrow __errno_location").split()
+)
+_ALLOWED_PATTERNS = re.compile(
+    r"^(?:GOMP_\w+|omp_(?!get_wtime|get_wtick)\w+|_ZGV\w+|_Znw\w*|_Zna\w*|_ZdlPv\w*|_ZdaPv\w*|"
+    r"_ZSt\d+__throw_\w+|_ZTVN10__cxxabiv\w+|_ZTI\w+|_ZTS\w+)$")
+
+SYMBOL_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    ("symbol_timer", re.compile(r"^(?:clock_gettime|gettimeofday|time|clock|times|timespec_get|getrusage|"
+                                r"omp_get_wtime|omp_get_wtick|_ZNSt6chrono\w*)$"),
+     "the library calls a clock; timing belongs to the harness"),
+    ("symbol_library_op", re.compile(r"^(?:cblas_\w+|\w*gemm_?|\w*gemv_?|LAPACKE_\w+|mkl_\w+|openblas_\w+|"
+                                     r"dnnl_\w+|fftw\w*)$"),
+     "the library calls a routine that does the operator's work; compute it in the kernel"),
+    ("symbol_threads", re.compile(r"^(?:pthread_\w+|thrd_\w+|_ZNSt6thread\w*)$"),
+     "the library creates threads outside OpenMP"),
+    ("symbol_os_access", re.compile(r"^(?:f?open\w*|creat|socket|connect|fork|vfork|clone\w*|exec\w*|system|"
+                                    r"popen|dlopen|dlsym|dlmopen|syscall|ptrace|mmap\w*|mprotect|getenv|read|"
+                                    r"write|pread\w*|pwrite\w*|kill|raise|signal|sigaction|setjmp|longjmp|"
+                                    r"_setjmp|__sigsetjmp|unlink|remove|fread|fwrite_unlocked|fscanf|"
+                                    r"__isoc99_fscanf|process_vm_\w+|memfd_create|ioctl)$"),
+     "the library uses files, processes, signals or dynamic loading"),
+)
+NOT_ALLOWED_REASON = ("the library calls a function outside the allow-list (libc memory functions, libm maths, "
+                      "OpenMP, the C++ runtime's allocation and exceptions)")
+
+
+def _nm(library: Path, *flags: str) -> list[tuple[str, str]]:
+    nm = shutil.which("nm") or "nm"
+    out = subprocess.run([nm, "-D", *flags, str(library)], capture_output=True, text=True, timeout=30).stdout
+    rows = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            rows.append((parts[-2], parts[-1].split("@")[0]))
+    return rows
+
+
+def _is_libc_symbol(name: str) -> bool:
+    if name.startswith("_Z"):
+        return False
+    try:
+        return hasattr(ctypes.CDLL(None), name) or hasattr(_libm(), name)
+    except OSError:
+        return False
+
+
+@lru_cache(maxsize=1)
+def _libm() -> ctypes.CDLL:
+    return ctypes.CDLL("libm.so.6")
+
+
+def check_library(library: Path, language: str) -> tuple[list[LintFinding], str]:
+    """(findings, load problem). Findings reject the object; a load problem means it is unusable."""
+    findings: list[LintFinding] = []
+    for _, name in _nm(library, "--undefined-only"):
+        if name in ALLOWED_UNDEFINED or _ALLOWED_PATTERNS.match(name):
+            continue
+        for rule, pattern, reason in SYMBOL_RULES:
+            if pattern.match(name):
+                findings.append(LintFinding(rule, f"{reason} (symbol {name})", None, name))
+                break
+        else:
+            findings.append(LintFinding("symbol_not_allowed", f"{NOT_ALLOWED_REASON} (symbol {name})", None, name))
+    defined = [name for kind, name in _nm(library, "--defined-only") if kind in "TtWwDdBbVviIuG"]
+    if KERNEL_SYMBOL not in defined:
+        hint = " (in C++, declare it extern \"C\")" if language == "c++" else ""
+        return findings, f"the library does not export `{KERNEL_SYMBOL}`{hint}"
+    for name in defined:
+        if name not in (KERNEL_SYMBOL, "_init", "_fini") and _is_libc_symbol(name):
+            findings.append(LintFinding("defines_library_symbol",
+                                        f"the library defines `{name}`, a C library function: replacing library "
+                                        "functions (e.g. the clock) is not allowed", None, name))
+    extra = _init_array_size(library) - _baseline_init_array_size(language)
+    if extra > 0:
+        findings.append(LintFinding("constructor", "the library runs code when it is loaded (constructor / "
+                                    f".init_array, {extra // 8} extra entries); a kernel may only run when called",
+                                    None, ".init_array"))
+    return findings, ""
+
+
+def _init_array_size(library: Path) -> int:
+    readelf = shutil.which("readelf") or "readelf"
+    out = subprocess.run([readelf, "-SW", str(library)], capture_output=True, text=True, timeout=30).stdout
+    total = 0
+    for line in out.splitlines():
+        m = re.search(r"\]\s+\.(init_array|preinit_array|ctors)\s+\S+\s+\S+\s+\S+\s+([0-9a-f]+)", line)
+        if m:
+            total += int(m.group(2), 16)
+    return total
+
+
+@lru_cache(maxsize=2)
+def _baseline_init_array_size(language: str) -> int:
+    """.init_array size of an empty kernel built with the same compiler and flags."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="sage-baseline-") as tmp:
+        suffix = "cpp" if language == "c++" else "c"
+        src = Path(tmp) / f"k.{suffix}"
+        prefix = 'extern "C" ' if language == "c++" else ""
+        src.write_text(f"{prefix}void {KERNEL_SYMBOL}(void) {{}}\n")
+        out = Path(tmp) / "k.so"
+        subprocess.run([*compiler_command(language), str(src), "-o", str(out), *LINK_LIBS],
+                       capture_output=True, timeout=60, check=True)
+        return _init_array_size(out)

@@ -1,0 +1,281 @@
+"""Running a task's reference: building inputs, making the model, computing reference outputs.
+
+These are the helpers the harness calls. All of them go through the task file's cached module
+(`modules.task_module`), rebind its size symbols for the call, and never disturb the caller's
+global RNG state (`torch.random.fork_rng`).
+
+Value distributions (`DISTRIBUTIONS`):
+
+- ``default``: exactly what the file's ``get_inputs()`` produces under ``torch.manual_seed(seed)``;
+- ``uniform``: U(-1, 1);
+- ``normal``: N(0, 1);
+- ``offset_uniform``: U(lo, lo + w) with lo ~ U(-4, 4) and w ~ U(0.5, 4) drawn per tensor;
+- ``heavy_tailed``: Student-t with 3 degrees of freedom (infinite fourth moment), random scale;
+- ``large_magnitude``: N(0, 1) * 1000.
+
+Without a ``make_inputs`` hook, a non-default distribution re-draws every floating-point input from
+that distribution and keeps integer and bool inputs exactly as ``get_inputs()`` made them (so index
+tensors stay in range). A task file whose inputs have a domain (non-negative, inf/nan present,
+ties between two tensors, probabilities, valid scales) defines
+``make_inputs(sizes: dict[str, int], gen: torch.Generator | None, distribution: str) -> list[Tensor]``,
+which is then used for every distribution, ``default`` included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from sagekernel.errors import TaskError
+from sagekernel.tasks.modules import bound_sizes, task_module
+from sagekernel.tasks.task import Task, TensorSpec
+
+DISTRIBUTIONS = ("default", "uniform", "normal", "offset_uniform", "heavy_tailed", "large_magnitude")
+
+#: Salt so the re-drawn floats do not reuse the stream `get_inputs()` consumed.
+_REDRAW_SALT = 0x5A6E_0001
+
+
+# ----------------------------------------------------------------------------- low-level calls
+
+def call_get_inputs(module: ModuleType, path: object) -> list[torch.Tensor]:
+    """Call `get_inputs()` and check it returns a list/tuple of tensors."""
+    fn = getattr(module, "get_inputs", None)
+    if not callable(fn):
+        raise TaskError(f"{path}: defines no get_inputs() function")
+    try:
+        raw = fn()
+    except Exception as exc:
+        raise TaskError(f"{path}: get_inputs() raised {type(exc).__name__}: {exc}") from exc
+    return _tensor_list(raw, f"{path}: get_inputs()")
+
+
+def call_init_inputs(module: ModuleType, path: object) -> list[Any]:
+    fn = getattr(module, "get_init_inputs", None)
+    if fn is None:
+        return []
+    if not callable(fn):
+        raise TaskError(f"{path}: get_init_inputs is not a function")
+    try:
+        raw = fn()
+    except Exception as exc:
+        raise TaskError(f"{path}: get_init_inputs() raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(raw, (list, tuple)):
+        raise TaskError(f"{path}: get_init_inputs() must return a list, got {type(raw).__name__}")
+    return list(raw)
+
+
+def instantiate(module: ModuleType, path: object) -> torch.nn.Module:
+    """`Model(*get_init_inputs())` under seed 0 (parameters, if any, are reproducible), in eval mode."""
+    cls = getattr(module, "Model", None)
+    if cls is None or not isinstance(cls, type):
+        raise TaskError(f"{path}: defines no Model class")
+    init = call_init_inputs(module, path)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        try:
+            model = cls(*init)
+        except Exception as exc:
+            raise TaskError(f"{path}: Model(*get_init_inputs()) raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(model, torch.nn.Module):
+        raise TaskError(f"{path}: Model is not a torch.nn.Module")
+    return model.eval()
+
+
+def call_forward(model: torch.nn.Module, inputs: Sequence[torch.Tensor], path: object) -> list[torch.Tensor]:
+    """Run the reference forward pass (no grad) and return its outputs as a list of tensors."""
+    try:
+        with torch.no_grad():
+            raw = model(*inputs)
+    except Exception as exc:
+        raise TaskError(f"{path}: the reference forward() raised {type(exc).__name__}: {exc}") from exc
+    if isinstance(raw, torch.Tensor):
+        return [raw]
+    return _tensor_list(raw, f"{path}: forward()")
+
+
+def _tensor_list(raw: object, what: str) -> list[torch.Tensor]:
+    if not isinstance(raw, (list, tuple)):
+        raise TaskError(f"{what} must return a list or tuple of tensors, got {type(raw).__name__}")
+    for i, t in enumerate(raw):
+        if not isinstance(t, torch.Tensor):
+            raise TaskError(f"{what} item {i} is a {type(t).__name__}, not a torch.Tensor")
+    return list(raw)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """torch.float32 -> "float32"."""
+    return str(dtype).removeprefix("torch.")
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    dt = getattr(torch, name, None)
+    if not isinstance(dt, torch.dtype):
+        raise TaskError(f"unknown dtype {name!r}")
+    return dt
+
+
+# ----------------------------------------------------------------------------- sizes
+
+def full_sizes(task: Task, sizes: Mapping[str, int] | None) -> dict[str, int]:
+    """The task's default sizes overridden by `sizes`; unknown symbols or non-positive values are errors."""
+    merged = dict(task.sizes)
+    for key, value in (sizes or {}).items():
+        if key not in task.sizes:
+            raise TaskError(f"task {task.name}: unknown size symbol {key!r} (known: {', '.join(task.sizes)})")
+        if type(value) is not int or value <= 0:
+            raise TaskError(f"task {task.name}: size {key} must be a positive int, got {value!r}")
+        merged[key] = value
+    return merged
+
+
+def expected_shape(spec: TensorSpec, sizes: Mapping[str, int]) -> tuple[int, ...]:
+    return tuple(int(sizes[d]) for d in spec.dims)
+
+
+def check_tensors(task: Task, specs: Sequence[TensorSpec], tensors: Sequence[torch.Tensor],
+                  sizes: Mapping[str, int], what: str) -> None:
+    """Count, shape and dtype of `tensors` must match `specs` at `sizes`."""
+    if len(tensors) != len(specs):
+        raise TaskError(f"{task.source_path}: {what} produced {len(tensors)} tensors, "
+                        f"the task declares {len(specs)} ({', '.join(s.name for s in specs)})")
+    for spec, t in zip(specs, tensors, strict=True):
+        want = expected_shape(spec, sizes)
+        if tuple(t.shape) != want:
+            raise TaskError(f"{task.source_path}: {what}: {spec.name} has shape {tuple(t.shape)}, "
+                            f"expected {want} from dims {list(spec.dims)} at sizes {dict(sizes)}")
+        if dtype_name(t.dtype) != spec.dtype:
+            raise TaskError(f"{task.source_path}: {what}: {spec.name} has dtype {dtype_name(t.dtype)}, "
+                            f"expected {spec.dtype}")
+
+
+# ----------------------------------------------------------------------------- distributions
+
+def sample_tensor(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator,
+                  distribution: str) -> torch.Tensor:
+    """A floating-point tensor of `shape` drawn from `distribution` (see module docstring)."""
+    shape = tuple(int(s) for s in shape)
+    if distribution == "uniform":
+        x = torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1
+    elif distribution == "normal":
+        x = torch.randn(shape, generator=gen, dtype=torch.float64)
+    elif distribution == "offset_uniform":
+        lo = float(torch.rand((), generator=gen, dtype=torch.float64)) * 8 - 4
+        width = 0.5 + 3.5 * float(torch.rand((), generator=gen, dtype=torch.float64))
+        x = lo + width * torch.rand(shape, generator=gen, dtype=torch.float64)
+    elif distribution == "heavy_tailed":
+        z = torch.randn(shape, generator=gen, dtype=torch.float64)
+        chi2 = torch.randn((3, *shape), generator=gen, dtype=torch.float64).square().sum(0)
+        scale = 0.5 + 1.5 * float(torch.rand((), generator=gen, dtype=torch.float64))
+        x = scale * z / torch.sqrt(chi2 / 3).clamp_min(1e-3)
+    elif distribution == "large_magnitude":
+        x = torch.randn(shape, generator=gen, dtype=torch.float64) * 1000.0
+    else:
+        raise TaskError(f"unknown input distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})")
+    return x.to(dtype)
+
+
+def build_inputs(task: Task, sizes: Mapping[str, int] | None = None, seed: int = 0,
+                 distribution: str = "default") -> list[torch.Tensor]:
+    """Fresh, contiguous input tensors for `task` at `sizes` (defaults where omitted).
+
+    Deterministic in (`sizes`, `seed`, `distribution`); leaves the global RNG untouched.
+    Raises `TaskError` if the file's inputs do not match the task's declared shapes and dtypes.
+    """
+    if distribution not in DISTRIBUTIONS:
+        raise TaskError(f"unknown input distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})")
+    full = full_sizes(task, sizes)
+    module = task_module(task)
+    path = task.source_path
+    make = getattr(module, "make_inputs", None)
+    with bound_sizes(module, full), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        if callable(make):
+            gen = torch.Generator().manual_seed(seed)
+            try:
+                raw = make(dict(full), gen, distribution)
+            except Exception as exc:
+                raise TaskError(f"{path}: make_inputs() raised {type(exc).__name__}: {exc}") from exc
+            inputs = _tensor_list(raw, f"{path}: make_inputs()")
+        else:
+            inputs = call_get_inputs(module, path)
+            if distribution != "default":
+                gen = torch.Generator().manual_seed((seed + _REDRAW_SALT) % (2**63))
+                inputs = [sample_tensor(t.shape, t.dtype, gen, distribution) if t.is_floating_point() else t
+                          for t in inputs]
+    inputs = [t.detach().clone().contiguous() for t in inputs]
+    check_tensors(task, task.inputs, inputs, full, f"inputs for distribution {distribution!r}")
+    return inputs
+
+
+# ----------------------------------------------------------------------------- reference
+
+def make_model(task: Task, sizes: Mapping[str, int] | None = None) -> torch.nn.Module:
+    """`Model(*get_init_inputs())` with the size symbols bound to `sizes`, seeded, in eval mode."""
+    full = full_sizes(task, sizes)
+    module = task_module(task)
+    with bound_sizes(module, full):
+        return instantiate(module, task.source_path)
+
+
+def sizes_from_inputs(task: Task, inputs: Sequence[torch.Tensor],
+                      sizes: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Size symbols read off the input shapes, then `sizes`, then the task defaults for the rest."""
+    if len(inputs) != len(task.inputs):
+        raise TaskError(f"task {task.name}: got {len(inputs)} inputs, expected {len(task.inputs)}")
+    found: dict[str, int] = {}
+    for spec, t in zip(task.inputs, inputs, strict=True):
+        if t.dim() != len(spec.dims):
+            raise TaskError(f"task {task.name}: input {spec.name} has {t.dim()} dims, expected {len(spec.dims)}")
+        for d, n in zip(spec.dims, t.shape, strict=True):
+            if found.setdefault(d, int(n)) != int(n):
+                raise TaskError(f"task {task.name}: size {d} is {found[d]} in one input and {int(n)} in another")
+    if sizes:
+        for k, v in sizes.items():
+            if k in found and found[k] != v:
+                raise TaskError(f"task {task.name}: size {k}={v} disagrees with the input shapes ({found[k]})")
+    return full_sizes(task, {**(sizes or {}), **found})
+
+
+def uses_fp64_reference(task: Task) -> bool:
+    meta = getattr(task_module(task), "SAGE_TASK", None)
+    return not (isinstance(meta, dict) and meta.get("fp64_reference") is False)
+
+
+def reference_outputs(task: Task, inputs: Sequence[torch.Tensor],
+                      sizes: Mapping[str, int] | None = None) -> list[torch.Tensor]:
+    """The reference outputs for `inputs`, computed in float64 where the op allows, cast back to each
+    output's declared dtype, contiguous.
+
+    Sizes are read off the input shapes; pass `sizes` for symbols that appear only in outputs
+    (e.g. the length of an arange), otherwise their defaults are used. The inputs are not modified.
+    A task opts out of float64 with ``SAGE_TASK["fp64_reference"] = False``; an op that raises in
+    float64 falls back to the declared precision.
+    """
+    full = sizes_from_inputs(task, inputs, sizes)
+    check_tensors(task, task.inputs, inputs, full, "reference_outputs() inputs")
+    module = task_module(task)
+    path = task.source_path
+    with bound_sizes(module, full), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        outputs: list[torch.Tensor] | None = None
+        if uses_fp64_reference(task) and any(t.is_floating_point() for t in inputs):
+            model = instantiate(module, path).double()
+            wide = [t.detach().to(torch.float64) if t.is_floating_point() else t.detach().clone() for t in inputs]
+            try:
+                outputs = call_forward(model, wide, path)
+            except TaskError:
+                outputs = None  # the op does not support float64: fall back to the declared precision
+        if outputs is None:
+            model = instantiate(module, path)
+            outputs = call_forward(model, [t.detach().clone() for t in inputs], path)
+    if len(outputs) != len(task.outputs):
+        raise TaskError(f"{path}: reference forward() returned {len(outputs)} tensors, "
+                        f"the task declares {len(task.outputs)}")
+    result = [o.detach().to(torch_dtype(spec.dtype)).contiguous()
+              for spec, o in zip(task.outputs, outputs, strict=True)]
+    check_tensors(task, task.outputs, result, full, "reference forward()")
+    return result

@@ -1,0 +1,48 @@
+"""Sqrt: elementwise square root of non-negative values."""
+
+import torch
+import torch.nn as nn
+
+B = 64
+D = 1000
+
+SAGE_TASK = {
+    "name": "sqrt", "level": 1, "category": "math",
+    "description": "Elementwise square root of a non-negative float32 matrix.",
+    "inputs": {"x": ["B", "D"]},
+    "outputs": {"out": ["B", "D"]},
+    "sizes": {"B": 64, "D": 1000},
+    "variants": [{"B": 7, "D": 1531}, {"B": 33, "D": 33}],
+    "dtype": "float32", "atol": 1e-6, "rtol": 1e-6,
+}
+
+
+class Model(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sqrt(x)
+
+
+def _draw(shape, gen, distribution):
+    if distribution == "uniform":
+        return torch.rand(shape, generator=gen) * 2 - 1
+    if distribution == "offset_uniform":
+        lo, w = torch.rand(2, generator=gen).tolist()
+        return (lo * 8 - 4) + (0.5 + 3.5 * w) * torch.rand(shape, generator=gen)
+    if distribution == "heavy_tailed":
+        chi2 = torch.randn((3, *shape), generator=gen).square().sum(0)
+        return torch.randn(shape, generator=gen) / torch.sqrt(chi2 / 3).clamp_min(1e-3)
+    if distribution == "large_magnitude":
+        return torch.randn(shape, generator=gen) * 1000
+    return torch.randn(shape, generator=gen)
+
+
+def make_inputs(sizes, gen, distribution):
+    return [_draw((sizes["B"], sizes["D"]), gen, distribution).abs() * 4]
+
+
+def get_inputs():
+    return make_inputs({"B": B, "D": D}, None, "default")
+
+
+def get_init_inputs():
+    return []

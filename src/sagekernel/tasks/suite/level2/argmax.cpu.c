@@ -1,0 +1,10 @@
+#include <stdint.h>
+
+void sage_kernel(const float* restrict x, int64_t* restrict out, int64_t B, int64_t D) {
+    for (int64_t b = 0; b < B; ++b) {
+        const float* row = x + b * D;
+        int64_t best = 0;
+        for (int64_t d = 1; d < D; ++d) if (row[d] > row[best]) best = d;
+        out[b] = best;
+    }
+}

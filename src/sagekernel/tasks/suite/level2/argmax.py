@@ -1,0 +1,30 @@
+"""ArgMax over the last dimension."""
+
+import torch
+import torch.nn as nn
+
+B = 128
+D = 500
+
+SAGE_TASK = {
+    "name": "argmax", "level": 2, "category": "reduction",
+    "description": "out[b] = the index d of the largest x[b, d] (the first one on ties), int64.",
+    "inputs": {"x": ["B", "D"]},
+    "outputs": {"out": ["B"]},
+    "sizes": {"B": 128, "D": 500},
+    "variants": [{"B": 7, "D": 1531}, {"B": 1000, "D": 7}],
+    "dtype": "float32", "atol": 0.0, "rtol": 0.0,
+}
+
+
+class Model(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.argmax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(B, D)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,30 @@
+"""Softmax over the last dimension (rows of length D), numerically stable."""
+
+import torch
+import torch.nn as nn
+
+B = 128
+D = 500
+
+SAGE_TASK = {
+    "name": "softmax", "level": 2, "category": "activation",
+    "description": "Softmax over the last dimension (rows of length D), numerically stable.",
+    "inputs": {"x": ["B", "D"]},
+    "outputs": {"out": ["B", "D"]},
+    "sizes": {"B": 128, "D": 500},
+    "variants": [{"B": 7, "D": 1531}, {"B": 33, "D": 33}],
+    "dtype": "float32", "atol": 1e-6, "rtol": 1e-4,
+}
+
+
+class Model(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(B, D) * 3]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,196 @@
+"""The OpenAI-compatible backend, driven through its real HTTP client against a local server."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from openai_server import Failure, OpenAITestServer
+from sagekernel import db
+from sagekernel.errors import BudgetExhausted, ModelError, SageError
+from sagekernel.models import Budget, ExchangeLog, Message, ModelConfig, make_model, probe
+from sagekernel.models.openai_http import OpenAIModel
+from sagekernel.models.retry import ContextLengthError
+
+FAST = ModelConfig(retry_base_delay_s=0.001, retry_max_delay_s=0.01)
+USER = [Message("system", "You write kernels."), Message("user", "Write a softmax kernel.")]
+
+
+def _model(server: OpenAITestServer, config: ModelConfig = FAST, **kwargs: object) -> OpenAIModel:
+    sleeps: list[float] = []
+    model = OpenAIModel("test-model", server.base_url, config=config, sleep=sleeps.append, **kwargs)  # type: ignore[arg-type]
+    model.sleeps = sleeps  # type: ignore[attr-defined]
+    return model
+
+
+def test_completion_sends_portable_fields_and_parses_the_reply() -> None:
+    with OpenAITestServer(replies=[{"content": "done", "finish_reason": "length"}]) as server:
+        config = ModelConfig(extra_body={"top_k": 20, "chat_template_kwargs": {"enable_thinking": False}})
+        model = make_model(f"openai:test-model@{server.base_url}", config=config)
+        reply = model.complete(USER, max_tokens=64, temperature=0.0, stop=["```\n"], seed=7)
+    body = server.requests[0]
+    messages = [{"role": "system", "content": "You write kernels."},
+                {"role": "user", "content": "Write a softmax kernel."}]
+    assert body == {"model": "test-model", "messages": messages,
+                    "max_tokens": 64, "temperature": 0.0, "stop": ["```\n"], "seed": 7, "top_k": 20,
+                    "chat_template_kwargs": {"enable_thinking": False}}
+    assert server.hits == [("POST", "/v1/chat/completions")]
+    assert reply.text == "done" and reply.finish_reason == "length" and reply.model == "test-model"
+    assert (reply.prompt_tokens, reply.completion_tokens) == (7, 1)  # server counts words
+    assert reply.cost_usd is None and reply.latency_s > 0
+    assert "authorization" not in server.headers[0]  # no key configured for a local endpoint
+
+
+def test_missing_usage_is_estimated_and_flagged() -> None:
+    with OpenAITestServer(replies=[{"content": "x" * 40, "usage": None}]) as server:
+        reply = make_model(f"openai:test-model@{server.base_url}").complete(USER)
+    assert reply.extra["usage_estimated"] is True
+    assert reply.completion_tokens == 10 and reply.prompt_tokens > 0
+
+
+def test_price_makes_cost_known() -> None:
+    config = ModelConfig(price_input_per_mtok=2.0, price_output_per_mtok=10.0)
+    with OpenAITestServer(replies=["a b c"]) as server:
+        reply = make_model(f"openai:test-model@{server.base_url}", config=config).complete(USER)
+    assert reply.cost_usd == pytest.approx((7 * 2.0 + 3 * 10.0) / 1e6)
+
+
+def test_api_key_from_the_named_env_var(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_VLLM_KEY", "sekret")
+    with OpenAITestServer(replies=["ok"]) as server:
+        make_model(f"openai:test-model@{server.base_url}",
+                   config=ModelConfig(api_key_env="MY_VLLM_KEY")).complete(USER)
+    assert server.headers[0]["authorization"] == "Bearer sekret"
+    with pytest.raises(ModelError, match="MISSING_KEY"):
+        make_model("openai:m@http://127.0.0.1:9/v1", config=ModelConfig(api_key_env="MISSING_KEY"))
+
+
+def test_default_url_needs_a_key_and_openai_base_url_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ModelError, match="OPENAI_API_KEY"):
+        make_model("openai:gpt-4o-mini")
+    with OpenAITestServer(replies=["via env"]) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        assert make_model("openai:test-model").complete(USER).text == "via env"
+
+
+def test_503_then_success_is_retried() -> None:
+    with OpenAITestServer(replies=["recovered"], fail_first=[503, 502]) as server:
+        model = _model(server)
+        reply = model.complete(USER)
+    assert reply.text == "recovered" and reply.extra["attempts"] == 3
+    assert len(server.requests) == 3
+    assert len(model.sleeps) == 2 and model.sleeps[1] >= model.sleeps[0] / 2  # type: ignore[attr-defined]
+
+
+def test_429_retry_after_is_respected() -> None:
+    with OpenAITestServer(replies=["ok"], fail_first=[Failure(429, "slow down", retry_after=3)]) as server:
+        model = _model(server, ModelConfig(retry_base_delay_s=0.001, retry_max_delay_s=10))
+        assert model.complete(USER).text == "ok"
+    assert len(server.requests) == 2
+    assert 3.0 <= model.sleeps[0] <= 3.01  # type: ignore[attr-defined]
+
+
+def test_retry_after_is_bounded() -> None:
+    with OpenAITestServer(replies=["ok"], fail_first=[Failure(429, retry_after=3600)]) as server:
+        model = _model(server, ModelConfig(retry_base_delay_s=0.001, retry_max_delay_s=5))
+        model.complete(USER)
+    assert model.sleeps[0] <= 10.01  # type: ignore[attr-defined]
+
+
+def test_retries_are_bounded_then_model_error() -> None:
+    with OpenAITestServer(replies=["never"], fail_first=[500, 500, 500]) as server:
+        model = _model(server, FAST.model_copy(update={"max_retries": 2}))
+        with pytest.raises(ModelError, match=r"gave up after 3 attempts.*HTTP 500"):
+            model.complete(USER)
+    assert len(server.requests) == 3
+
+
+@pytest.mark.parametrize(("failure", "match"), [
+    (Failure(401, "Invalid API key"), "refused the credentials"),
+    (Failure(403, "forbidden"), "refused the credentials"),
+    (Failure(404, "The model `nope` does not exist"), "has no model"),
+    (Failure(400, "'temperature' must be a number"), "rejected the request"),
+])
+def test_permanent_errors_are_not_retried(failure: Failure, match: str) -> None:
+    with OpenAITestServer(replies=["never"], fail_first=[failure]) as server:
+        model = _model(server)
+        with pytest.raises(ModelError, match=match):
+            model.complete(USER)
+    assert len(server.requests) == 1 and model.sleeps == []  # type: ignore[attr-defined]
+
+
+def test_context_length_error_is_not_retried() -> None:
+    message = ("This model's maximum context length is 4096 tokens. However, you requested 9000 tokens "
+               "(8000 in the messages, 1000 in the completion).")
+    with OpenAITestServer(fail_first=[Failure(400, message)]) as server:
+        model = _model(server)
+        with pytest.raises(ContextLengthError, match=r"does not fit the context window.*4096"):
+            model.complete(USER)
+    assert len(server.requests) == 1
+
+
+def test_timeout_is_retried_then_reported() -> None:
+    with OpenAITestServer(replies=[{"content": "late", "delay_s": 1.0}] * 2) as s:
+        model = _model(s, FAST.model_copy(update={"timeout_s": 0.2, "max_retries": 1}))
+        with pytest.raises(ModelError, match="timed out"):
+            model.complete(USER)
+    assert len(s.requests) == 2
+
+
+def _dead_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_probe_reports_an_unreachable_endpoint() -> None:
+    url = f"http://127.0.0.1:{_dead_port()}/v1"
+    model = make_model(f"openai:qwen2.5-coder@{url}")
+    with pytest.raises(ModelError, match="unreachable") as err:
+        probe(model)
+    assert url in str(err.value) and "qwen2.5-coder" in str(err.value)
+
+
+def test_probe_reports_a_model_the_endpoint_does_not_serve() -> None:
+    with OpenAITestServer(served_models=["qwen2.5-coder-7b", "llama3"]) as server:
+        with pytest.raises(ModelError, match="does not serve model 'gpt-5'") as err:
+            probe(make_model(f"openai:gpt-5@{server.base_url}"))
+        probe(make_model(f"openai:llama3@{server.base_url}"))  # served: no error
+    assert server.base_url in str(err.value) and "qwen2.5-coder-7b" in str(err.value)
+    assert server.requests == []  # GET /models only, no completion spent
+
+
+def test_probe_falls_back_to_a_one_token_completion_without_models_route() -> None:
+    with OpenAITestServer(replies=["O"], served_models=None) as server:
+        probe(make_model(f"openai:test-model@{server.base_url}"))
+    assert server.hits[0] == ("GET", "/v1/models")
+    assert server.requests[0]["max_tokens"] == 1
+
+
+def test_token_budget_stops_before_the_next_request() -> None:
+    with OpenAITestServer(replies=["a b c d e"] * 5) as server:
+        budget = Budget(max_tokens=20)  # each call: 7 prompt + 5 completion words
+        model = make_model(f"openai:test-model@{server.base_url}", budget=budget)
+        model.complete(USER)
+        reply = model.complete(USER)  # crosses the limit: returned, since it was paid for
+        assert reply.extra["budget_exhausted"].startswith("token budget spent")
+        with pytest.raises(BudgetExhausted, match="24 of 20 tokens"):
+            model.complete(USER)
+    assert len(server.requests) == 2 and budget.used_tokens == 24
+
+
+def test_cost_budget(workspace: Path) -> None:
+    config = ModelConfig(price_input_per_mtok=1e6, price_output_per_mtok=0.0)  # $1 per prompt token
+    with pytest.raises(SageError, match="price is unknown"):
+        make_model("openai:m@http://127.0.0.1:9/v1", budget=Budget(max_cost_usd=1.0))
+    log = ExchangeLog(db.connect(workspace))
+    with OpenAITestServer(replies=["ok"] * 3) as server:
+        model = make_model(f"openai:test-model@{server.base_url}", config=config, log=log,
+                           budget=Budget(max_cost_usd=10.0))
+        model.complete(USER)
+        model.complete(USER)
+        with pytest.raises(BudgetExhausted, match=r"\$14.0000 of \$10.0000"):
+            model.complete(USER)
+    assert len(server.requests) == 2
