@@ -162,9 +162,11 @@ class StorePolicy:
             AdoptionRecord(self.run_id, trace.operator, trace.episode.value, rt.round, d.item_id, d.adopted,
                            d.rationale) for rt in trace.rounds for d in rt.decisions)
         sets = episode_sets(trace)
-        hot_before = {m.id: m for m in store.in_state(ItemState.CONSOLIDATED)}
+        # touched: R ∪ A, every resident (p̂ EMA) and every validated item (p̂ and UGC candidates)
         items = store.get_many(sets.retrieved | sets.adopted)
-        items.update(hot_before)
+        items.update((m.id, m) for m in store.in_state(ItemState.CONSOLIDATED))
+        if v.ugc != "none":
+            items.update((m.id, m) for m in store.in_state(ItemState.VALIDATED))
         # 1. credit (ATU, uniform, or the value-memory Q update)
         if v.credit == "value":
             changed = count_only(items, sets, trace.operator)
@@ -193,9 +195,10 @@ class StorePolicy:
         # 5. UGC rebuild (Algorithm 1) and its snapshot
         if v.ugc != "none":
             rng = random.Random(f"{self.seed}:{clock}") if v.ugc == "random" else None
-            hot = store.in_state(ItemState.CONSOLIDATED)
-            result = rebuild(hot, store.in_state(ItemState.VALIDATED), cfg, clock=clock,
-                             proxy=v.credit == "uniform", rng=rng)
+            hot = [m for m in changed.values() if m.state is ItemState.CONSOLIDATED]
+            valid = [m for m in changed.values() if m.state is ItemState.VALIDATED]
+            result = rebuild(sorted(hot, key=lambda m: m.id), sorted(valid, key=lambda m: m.id), cfg,
+                             clock=clock, proxy=v.credit == "uniform", rng=rng)
             store.save([*result.promoted, *result.demoted])
             changed.update({m.id: m for m in (*result.promoted, *result.demoted)})
             store.write_snapshot(HotSnapshot(
@@ -256,10 +259,10 @@ class StorePolicy:
         return False
 
     def _max_sim(self, vec: np.ndarray) -> float:
-        mask = self.index.has_emb
-        if not mask.any():
+        if not self.index.has_emb.any():
             return -1.0
-        return float((self.index.emb[mask] @ vec).max())
+        sims = self.index.emb @ vec
+        return float(sims[self.index.has_emb].max())
 
     def _backfill_embeddings(self) -> None:
         if self.embedder is None:

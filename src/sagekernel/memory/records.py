@@ -159,4 +159,5 @@ class HotSnapshot:
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "created_at": self.created_at, "budget": self.budget,
                 "n_ops": self.n_ops, "total_tokens": self.total_tokens,
-                "hot_entries": [asdict(e) for e in self.hot_entries]}
+                "hot_entries": [dict(e.__dict__, adopting_ops=list(e.adopting_ops))
+                                for e in self.hot_entries]}

@@ -152,10 +152,10 @@ class RetrievalIndex:
         self.type = np.append(self.type, np.int32(self._code(item.type)))
         self.has_emb = np.append(self.has_emb, vec is not None)
         if self.embedder is not None:
-            row = (vec if vec is not None else np.zeros(self.embedder.dim, np.float32))[None, :]
-            self.emb = np.vstack([self.emb, row.astype(np.float32)])
+            row = (vec if vec is not None else np.zeros(self.embedder.dim, np.float32)).astype(np.float32)
+            self.emb = _grow(self, "_emb_buf", self.emb, row)
             if self._proj is not None and self._basis is not None:
-                self._proj = np.vstack([self._proj, row @ self._basis])
+                self._proj = _grow(self, "_proj_buf", self._proj, row @ self._basis)
 
     # ---- scoring --------------------------------------------------------------------------------
     def embed_query(self, text: str) -> np.ndarray | None:
@@ -234,3 +234,15 @@ class RetrievalIndex:
         if keep == 0:
             return np.zeros(0, dtype=np.int64)
         return np.argpartition(-scores, keep - 1)[:keep]
+
+
+def _grow(owner: object, attr: str, view: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """Append a row to a matrix kept as a view of a larger buffer (amortised O(1), no full copy)."""
+    buf: np.ndarray | None = getattr(owner, attr, None)
+    n = view.shape[0]
+    if buf is None or buf.shape[0] <= n or view.base is not buf:
+        buf = np.empty((max(16, int(n * 1.25) + 1), view.shape[1]), dtype=np.float32)
+        buf[:n] = view
+        setattr(owner, attr, buf)
+    buf[n] = row
+    return buf[: n + 1]

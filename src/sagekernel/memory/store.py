@@ -216,11 +216,16 @@ class Store:
     def save(self, items: Iterable[Item]) -> None:
         """Write back the statistics, state and rule of existing items (content is immutable)."""
         rows = []
+        adopters: list[tuple[int, str]] = []
+        retrievers: list[tuple[int, str]] = []
         for m in items:
             rows.append((m.u, m.n_ret, m.n_ado, m.n_upd, m.p_hat, m.eligible_episodes, m.state.value,
                          m.rule_text, m.rule_tokens, m.q1, m.q2, m.resident_episodes, m.promoted_at_episode,
                          m.id))
-            self._add_ops(m.id, m.adopting_ops, m.retrieving_ops)
+            adopters += [(m.id, op) for op in m.adopting_ops]
+            retrievers += [(m.id, op) for op in m.retrieving_ops]
+        self.conn.executemany("INSERT OR IGNORE INTO item_adopters VALUES (?, ?)", adopters)
+        self.conn.executemany("INSERT OR IGNORE INTO item_retrievers VALUES (?, ?)", retrievers)
         self.conn.executemany(
             "UPDATE items SET u=?, n_ret=?, n_ado=?, n_upd=?, p_hat=?, eligible_episodes=?, state=?, "
             "rule_text=?, rule_tokens=?, q1=?, q2=?, resident_episodes=?, promoted_at_episode=? WHERE id=?",

@@ -66,6 +66,12 @@ def _load(names: tuple[str, ...], extra: bool) -> str:
             flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")  # glibc falls back to clone for threads
         except Exception:
             pass
+        pid = os.getpid()  # signals only to itself: never to the parent, siblings or a server
+        for name in ("kill", "tgkill"):
+            try:
+                flt.add_rule(sc.ERRNO(errno.EPERM), name, sc.Arg(0, sc.NE, pid))
+            except Exception:
+                pass
     flt.load()
     return "deny-list"
 

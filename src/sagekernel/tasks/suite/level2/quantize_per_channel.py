@@ -1,0 +1,53 @@
+"""Symmetric per-channel int8 quantisation with given scales."""
+
+import torch
+import torch.nn as nn
+
+M = 128
+N = 256
+
+SAGE_TASK = {
+    "name": "quantize_per_channel", "level": 2, "category": "quantization",
+    "description": "Per-channel (per column) symmetric int8 quantisation: "
+                   "q[m, n] = clamp(round_half_even(x[m, n] / scale[n]), -128, 127) as int8. Scales are "
+                   "positive; some columns saturate. A difference of 1 at exact .5 ties is tolerated.",
+    "inputs": {"x": ["M", "N"], "scale": ["N"]},
+    "outputs": {"q": ["M", "N"]},
+    "sizes": {"M": 128, "N": 256},
+    "variants": [{"M": 7, "N": 1531}, {"M": 1000, "N": 33}],
+    "dtype": "float32", "atol": 1.0, "rtol": 0.0,
+}
+
+
+class Model(nn.Module):
+    def forward(self, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        return torch.clamp(torch.round(x / scale), -128, 127).to(torch.int8)
+
+
+def _draw(shape, gen, distribution):
+    if distribution == "uniform":
+        return torch.rand(shape, generator=gen) * 2 - 1
+    if distribution == "offset_uniform":
+        lo, w = torch.rand(2, generator=gen).tolist()
+        return (lo * 8 - 4) + (0.5 + 3.5 * w) * torch.rand(shape, generator=gen)
+    if distribution == "heavy_tailed":
+        chi2 = torch.randn((3, *shape), generator=gen).square().sum(0)
+        return torch.randn(shape, generator=gen) / torch.sqrt(chi2 / 3).clamp_min(1e-3)
+    if distribution == "large_magnitude":
+        return torch.randn(shape, generator=gen) * 1000
+    return torch.randn(shape, generator=gen)
+
+
+def make_inputs(sizes, gen, distribution):
+    x = _draw((sizes["M"], sizes["N"]), gen, distribution)
+    amax = x.abs().amax(dim=0).clamp_min(1e-6)
+    scale = amax / 127 * (0.6 + 0.6 * torch.rand(sizes["N"], generator=gen))
+    return [x, scale]
+
+
+def get_inputs():
+    return make_inputs({"M": M, "N": N}, None, "default")
+
+
+def get_init_inputs():
+    return []

