@@ -75,8 +75,8 @@ def build(ws: Path, n: int, emb: RandomEmbedder, rng: np.random.Generator):  # t
                      "2026-01-01T00:00:00Z", "seed", f"h{i}"))
     with db.transaction(conn):
         conn.executemany(
-            "INSERT INTO items (title, type, category, error_message, wrong_code, correct_code, u, n_ret, n_ado, "
-            "n_upd, p_hat, state, rule_text, rule_tokens, created_at, source, content_hash) "
+            "INSERT INTO items (title, type, category, error_message, wrong_code, correct_code, u, n_ret, "
+            "n_ado, n_upd, p_hat, state, rule_text, rule_tokens, created_at, source, content_hash) "
             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         conn.executemany("INSERT INTO item_adopters VALUES (?, ?)",
                          [(i + 1, f"op{k}") for i in range(n_val) for k in range(3)])
@@ -97,7 +97,9 @@ def bench_size(n: int, queries: int, rng: np.random.Generator) -> dict[str, floa
         texts = [" ".join(rng.choice(WORDS, size=10)) for _ in range(queries)]
         qvecs = [emb.encode_one(t) for t in texts]
         index: RetrievalIndex = policy.index
-        exact = RetrievalIndex(policy.store, emb, approx_above=10**9) if index._proj is not None else index  # type: ignore[arg-type]
+        exact = index
+        if index._proj is not None:
+            exact = RetrievalIndex(policy.store, emb, approx_above=10**9)  # type: ignore[arg-type]
         score, lex, dense, recall = [], [], [], []
         mask = index.eligible_mask() & index.has_emb
         for t, q in zip(texts, qvecs, strict=True):
@@ -159,14 +161,15 @@ def main() -> None:
         return
     print(f"$ {command}")
     print(f"query embedding (all-MiniLM-L6-v2, p50): {'-' if embed_ms is None else f'{embed_ms:.2f} ms'}")
-    head = f"{'items':>8} {'score':>8} {'lexical':>8} {'dense':>8} {'recall':>7} {'learn':>8} {'learn+item':>11}"
-    print(head)
+    print(f"{'items':>8} {'score':>8} {'lexical':>8} {'dense':>8} {'recall':>7} {'learn':>8} "
+          f"{'learn+item':>11}")
     for r in rows:
         print(f"{r['items']:>8} {r['score_ms']:>8.2f} {r['lexical_ms']:>8.2f} {r['dense_ms']:>8.2f} "
               f"{r['recall_at_15']:>7.3f} {r['learn_ms']:>8.2f} {r['learn_item_ms']:>11.2f}")
     base = rows[0]
     print("ratios vs the smallest store: " + ", ".join(
-        f"{r['items']}: score ×{r['score_ms'] / base['score_ms']:.1f}, learn ×{r['learn_ms'] / base['learn_ms']:.1f}"
+        f"{r['items']}: score ×{r['score_ms'] / base['score_ms']:.1f}, "
+        f"learn ×{r['learn_ms'] / base['learn_ms']:.1f}"
         for r in rows[1:]))
 
 

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import statistics
 import sys
 import time
 from typing import Any
 
-from sagekernel.models import Message, ModelConfig, make_model
-from sagekernel.models.backend import BackendModel
+from sagekernel.models import Message, ModelConfig
+from sagekernel.models.local import LocalModel, usable_cores
 
 INSTRUCTIONS = """You are SAGE, an agent that writes and optimises compute kernels in C for a CPU target.
 Each round you receive the operator's PyTorch reference, the kernel contract, feedback from the previous
@@ -129,12 +130,13 @@ def prompt(k: int) -> list[Message]:
 
 
 def run(rounds: int, max_tokens: int, n_ctx: int, threads: int | None) -> dict[str, Any]:
-    variants: dict[str, BackendModel] = {}
+    load_before = os.getloadavg()[0]
+    variants: dict[str, LocalModel] = {}
     load_s: dict[str, float] = {}
     for name, reuse in (("with prefix reuse", True), ("without (reset)", False)):
-        model = make_model("local", config=ModelConfig(n_ctx=n_ctx, n_threads=threads, prefix_cache=reuse))
+        model = LocalModel(config=ModelConfig(n_ctx=n_ctx, n_threads=threads, prefix_cache=reuse))
         started = time.perf_counter()
-        model.load()  # type: ignore[attr-defined]
+        model.load()
         load_s[name] = time.perf_counter() - started
         variants[name] = model
     samples: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
@@ -165,16 +167,18 @@ def run(rounds: int, max_tokens: int, n_ctx: int, threads: int | None) -> dict[s
     with_, without = summary[names[0]]["median_round_s"], summary[names[1]]["median_round_s"]
     same = sum(a["text"] == b["text"] for a, b in zip(samples[names[0]], samples[names[1]], strict=True))
     return {"command": "python " + " ".join(shlex.quote(a) for a in sys.argv), "rounds": rounds,
-            "max_tokens": max_tokens, "n_ctx": n_ctx, "threads": variants[names[0]].n_threads,  # type: ignore[attr-defined]
+            "max_tokens": max_tokens, "n_ctx": n_ctx, "threads": variants[names[0]].n_threads,
             "variants": summary, "speedup_median": without / with_ if with_ else None,
-            "identical_replies": f"{same}/{rounds + 1}", "samples": samples}
+            "identical_replies": f"{same}/{rounds + 1}", "cpus": usable_cores(),
+            "loadavg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)], "samples": samples}
 
 
 def print_table(result: dict[str, Any]) -> None:
     print(f"$ {result['command']}")
     print(f"local model, {result['threads']} threads, n_ctx {result['n_ctx']}, "
           f"{result['rounds']} warm rounds (+1 cold), {result['max_tokens']}-token completions, "
-          "temperature 0")
+          f"temperature 0; {result['cpus']} usable cores, 1-min load average "
+          f"{result['loadavg_1m'][0]} before / {result['loadavg_1m'][1]} after")
     header = (f"{'variant':20s} {'median s/round':>14s} {'cold round s':>12s} {'prompt tok':>10s} "
               f"{'computed tok':>12s} {'gen tok/s':>9s}")
     print(header)

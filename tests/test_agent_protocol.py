@@ -8,8 +8,10 @@ from hypothesis import strategies as st
 
 from sagekernel.agent.protocol import parse_reply, pick_code, split_fences
 
-KERNEL = "#include <stdint.h>\nvoid sage_kernel(const float* restrict x, float* restrict y, int64_t N) {\n" \
-         "  for (int64_t i = 0; i < N; ++i) y[i] = x[i];\n}\n"
+KERNEL = (
+    "#include <stdint.h>\nvoid sage_kernel(const float* restrict x, float* restrict y, int64_t N) {\n"
+    "  for (int64_t i = 0; i < N; ++i) y[i] = x[i];\n}\n"
+)
 
 
 def parse(text: str, items=(12, 7, 3), rules=(2,)):
@@ -17,31 +19,40 @@ def parse(text: str, items=(12, 7, 3), rules=(2,)):
 
 
 def test_canonical_reply():
-    r = parse(f"DIAGNOSIS: copy kernel.\nADOPTION:\n- E12: ADOPTED - matches the error\n"
-              f"- E7: NOT ADOPTED - about GEMM\n- E3: NOT ADOPTED - irrelevant\nRULES USED: R2\n```c\n{KERNEL}```\n")
+    r = parse(
+        f"DIAGNOSIS: copy kernel.\nADOPTION:\n- E12: ADOPTED - matches the error\n"
+        f"- E7: NOT ADOPTED - about GEMM\n- E3: NOT ADOPTED - irrelevant\nRULES USED: R2\n```c\n{KERNEL}```\n"
+    )
     assert r.diagnosis == "copy kernel."
-    assert r.decisions == {12: (True, "matches the error"), 7: (False, "about GEMM"), 3: (False, "irrelevant")}
+    assert r.decisions == {
+        12: (True, "matches the error"),
+        7: (False, "about GEMM"),
+        3: (False, "irrelevant"),
+    }
     assert r.resident_used == [2]
     assert r.code == KERNEL
     assert r.unresolved([12, 7, 3]) == []
 
 
-@pytest.mark.parametrize("line, adopted", [
-    ("**E12** (Bounds checks): ADOPTED - the error matches", True),
-    ("1. e12: not adopted — irrelevant", False),
-    ("- [E12] -> Yes, I used the tail loop", True),
-    ("| E12 | adopted | reason |", True),
-    ("Adopted: E12 - fixes it", True),
-    ("NOT ADOPTED: E12", False),
-    ("E12 (Use restrict pointers): NOT ADOPTED - no", False),
-    ("E12 - Use restrict pointers: NOT ADOPTED", False),
-    ("E12 — Adoption: yes — it helps", True),
-    ("E12: I did not adopt it", False),
-    ("E12 ✅ good", True),
-    ("E12 - skipped, unrelated", False),
-    ("#12: used", True),
-    ("item 12: rejected because slower", False),
-])
+@pytest.mark.parametrize(
+    "line, adopted",
+    [
+        ("**E12** (Bounds checks): ADOPTED - the error matches", True),
+        ("1. e12: not adopted — irrelevant", False),
+        ("- [E12] -> Yes, I used the tail loop", True),
+        ("| E12 | adopted | reason |", True),
+        ("Adopted: E12 - fixes it", True),
+        ("NOT ADOPTED: E12", False),
+        ("E12 (Use restrict pointers): NOT ADOPTED - no", False),
+        ("E12 - Use restrict pointers: NOT ADOPTED", False),
+        ("E12 — Adoption: yes — it helps", True),
+        ("E12: I did not adopt it", False),
+        ("E12 ✅ good", True),
+        ("E12 - skipped, unrelated", False),
+        ("#12: used", True),
+        ("item 12: rejected because slower", False),
+    ],
+)
 def test_formatting_noise(line: str, adopted: bool):
     r = parse(line + "\n```c\n" + KERNEL + "```")
     assert r.decisions[12][0] is adopted
@@ -73,8 +84,10 @@ def test_rules_none_and_rule_decision_lines():
 
 
 def test_code_selection():
-    text = ("Wrong snippet:\n```c\ny[i] = x[i+1];\n```\nFull kernel:\n```C\n" + KERNEL + "```\n"
-            "```json\n{\"a\": 1}\n```")
+    text = (
+        "Wrong snippet:\n```c\ny[i] = x[i+1];\n```\nFull kernel:\n```C\n" + KERNEL + "```\n"
+        '```json\n{"a": 1}\n```'
+    )
     assert parse(text).code == KERNEL
     assert parse("no code here").code is None
     assert parse("```python\nprint(1)\n```").code is None  # wrong language for the C target

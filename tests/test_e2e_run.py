@@ -23,39 +23,68 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openai_server import OpenAITestServer
 
+from openai_server import OpenAITestServer
 from sagekernel import db
 from sagekernel.memory.io import load_seed
 from sagekernel.runner.config import RunConfig
 from sagekernel.runner.run import run
 
 TASKS = Path(__file__).parent / "e2e_tasks"
-BODIES = {"e2e_double": "out[i] = 2.0f * x[i];", "e2e_negate": "out[i] = -x[i];",
-          "e2e_add": "out[i] = a[i] + b[i];"}
-PARAMS = {"e2e_double": "const float* restrict x, float* restrict out, int64_t N",
-          "e2e_negate": "const float* restrict x, float* restrict out, int64_t N",
-          "e2e_add": "const float* restrict a, const float* restrict b, float* restrict out, int64_t N"}
+BODIES = {
+    "e2e_double": "out[i] = 2.0f * x[i];",
+    "e2e_negate": "out[i] = -x[i];",
+    "e2e_add": "out[i] = a[i] + b[i];",
+}
+PARAMS = {
+    "e2e_double": "const float* restrict x, float* restrict out, int64_t N",
+    "e2e_negate": "const float* restrict x, float* restrict out, int64_t N",
+    "e2e_add": "const float* restrict a, const float* restrict b, float* restrict out, int64_t N",
+}
 ANCHOR = "Elementwise kernels: cover every element with one flat int64_t loop"
 SEED = [
-    {"title": ANCHOR, "type": "correctness", "category": "elementwise",
-     "error_message": "mismatch: elements past the first row were never written",
-     "wrong_code": "for (int i = 0; i < 64; ++i) out[i] = x[i];",
-     "correct_code": "for (int64_t i = 0; i < N; ++i) out[i] = x[i];"},
-    {"title": "Elementwise kernels: guard the tail after unrolling by four", "type": "correctness",
-     "category": "elementwise", "error_message": "mismatch in the last elements",
-     "wrong_code": "for (i = 0; i < N; i += 4) { ... }", "correct_code": "for (; i < N; ++i) out[i] = x[i];"},
-    {"title": "Elementwise kernels: use restrict pointers so the compiler vectorises", "type": "performance",
-     "category": "elementwise", "error_message": "elementwise loop not vectorised",
-     "wrong_code": "void f(float* x, float* out)", "correct_code": "void f(const float* restrict x, float* restrict out)"},
+    {
+        "title": ANCHOR,
+        "type": "correctness",
+        "category": "elementwise",
+        "error_message": "mismatch: elements past the first row were never written",
+        "wrong_code": "for (int i = 0; i < 64; ++i) out[i] = x[i];",
+        "correct_code": "for (int64_t i = 0; i < N; ++i) out[i] = x[i];",
+    },
+    {
+        "title": "Elementwise kernels: guard the tail after unrolling by four",
+        "type": "correctness",
+        "category": "elementwise",
+        "error_message": "mismatch in the last elements",
+        "wrong_code": "for (i = 0; i < N; i += 4) { ... }",
+        "correct_code": "for (; i < N; ++i) out[i] = x[i];",
+    },
+    {
+        "title": "Elementwise kernels: use restrict pointers so the compiler vectorises",
+        "type": "performance",
+        "category": "elementwise",
+        "error_message": "elementwise loop not vectorised",
+        "wrong_code": "void f(float* x, float* out)",
+        "correct_code": "void f(const float* restrict x, float* restrict out)",
+    },
 ]
-HARNESS = {"warmup": 1, "iters": 4, "rounds": 2, "trials": 1, "variant_trials": 1, "held_out_shape": False,
-           "canaries": False}
+HARNESS = {
+    "warmup": 1,
+    "iters": 4,
+    "rounds": 2,
+    "trials": 1,
+    "variant_trials": 1,
+    "held_out_shape": False,
+    "canaries": False,
+}
+FAST = {**HARNESS, "skip_timing": True}  # the resume tests need no latencies (keeps the suite < 60 s)
 
 
 def kernel(op: str) -> str:
-    return (f"#include <stdint.h>\nvoid sage_kernel({PARAMS[op]}) {{\n"
-            f"  for (int64_t i = 0; i < N; ++i) {BODIES[op]}\n}}\n")
+    return (
+        f"#include <stdint.h>\nvoid sage_kernel({PARAMS[op]}) {{\n"
+        f"  for (int64_t i = 0; i < N; ++i) {BODIES[op]}\n}}\n"
+    )
 
 
 def broken(op: str) -> str:
@@ -73,7 +102,7 @@ class Script:
         last = messages[-1]["content"]
         if "curating a memory" in last:
             return {"content": LESSONS}
-        if "resident rule" in last:
+        if "Rewrite it as ONE short resident rule" in last:
             return {"content": "Cover every element with one flat loop over an int64_t index from 0 to N."}
         prompt = next(m["content"] for m in messages if m["role"] == "user")
         items = dict(re.findall(r"^\[E(\d+)\] (.*?) \(type:", prompt, re.M))
@@ -88,8 +117,12 @@ class Script:
         if op == "e2e_double" and n == 1:
             lines = lines[:-1]  # one decision missing: the gate must re-ask, naming it
         code = broken(op) if opt or (op == "e2e_double" and n == 1) else kernel(op)
-        text = ("DIAGNOSIS: write the flat loop.\nADOPTION:\n" + "\n".join(lines) + "\n"
-                + f"RULES USED: {', '.join('R' + r for r in rules) or 'NONE'}\n```c\n{code}```\n")
+        text = (
+            "DIAGNOSIS: write the flat loop.\nADOPTION:\n"
+            + "\n".join(lines)
+            + "\n"
+            + f"RULES USED: {', '.join('R' + r for r in rules) or 'NONE'}\n```c\n{code}```\n"
+        )
         reply: dict[str, Any] = {"content": text}
         if op == self.delay_on and n == 1:
             reply["delay_s"] = 3.0
@@ -147,9 +180,21 @@ def prepare(ws: Path) -> None:
     conn.close()
 
 
-def config(ws: Path, server: OpenAITestServer, method: str = "sage") -> RunConfig:
-    return RunConfig(workspace=ws, suite=str(TASKS), model=f"openai:test-model@{server.base_url}", method=method,
-                     schedule="by-level", budget=3, k=10, harness=HARNESS, progress=False)
+def config(
+    ws: Path, server: OpenAITestServer, method: str = "sage", harness: dict[str, Any] = FAST
+) -> RunConfig:
+    return RunConfig(
+        workspace=ws,
+        suite=str(TASKS),
+        model=f"openai:test-model@{server.base_url}",
+        method=method,
+        schedule="by-level",
+        budget=3,
+        k=10,
+        embedder="none",
+        harness=harness,
+        progress=False,
+    )
 
 
 def query(ws: Path, sql: str) -> list[tuple[Any, ...]]:
@@ -163,15 +208,35 @@ def query(ws: Path, sql: str) -> list[tuple[Any, ...]]:
 def final_state(ws: Path) -> dict[str, Any]:
     """Everything a rerun must reproduce (timings and ids of runs excluded)."""
     traces = []
-    for op, rnd, trace_json in query(ws, "SELECT operator, round, trace_json FROM round_traces ORDER BY operator, round"):
+    for op, rnd, trace_json in query(
+        ws, "SELECT operator, round, trace_json FROM round_traces ORDER BY operator, round"
+    ):
         t = json.loads(trace_json)
-        traces.append((op, rnd, t["episode"], t["compiled"], t["correct"], [r["item_id"] for r in t["retrieved"]],
-                       [(d["item_id"], d["adopted"]) for d in t["decisions"]], t["resident_shown"], t["reasks"]))
+        # order within a round's retrieval may differ between runs (the feedback quotes timings, which
+        # shifts BM25 ties); the sets, decisions and everything credited must not
+        traces.append(
+            (
+                op,
+                rnd,
+                t["episode"],
+                t["compiled"],
+                t["correct"],
+                sorted(r["item_id"] for r in t["retrieved"]),
+                sorted((d["item_id"], d["adopted"]) for d in t["decisions"]),
+                t["resident_shown"],
+                t["reasks"],
+            )
+        )
     return {
-        "items": query(ws, "SELECT id, title, round(u, 12), n_ret, n_ado, n_upd, state, rule_text FROM items ORDER BY id"),
+        "items": query(
+            ws, "SELECT id, title, round(u, 12), n_ret, n_ado, n_upd, state, rule_text FROM items ORDER BY id"
+        ),
         "adopters": query(ws, "SELECT item_id, operator FROM item_adopters ORDER BY 1, 2"),
-        "results": query(ws, "SELECT position, operator, compiled, correct, rounds_used, first_correct_round "
-                             "FROM operator_results ORDER BY position"),
+        "results": query(
+            ws,
+            "SELECT position, operator, compiled, correct, rounds_used, first_correct_round "
+            "FROM operator_results ORDER BY position",
+        ),
         "traces": traces,
         "updates": query(ws, "SELECT operator, episode FROM episode_updates ORDER BY 1, 2"),
         "episodes": query(ws, "SELECT operator, episode, z FROM memory_episodes ORDER BY clock"),
@@ -185,8 +250,9 @@ def replay_atu(ws: Path) -> dict[int, float]:
     n: dict[int, int] = defaultdict(int)
     episodes: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     order: list[tuple[str, str]] = []
-    for op, ep, trace_json in query(ws, "SELECT operator, episode, trace_json FROM round_traces "
-                                        "ORDER BY created_at, round"):
+    for op, ep, trace_json in query(
+        ws, "SELECT operator, episode, trace_json FROM round_traces ORDER BY created_at, round"
+    ):
         if (op, ep) not in episodes:
             order.append((op, ep))
         episodes[(op, ep)].append(json.loads(trace_json))
@@ -210,17 +276,31 @@ def server():
         yield srv
 
 
-def test_sage_stream_end_to_end(tmp_path: Path, server: OpenAITestServer):
-    ws = tmp_path / "sage"
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """One uninterrupted `sage` run of the stream (with timing), shared by the tests below."""
+    ws = tmp_path_factory.mktemp("reference") / "sage"
     prepare(ws)
-    summary = run(config(ws, server))
+    with OpenAITestServer(fallback=Script()) as srv:
+        summary = run(config(ws, srv, harness=HARNESS))
+    return ws, summary
+
+
+def test_sage_stream_end_to_end(reference: tuple[Path, Any]):
+    ws, summary = reference
     assert summary.status == "finished" and summary.done == 3 and summary.correct == 3
+    assert all(r["t_first_ms"] and r["t_ref_ms"] for r in summary.results)  # the harness timed them
     anchor = query(ws, f"SELECT id FROM items WHERE title = '{ANCHOR}'")[0][0]
 
     # 1. every round's prompt lists exactly the retrieved ids its trace records (and resident rules)
-    traces = {(op, rnd): json.loads(tj) for op, rnd, tj in query(ws, "SELECT operator, round, trace_json FROM round_traces")}
+    traces = {
+        (op, rnd): json.loads(tj)
+        for op, rnd, tj in query(ws, "SELECT operator, round, trace_json FROM round_traces")
+    }
     prompts = query(ws, "SELECT operator, round, messages_json, tags_json FROM exchanges WHERE status = 'ok'")
-    round_prompts = [(op, rnd, json.loads(m)) for op, rnd, m, tags in prompts if json.loads(tags).get("purpose") == "round"]
+    round_prompts = [
+        (op, rnd, json.loads(m)) for op, rnd, m, tags in prompts if json.loads(tags).get("purpose") == "round"
+    ]
     assert len(round_prompts) == len(traces) == summary.rounds
     for op, rnd, messages in round_prompts:
         shown = [int(i) for i in re.findall(r"^\[E(\d+)\]", messages[-1]["content"], re.M)]
@@ -233,11 +313,17 @@ def test_sage_stream_end_to_end(tmp_path: Path, server: OpenAITestServer):
     first = traces[("e2e_double", 1)]
     assert first["reasks"] == 1
     assert all(d["adopted"] is not None for d in first["decisions"])
-    reasks = [(op, rnd, json.loads(m)) for op, rnd, m, tags in prompts if json.loads(tags).get("purpose") == "reask-1"]
+    reasks = [
+        (op, rnd, json.loads(m))
+        for op, rnd, m, tags in prompts
+        if json.loads(tags).get("purpose") == "reask-1"
+    ]
     assert len(reasks) == 1 and reasks[0][:2] == ("e2e_double", 1)
     missing = first["retrieved"][-1]["item_id"]
     assert re.findall(r"E(\d+)", reasks[0][2][-1]["content"].split("Write one line")[0]) == [str(missing)]
-    assert query(ws, "SELECT count(*) FROM round_traces WHERE operator = 'e2e_double' AND round = 1") == [(1,)]
+    assert query(ws, "SELECT count(*) FROM round_traces WHERE operator = 'e2e_double' AND round = 1") == [
+        (1,)
+    ]
 
     # 3. utilities are exactly what ATU prescribes for the recorded traces
     expected = replay_atu(ws)
@@ -250,14 +336,18 @@ def test_sage_stream_end_to_end(tmp_path: Path, server: OpenAITestServer):
     # 4. adopted by three operators -> validated -> resident; shown as a rule, no longer retrieved
     state, n_ado, rule = query(ws, f"SELECT state, n_ado, rule_text FROM items WHERE id = {anchor}")[0]
     assert state == "consolidated" and n_ado >= 3 and rule.startswith("Cover every element")
-    assert {op for _, op in query(ws, f"SELECT item_id, operator FROM item_adopters WHERE item_id = {anchor}")} == set(BODIES)
+    assert {
+        op for _, op in query(ws, f"SELECT item_id, operator FROM item_adopters WHERE item_id = {anchor}")
+    } == set(BODIES)
     opt3 = [t for (op, _), t in traces.items() if op == "e2e_add" and t["episode"] == "opt"]
     assert opt3 and all(anchor in t["resident_shown"] and anchor in t["resident_used"] for t in opt3)
     assert all(anchor not in [r["item_id"] for r in t["retrieved"]] for t in opt3)
 
     # 5. each result is recorded before the memory update of the operator's last episode, never earlier
     audit = query(ws, "SELECT operator, episode, result_recorded FROM audit")
-    assert audit == [(op, ep, int(ep == "opt")) for op in ("e2e_double", "e2e_negate", "e2e_add") for ep in ("corr", "opt")]
+    assert audit == [
+        (op, ep, int(ep == "opt")) for op in ("e2e_double", "e2e_negate", "e2e_add") for ep in ("corr", "opt")
+    ]
 
     # 6. distillation: one grounded lesson kept, the one naming an evaluation size dropped
     distilled = query(ws, "SELECT title FROM items WHERE source = 'distilled'")
@@ -278,24 +368,45 @@ def test_refinement_stream_keeps_no_memory(tmp_path: Path, server: OpenAITestSer
     assert len(query(ws, "SELECT * FROM episode_updates")) == 6
 
 
-def test_killed_run_resumes_to_the_same_state(tmp_path: Path):
-    with OpenAITestServer(fallback=Script()) as srv:
-        ref = tmp_path / "reference"
-        prepare(ref)
-        run(config(ref, srv))
+def test_killed_run_resumes_to_the_same_state(tmp_path: Path, reference: tuple[Path, Any]):
     with OpenAITestServer(fallback=Script(delay_on="e2e_add")) as srv:
         ws = tmp_path / "killed"
         prepare(ws)
         cfg = config(ws, srv)
-        args = ["run", "--workspace", str(ws), "--suite", cfg.suite, "--model", cfg.model, "--method", "sage",
-                "--schedule", "by-level", "--budget", "3", "-k", "10", "--no-progress", "--json"]
-        for key, value in HARNESS.items():
+        args = [
+            "run",
+            "--workspace",
+            str(ws),
+            "--suite",
+            cfg.suite,
+            "--model",
+            cfg.model,
+            "--method",
+            "sage",
+            "--schedule",
+            "by-level",
+            "--budget",
+            "3",
+            "-k",
+            "10",
+            "--embedder",
+            "none",
+            "--no-progress",
+            "--json",
+        ]
+        for key, value in FAST.items():
             args += ["--harness", f"{key}={json.dumps(value)}"]
-        proc = subprocess.Popen([sys.executable, "-c", "from sagekernel.cli import main; main()", *args],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ})
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from sagekernel.cli import main; main()", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ},
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and proc.poll() is None:
-            done = query(ws, "SELECT count(*) FROM operator_results")[0][0] if (ws / "sage.db").exists() else 0
+            done = (
+                query(ws, "SELECT count(*) FROM operator_results")[0][0] if (ws / "sage.db").exists() else 0
+            )
             if done == 2:
                 break
             time.sleep(0.02)
@@ -307,10 +418,12 @@ def test_killed_run_resumes_to_the_same_state(tmp_path: Path):
         summary = run(cfg)  # the same command again: resumes the unfinished run
         assert summary.resumed and summary.done == 3
         assert len(query(ws, "SELECT run_id FROM runs")) == 1
-    assert final_state(ws) == final_state(ref)
+    assert final_state(ws) == final_state(reference[0])
 
 
-def test_crash_inside_the_runner_then_resume(tmp_path: Path, server: OpenAITestServer):
+def test_crash_inside_the_runner_then_resume(
+    tmp_path: Path, server: OpenAITestServer, reference: tuple[Path, Any]
+):
     ws = tmp_path / "crash"
     prepare(ws)
 
@@ -326,6 +439,7 @@ def test_crash_inside_the_runner_then_resume(tmp_path: Path, server: OpenAITestS
     assert summary.resumed and summary.done == 3 and summary.status == "finished"
     assert query(ws, "SELECT count(*) FROM memory_episodes") == [(6,)]  # nothing applied twice
     assert query(ws, "SELECT count(*) FROM episode_updates") == [(6,)]
+    assert final_state(ws) == final_state(reference[0])
 
 
 def test_second_run_on_a_locked_workspace_is_refused(tmp_path: Path, server: OpenAITestServer):

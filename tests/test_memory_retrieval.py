@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from sagekernel import db
 from sagekernel.memory import embedding
-from sagekernel.memory.records import Item, ItemState, MemoryConfig
+from sagekernel.memory.records import Item, MemoryConfig
 from sagekernel.memory.retrieval import Candidate, RetrievalIndex, rerank
 from sagekernel.memory.store import Store
 

@@ -162,7 +162,8 @@ def test_workspace_errors_surface(tmp_path: Path) -> None:
 def test_replay_recomputes_without_mutating(workspace: Path, tmp_path: Path) -> None:
     conn = seeded(workspace)
     policy = make_policy("static-rag", conn, run_id="r", embedder=None)
-    conn.execute("INSERT INTO runs VALUES ('r', 'now', NULL, 'finished', 'sage', 'm', 'cpu', 's', 'o', 30, 0, '{}')")
+    conn.execute("INSERT INTO runs VALUES ('r', 'now', NULL, 'finished', 'sage', 'm', 'cpu', 's', 'o', "
+                 "30, 0, '{}')")
     got, trace = episode(policy, "op", adopt=2)
     conn.execute("INSERT INTO round_traces VALUES ('r', 'op', 1, 'corr', 1, 1, NULL, ?, 'now')",
                  (json.dumps(trace.rounds[0].to_dict()),))

@@ -64,9 +64,11 @@ pools = st.lists(st.tuples(st.floats(-0.2, 1.0), st.floats(0.0, 1.0), st.integer
 
 
 @given(pools, st.integers(0, 2000), st.booleans())
-def test_algorithm1_invariants(spec: list[tuple[float, float, int, bool]], budget: int, shuffle: bool) -> None:
+def test_algorithm1_invariants(spec: list[tuple[float, float, int, bool]], budget: int,
+                               shuffle: bool) -> None:
     cfg = MemoryConfig(budget_tokens=budget)
-    hot = [item(i, u=u, p_hat=p, L=L, state=ItemState.CONSOLIDATED) for i, (u, p, L, h) in enumerate(spec) if h]
+    hot = [item(i, u=u, p_hat=p, L=L, state=ItemState.CONSOLIDATED)
+           for i, (u, p, L, h) in enumerate(spec) if h]
     val = [item(i, u=u, p_hat=p, L=L) for i, (u, p, L, h) in enumerate(spec) if not h]
     out = rebuild(hot, val, cfg, clock=7, rng=random.Random(1) if shuffle else None)
     assert out.used_tokens == sum(m.rule_tokens for m in out.hot) <= budget

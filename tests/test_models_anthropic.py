@@ -76,7 +76,7 @@ def test_messages_are_mapped_and_the_reply_parsed(workspace: Path) -> None:
     assert "test-key" in (sent.get("x-api-key", ""), sent.get("authorization", "").removeprefix("Bearer "))
     assert reply.text == "a kernel" and reply.finish_reason == "stop"
     assert (reply.prompt_tokens, reply.completion_tokens) == (16, 2)  # input + cache reads
-    [row] = list_exchanges(log._conn)
+    [row] = list_exchanges(log.conn)
     assert row.status == "ok" and row.reply_text == "a kernel" and row.model_spec.startswith("anthropic:")
 
 

@@ -33,4 +33,4 @@ def test_local_model_answers_a_one_shot_prompt_and_reuses_the_prefix(workspace: 
     # the system prompt and the start of the question come from the KV cache, not recomputed
     assert again.extra["prompt_reused_tokens"] > reply.prompt_tokens // 2
     assert again.extra["prompt_eval_tokens"] < again.prompt_tokens // 2
-    assert [e.status for e in list_exchanges(log._conn, run_id="local-test")] == ["ok", "ok"]
+    assert [e.status for e in list_exchanges(log.conn, run_id="local-test")] == ["ok", "ok"]

@@ -51,7 +51,7 @@ def test_every_attempt_is_logged_with_tags(workspace: Path) -> None:
             model.complete(MESSAGES, max_tokens=99, seed=1)
     conn = sqlite3.connect(db.db_path(workspace))  # what another process would see right away
     assert conn.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 2
-    retry, ok = sorted(list_exchanges(log._conn), key=lambda e: e.id)
+    retry, ok = sorted(list_exchanges(log.conn), key=lambda e: e.id)
     assert (retry.status, retry.attempt, ok.status, ok.attempt) == ("retry", 1, "ok", 2)
     assert retry.call_id == ok.call_id and "HTTP 503" in (retry.error or "")
     assert retry.reply_text is None and ok.reply_text == "__global__ kernel text"
@@ -68,7 +68,7 @@ def test_final_errors_are_logged(workspace: Path) -> None:
     model = ScriptedModel([{"error": "boom"}], log=log)
     with pytest.raises(ModelError):
         model.complete([Message("user", "x")], tags={"operator": "gelu", "round": 1})
-    [row] = list_exchanges(log._conn)
+    [row] = list_exchanges(log.conn)
     assert row.status == "error" and "boom" in (row.error or "") and row.operator == "gelu"
 
 
@@ -85,7 +85,7 @@ def test_logging_from_worker_threads(workspace: Path) -> None:
         t.start()
     for t in threads:
         t.join()
-    rows = list_exchanges(log._conn, run_id="r")
+    rows = list_exchanges(log.conn, run_id="r")
     assert sorted((r.operator, r.round) for r in rows) == [(f"op{i}", i) for i in range(4)]
 
 
@@ -95,7 +95,7 @@ def test_full_text_search(workspace: Path) -> None:
                            {"match": "gemm", "text": "tile into shared memory"}], log=log)
     model.complete([Message("user", "softmax over rows")])
     model.complete([Message("user", "gemm 1024")])
-    conn = log._conn
+    conn = log.conn
     assert [e.reply_text for e in search_exchanges(conn, "shuffle")] == ["use a warp shuffle reduction"]
     assert [e.reply_text for e in search_exchanges(conn, "gemm")] == ["tile into shared memory"]  # prompt
     assert [e.reply_text for e in search_exchanges(conn, '"shared memory"')] == ["tile into shared memory"]
@@ -108,7 +108,7 @@ def test_cli_list_show_search(workspace: Path) -> None:
     model = ScriptedModel({"fallback": "vectorise the [inner] loop"}, log=log)
     with log.context(operator="relu", round=1):
         model.complete([Message("user", "relu kernel please")])
-    ExchangeLog(log._conn, run_id="run-B").record(
+    ExchangeLog(log.conn, run_id="run-B").record(
         call_id="c", attempt=1, status="error", model_spec="openai:x@http://h/v1",
         messages=[Message("user", "other run")], params={}, error="HTTP 401")
     runner = CliRunner()

@@ -18,11 +18,10 @@ FAST = ModelConfig(retry_base_delay_s=0.001, retry_max_delay_s=0.01)
 USER = [Message("system", "You write kernels."), Message("user", "Write a softmax kernel.")]
 
 
-def _model(server: OpenAITestServer, config: ModelConfig = FAST, **kwargs: object) -> OpenAIModel:
+def _model(server: OpenAITestServer, config: ModelConfig = FAST) -> tuple[OpenAIModel, list[float]]:
+    """The model, and the backoff delays it asked for (recorded instead of slept)."""
     sleeps: list[float] = []
-    model = OpenAIModel("test-model", server.base_url, config=config, sleep=sleeps.append, **kwargs)  # type: ignore[arg-type]
-    model.sleeps = sleeps  # type: ignore[attr-defined]
-    return model
+    return OpenAIModel("test-model", server.base_url, config=config, sleep=sleeps.append), sleeps
 
 
 def test_completion_sends_portable_fields_and_parses_the_reply() -> None:
@@ -77,31 +76,31 @@ def test_default_url_needs_a_key_and_openai_base_url_is_honoured(monkeypatch: py
 
 def test_503_then_success_is_retried() -> None:
     with OpenAITestServer(replies=["recovered"], fail_first=[503, 502]) as server:
-        model = _model(server)
+        model, sleeps = _model(server)
         reply = model.complete(USER)
     assert reply.text == "recovered" and reply.extra["attempts"] == 3
     assert len(server.requests) == 3
-    assert len(model.sleeps) == 2 and model.sleeps[1] >= model.sleeps[0] / 2  # type: ignore[attr-defined]
+    assert len(sleeps) == 2 and sleeps[1] >= sleeps[0] / 2
 
 
 def test_429_retry_after_is_respected() -> None:
     with OpenAITestServer(replies=["ok"], fail_first=[Failure(429, "slow down", retry_after=3)]) as server:
-        model = _model(server, ModelConfig(retry_base_delay_s=0.001, retry_max_delay_s=10))
+        model, sleeps = _model(server, ModelConfig(retry_base_delay_s=0.001, retry_max_delay_s=10))
         assert model.complete(USER).text == "ok"
     assert len(server.requests) == 2
-    assert 3.0 <= model.sleeps[0] <= 3.01  # type: ignore[attr-defined]
+    assert 3.0 <= sleeps[0] <= 3.01
 
 
 def test_retry_after_is_bounded() -> None:
     with OpenAITestServer(replies=["ok"], fail_first=[Failure(429, retry_after=3600)]) as server:
-        model = _model(server, ModelConfig(retry_base_delay_s=0.001, retry_max_delay_s=5))
+        model, sleeps = _model(server, ModelConfig(retry_base_delay_s=0.001, retry_max_delay_s=5))
         model.complete(USER)
-    assert model.sleeps[0] <= 10.01  # type: ignore[attr-defined]
+    assert sleeps[0] <= 10.01
 
 
 def test_retries_are_bounded_then_model_error() -> None:
     with OpenAITestServer(replies=["never"], fail_first=[500, 500, 500]) as server:
-        model = _model(server, FAST.model_copy(update={"max_retries": 2}))
+        model, _ = _model(server, FAST.model_copy(update={"max_retries": 2}))
         with pytest.raises(ModelError, match=r"gave up after 3 attempts.*HTTP 500"):
             model.complete(USER)
     assert len(server.requests) == 3
@@ -115,17 +114,17 @@ def test_retries_are_bounded_then_model_error() -> None:
 ])
 def test_permanent_errors_are_not_retried(failure: Failure, match: str) -> None:
     with OpenAITestServer(replies=["never"], fail_first=[failure]) as server:
-        model = _model(server)
+        model, sleeps = _model(server)
         with pytest.raises(ModelError, match=match):
             model.complete(USER)
-    assert len(server.requests) == 1 and model.sleeps == []  # type: ignore[attr-defined]
+    assert len(server.requests) == 1 and sleeps == []
 
 
 def test_context_length_error_is_not_retried() -> None:
     message = ("This model's maximum context length is 4096 tokens. However, you requested 9000 tokens "
                "(8000 in the messages, 1000 in the completion).")
     with OpenAITestServer(fail_first=[Failure(400, message)]) as server:
-        model = _model(server)
+        model, _ = _model(server)
         with pytest.raises(ContextLengthError, match=r"does not fit the context window.*4096"):
             model.complete(USER)
     assert len(server.requests) == 1
@@ -133,7 +132,7 @@ def test_context_length_error_is_not_retried() -> None:
 
 def test_timeout_is_retried_then_reported() -> None:
     with OpenAITestServer(replies=[{"content": "late", "delay_s": 1.0}] * 2) as s:
-        model = _model(s, FAST.model_copy(update={"timeout_s": 0.2, "max_retries": 1}))
+        model, _ = _model(s, FAST.model_copy(update={"timeout_s": 0.2, "max_retries": 1}))
         with pytest.raises(ModelError, match="timed out"):
             model.complete(USER)
     assert len(s.requests) == 2

@@ -84,7 +84,8 @@ def test_script_files(tmp_path: Path, suffix: str) -> None:
         path.write_text("replies:\n  - match: hello\n    text: hi there\n  - text: plain\n")
     model = make_model(f"scripted:{path}")
     assert model.name == f"scripted:{path}"
-    assert [ask(model, "hello"), ask(model, "x")] == ["hi there", "plain"]  # type: ignore[arg-type]
+    assert isinstance(model, ScriptedModel)
+    assert [ask(model, "hello"), ask(model, "x")] == ["hi there", "plain"]
 
 
 @pytest.mark.parametrize(("content", "match"), [

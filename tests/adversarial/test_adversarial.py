@@ -82,7 +82,7 @@ def test_suite_has_at_least_fifteen_cheats() -> None:
 
 # Static checks off: the sandbox and the buffer checks alone must stop the attack.
 RUNTIME_ONLY = [
-    ("read_proc_memory", Stage.CORRECTNESS, "never written"),  # fopen denied -> zeros written
+    ("read_proc_memory", Stage.CORRECTNESS, "expected"),  # fopen denied -> zeros written
     ("read_reference_file", Stage.CORRECTNESS, "expected"),  # open denied and nothing visible
     ("network", Stage.CORRECTNESS, "expected"),  # socket denied
     ("fork_bomb", Stage.CORRECTNESS, "expected"),  # fork denied

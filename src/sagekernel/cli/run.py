@@ -53,6 +53,8 @@ def run_command(
                                                        "memory (needs --frozen)."),
     frozen: bool = typer.Option(False, help="Memory is read-only: no distillation, no updates."),
     seed: int = typer.Option(0, help="Seed of randomised memory methods."),
+    embedder: str = typer.Option("auto", help="Dense retrieval: auto (all-MiniLM-L6-v2 when installed) "
+                                              "or none (BM25 only)."),
     gamma: float = typer.Option(0.3, help="Utility reranking strength γ."),
     hot_budget: int = typer.Option(10000, help="Resident-rule token budget B."),
     k: int = typer.Option(5, "-k", help="Experiences retrieved per round."),
@@ -77,7 +79,8 @@ def run_command(
         budget = LOCAL_DEFAULT_BUDGET if model.strip().split(":")[0] == "local" else PAPER_BUDGET
     cfg = RunConfig(workspace=workspace, suite=suite, target=target, model=model, method=method,
                     schedule=schedule, limit=limit, budget=budget, run_id=run_id, resume=resume, new=new,
-                    memory_from=memory_from, frozen=frozen, seed=seed, gamma=gamma, hot_budget=hot_budget,
+                    memory_from=memory_from, frozen=frozen, seed=seed, embedder=embedder, gamma=gamma,
+                    hot_budget=hot_budget,
                     k=k, max_reasks=max_reasks, max_tokens_per_call=max_tokens, temperature=temperature,
                     distill=distill, max_total_tokens=max_total_tokens, max_cost_usd=max_cost,
                     harness=_parse_overrides(harness), progress=progress)

@@ -42,8 +42,10 @@ def _shape(dims: tuple[str, ...]) -> str:
 
 @tasks_app.command("list")
 def list_tasks(
-    directory: Annotated[Path | None, typer.Argument(help="A directory of task files (instead of --suite).")] = None,
-    suite: Annotated[str, typer.Option("--suite", "-s", help="builtin, demo, level1, level2, level3")] = "builtin",
+    directory: Annotated[Path | None,
+                         typer.Argument(help="A directory of task files (instead of --suite).")] = None,
+    suite: Annotated[str, typer.Option("--suite", "-s",
+                                       help="builtin, demo, level1, level2, level3")] = "builtin",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """List the tasks of a suite or directory (files that fail to load are skipped; see `check`)."""
@@ -79,7 +81,8 @@ def show_task(
     task = find_task(name, suite)
     contract = contract_text(task)
     if as_json:
-        typer.echo(json.dumps({**_task_json(task), "cpu_contract": contract, "source": task.source}, indent=2))
+        payload = {**_task_json(task), "cpu_contract": contract, "source": task.source}
+        typer.echo(json.dumps(payload, indent=2))
         return
     console.print(f"[bold]{escape(task.name)}[/]  level {task.level}  {escape(task.category)}  "
                   f"({escape(str(task.source_path))})")
@@ -125,7 +128,8 @@ def check_tasks(
         for t in report.tasks:
             console.print(f"[green]ok[/]   {t.source_path.relative_to(report.root)}  ({t.name})")
         for p in report.problems:
-            console.print(f"[red]FAIL[/] {escape(str(p.path.relative_to(report.root)))}\n     {escape(p.message)}")
+            rel = escape(str(p.path.relative_to(report.root)))
+            console.print(f"[red]FAIL[/] {rel}\n     {escape(p.message)}")
         console.print(f"{len(report.tasks)} loaded, {len(report.problems)} with problems")
     if report.problems:
         raise typer.Exit(code=1)

@@ -27,4 +27,4 @@ class HarnessConfig:
     static_checks: bool = True  #: source lint + symbol checks; False only in tests of the runtime defences
     canaries: bool = True  #: check that null kernels (zeros, constant, input copy) fail this task's trials
     timing_pool: int = 2  #: distinct input sets the timed calls rotate through (contents permuted per round)
-
+    warm_timing: bool = True  #: reuse a sandboxed server that imported torch once (forks per request)

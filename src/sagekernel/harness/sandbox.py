@@ -207,6 +207,25 @@ def _drain(fd: int, sink: bytearray) -> None:
             sink.extend(chunk[: MAX_CHANNEL_BYTES - len(sink)])
 
 
+def command_line(cmd: SandboxCommand, *, kind: str, limits: Limits, result_fd: int,
+                 scratch_dir: Path) -> tuple[list[str], dict[str, str], str | None]:
+    """(argv, env for Popen, cwd) that run `cmd` in sandbox `kind` with the result fd `result_fd`."""
+    private_tmp = scratch_dir / "tmp"
+    private_tmp.mkdir(exist_ok=True)
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LC_ALL": "C", **cmd.env, "SAGE_RESULT_FD": str(result_fd)}
+    if kind == "bwrap":
+        env["TMPDIR"] = "/tmp"
+        argv = _prlimit_prefix(limits) + _bwrap_prefix(cmd.ro_binds, cmd.rw_binds, env, cmd.workdir) + cmd.argv
+        return argv, {}, None
+    env["TMPDIR"] = str(private_tmp)
+    env["HOME"] = str(private_tmp)
+    prefix = _prlimit_prefix(limits)
+    if kind == "unshare":
+        prefix += [shutil.which("unshare") or "unshare", "--net", "--"]
+    argv = prefix + [translate(kind, a, cmd) if a.startswith("/box") else a for a in cmd.argv]
+    return argv, env, str(private_tmp)
+
+
 def run(cmd: SandboxCommand, *, kind: str, limits: Limits, stdin_data: bytes = b"",
         scratch_dir: Path) -> SandboxResult:
     """Run `cmd` in sandbox `kind`; the child finds the result fd number in env SAGE_RESULT_FD.
@@ -215,25 +234,7 @@ def run(cmd: SandboxCommand, *, kind: str, limits: Limits, stdin_data: bytes = b
     private temporary directory.
     """
     read_fd, write_fd = os.pipe()
-    os.set_inheritable(write_fd, True)
-    private_tmp = scratch_dir / "tmp"
-    private_tmp.mkdir(exist_ok=True)
-    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LC_ALL": "C", **cmd.env,
-           "SAGE_RESULT_FD": str(write_fd)}
-    if kind == "bwrap":
-        env["TMPDIR"] = "/tmp"
-        argv = _prlimit_prefix(limits) + _bwrap_prefix(cmd.ro_binds, cmd.rw_binds, env, cmd.workdir) + cmd.argv
-        cwd = None
-        popen_env: dict[str, str] = {}
-    else:
-        env["TMPDIR"] = str(private_tmp)
-        env["HOME"] = str(private_tmp)
-        prefix = _prlimit_prefix(limits)
-        if kind == "unshare":
-            prefix += [shutil.which("unshare") or "unshare", "--net", "--"]
-        argv = prefix + [translate(kind, a, cmd) if a.startswith("/box") else a for a in cmd.argv]
-        cwd = str(private_tmp)
-        popen_env = env
+    argv, popen_env, cwd = command_line(cmd, kind=kind, limits=limits, result_fd=write_fd, scratch_dir=scratch_dir)
     log_path = scratch_dir / "child.log"
     sink = bytearray()
     start = time.perf_counter()
@@ -250,15 +251,15 @@ def run(cmd: SandboxCommand, *, kind: str, limits: Limits, stdin_data: bytes = b
             proc.communicate(stdin_data, timeout=limits.wall_s)
         except subprocess.TimeoutExpired:
             timed_out = True
-            _kill_group(proc)
+            kill_group(proc)
         except BaseException:
-            _kill_group(proc)
+            kill_group(proc)
             raise
         finally:
             # The channel's writer may be inherited by a stray grandchild; never wait forever.
             reader.join(timeout=2.0)
             if reader.is_alive():
-                _kill_group(proc)
+                kill_group(proc)
                 reader.join(timeout=2.0)
             os.close(read_fd)
     wall = time.perf_counter() - start
@@ -267,7 +268,7 @@ def run(cmd: SandboxCommand, *, kind: str, limits: Limits, stdin_data: bytes = b
                          output_tail=tail, wall_s=wall)
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

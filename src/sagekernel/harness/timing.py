@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from sagekernel.harness import protocol, sandbox
+from sagekernel.harness import protocol, sandbox, timing_server
 from sagekernel.harness.compare import SENTINELS, compare, tensor_from_bytes
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.correctness import CHILDREN_DIR, Trial, scalar_args
@@ -65,14 +65,6 @@ def run_timing(task: Task, pool: list[Trial], library: Path, config: HarnessConf
                scratch: Path) -> TimingOutcome:
     """Time `library` against the reference on the shape of `pool` (trials sharing one shape)."""
     nonce = protocol.new_nonce()
-    task_dir = task.source_path.resolve().parent
-    cmd = sandbox.SandboxCommand(
-        argv=sandbox.python_argv("/box/children/timing_runner.py"),
-        ro_binds=[(str(CHILDREN_DIR), "/box/children"), (str(library.parent), "/box/lib"),
-                  (str(PACKAGE_DIR), "/box/pkg/sagekernel"), (str(task_dir), "/box/task")],
-        env={"OMP_NUM_THREADS": str(config.threads), "OMP_DYNAMIC": "false",
-             "MKL_NUM_THREADS": str(config.threads), "OPENBLAS_NUM_THREADS": str(config.threads)},
-    )
     blob = bytearray()
     contents = []
     for trial in pool:
@@ -82,37 +74,59 @@ def run_timing(task: Task, pool: list[Trial], library: Path, config: HarnessConf
             spans.append([len(blob), len(data)])
             blob.extend(data)
         contents.append(spans)
+    lib_bytes = library.read_bytes()
+    lib_span = [len(blob), len(lib_bytes)]
+    blob.extend(lib_bytes)
     sizes = pool[0].sizes
     rounds = max(1, min(config.rounds, config.iters))
+    pkg = "/box/pkg" if kind == "bwrap" else str(PACKAGE_DIR.parent)
     header = {
-        "nonce": nonce, "lib": sandbox.translate(kind, f"/box/lib/{library.name}", cmd), "symbol": "sage_kernel",
-        "site": sandbox.site_paths(),
-        "pkg": "/box/pkg" if kind == "bwrap" else str(PACKAGE_DIR.parent),
-        "task": _task_record(task), "task_file": sandbox.translate(kind, f"/box/task/{task.source_path.name}", cmd),
+        "nonce": nonce, "lib_span": lib_span, "symbol": "sage_kernel", "pkg": pkg, "site": sandbox.site_paths(),
+        "task": _task_record(task), "task_file_name": task.source_path.name,
+        "task_source": task.source_path.read_text(encoding="utf-8"),
         "sizes": sizes, "pool": len(pool), "contents": contents,
         "out_sizes": [len(_raw(e)) for e in pool[0].expected],
         "fills": [SENTINELS[s.dtype].hex() for s in task.outputs], "scalars": scalar_args(task, sizes),
         "warmup": config.warmup, "iters": config.iters, "rounds": rounds, "threads": config.threads,
         "ref_seed": secrets.randbits(40), "recheck_probability": RECHECK_PROBABILITY,
+        "wall_s": config.timing_timeout_s, "cpu_s": int(config.timing_timeout_s * max(1, config.threads)) + 5,
     }
-    limits = sandbox.Limits(wall_s=config.timing_timeout_s,
-                            cpu_s=int(config.timing_timeout_s * max(1, config.threads)) + 5,
-                            address_space_bytes=config.timing_memory_limit_bytes)
-    result = sandbox.run(cmd, kind=kind, limits=limits, stdin_data=protocol.encode_request(header, blob),
-                         scratch_dir=scratch)
-    parsed = protocol.parse_frames(result.channel, nonce)
+    if config.warm_timing:
+        parsed, exit_record, problem = timing_server.request(kind, config.threads, config.timing_memory_limit_bytes,
+                                                             header, blob, config.timing_timeout_s)
+        if exit_record is None:
+            return TimingOutcome(Stage.RUNTIME, problem or f"the timing run failed ({parsed.problem})",
+                                 sandbox={"kind": kind, "server": "warm"})
+        timed_out = bool(exit_record.get("timed_out"))
+        sig: int | None = exit_record.get("signal")
+        status = exit_record.get("status")
+        tail = ""
+    else:
+        cmd = sandbox.SandboxCommand(
+            argv=sandbox.python_argv("/box/children/timing_runner.py"),
+            ro_binds=[(str(CHILDREN_DIR), "/box/children"), (str(PACKAGE_DIR), "/box/pkg/sagekernel")],
+            env={"OMP_NUM_THREADS": str(config.threads), "OMP_DYNAMIC": "false",
+                 "MKL_NUM_THREADS": str(config.threads), "OPENBLAS_NUM_THREADS": str(config.threads)},
+        )
+        limits = sandbox.Limits(wall_s=config.timing_timeout_s, cpu_s=header["cpu_s"],
+                                address_space_bytes=config.timing_memory_limit_bytes)
+        result = sandbox.run(cmd, kind=kind, limits=limits, stdin_data=protocol.encode_request(header, blob),
+                             scratch_dir=scratch)
+        parsed = protocol.parse_frames(result.channel, nonce)
+        timed_out, sig, status, tail = result.timed_out, result.signal, result.returncode, result.output_tail
     hello = parsed.first("hello")
-    box = {"kind": result.kind, "seccomp": hello.record.get("seccomp") if hello else "unknown"}
+    box: dict[str, Any] = {"kind": kind, "seccomp": hello.record.get("seccomp") if hello else "unknown"}
+    box["server"] = "warm" if config.warm_timing else "cold"
     end = parsed.first("end")
     if end is None:
-        if result.timed_out:
+        if timed_out:
             msg = f"the timing run did not finish within {config.timing_timeout_s:g} s"
             return TimingOutcome(Stage.RUNTIME, msg, sandbox=box)
-        sig = result.signal
-        what = f"died from signal {sig}" if sig else f"exited with status {result.returncode}"
-        tail = result.output_tail.strip()[-600:]
+        load_error = parsed.first("load_error") or parsed.first("error")
+        what = f"died from signal {sig}" if sig else f"exited with status {status}"
+        detail = load_error.record.get("error", "") if load_error else tail.strip()[-600:]
         return TimingOutcome(Stage.RUNTIME, f"the timing process {what} before finishing"
-                             + (f": {tail}" if tail else ""), sandbox=box)
+                             + (f": {detail}" if detail else ""), sandbox=box)
     rounds_data = parsed.all("round")
     cand = [f.record["cand_ns"] / f.record["calls"] / 1e6 for f in rounds_data]
     ref = [f.record["ref_ns"] / f.record["calls"] / 1e6 for f in rounds_data]

@@ -117,6 +117,11 @@ class ExchangeLog:
         self.run_id = run_id
         self.tags: dict[str, Any] = dict(tags or {})
 
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The connection of the thread that created the log (for reading back in tests and tools)."""
+        return self._conn
+
     @classmethod
     def open(cls, workspace: Path | str, *, run_id: str | None = None,
              tags: Mapping[str, Any] | None = None) -> ExchangeLog:

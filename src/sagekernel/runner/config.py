@@ -56,6 +56,8 @@ class RunConfig(BaseModel):
     """Memory is read-only: no distillation, no learning (transfer / fixed-bank runs)."""
     seed: int = 0
     """Seed of randomised memory methods (value memory ε-greedy, random UGC)."""
+    embedder: str = Field(default="auto", pattern="^(auto|none)$")
+    """Dense retrieval: "auto" uses all-MiniLM-L6-v2 when installed; "none" is BM25 only."""
     gamma: float = Field(default=0.3, ge=0)
     """γ, the utility reranking strength (spec §3)."""
     hot_budget: int = Field(default=10000, ge=0)

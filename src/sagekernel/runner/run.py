@@ -294,6 +294,7 @@ def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None
 
         policy = make_policy(cfg.method, mem_conn, run_id=run_id, frozen=cfg.frozen, seed=cfg.seed,
                              gamma=cfg.gamma, budget_tokens=cfg.hot_budget,
+                             **({"embedder": None} if cfg.embedder == "none" else {}),
                              abstract_rule=make_rule_abstractor(ask, prompts, target.name))
         runner = StreamRunner(cfg, conn, info, model, target, policy, by_name, progress, after_episode)
         status, message = "failed", ""

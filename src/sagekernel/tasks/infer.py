@@ -70,7 +70,8 @@ def level_from_folder(path: Path) -> int:
     m = re.fullmatch(r"(?:level[_\-]?)?([123])", folder)
     if m is None:
         raise TaskError(f"{path}: no SAGE_TASK metadata and the level cannot be inferred from the folder "
-                        f"{path.parent.name!r}: put the file in level1/, level2/ or level3/, or add SAGE_TASK")
+                        f"{path.parent.name!r}: put the file in level1/, level2/ or level3/, "
+                        "or add SAGE_TASK")
     return int(m.group(1))
 
 
@@ -111,7 +112,8 @@ def infer_task(path: Path, module: ModuleType) -> Task:
                 continue
             changed = {(i, j) for i, (a, b) in enumerate(zip(base_in, shapes, strict=False))
                        for j in range(min(len(a), len(b))) if a[j] != b[j]}
-            if len(shapes) != len(base_in) or any(len(a) != len(b) for a, b in zip(base_in, shapes, strict=False)):
+            ranks_differ = any(len(a) != len(b) for a, b in zip(base_in, shapes, strict=False))
+            if len(shapes) != len(base_in) or ranks_differ:
                 changed.add((-1, -1))  # rank/count change: still a size symbol, just not a plain dim
             if changed:
                 in_deps[sym] = changed
@@ -204,6 +206,8 @@ def _out_dim_changed(shapes: list[tuple[int, ...]], base: list[tuple[int, ...]],
 def _infer_attrs(module: ModuleType, init: list[object], follow_sizes: set[int],
                  taken: set[str]) -> dict[str, float | int]:
     cls = getattr(module, "Model", None)
+    if cls is None:
+        return {}
     try:
         params = [p.name for p in inspect.signature(cls).parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -223,5 +227,6 @@ def _infer_attrs(module: ModuleType, init: list[object], follow_sizes: set[int],
 def _checked_dtype(path: Path, t: torch.Tensor, what: str) -> str:
     dt = dtype_name(t.dtype)
     if dt not in SUPPORTED_DTYPES:
-        raise TaskError(f"{path}: {what} has unsupported dtype {dt} (supported: {', '.join(SUPPORTED_DTYPES)})")
+        raise TaskError(f"{path}: {what} has unsupported dtype {dt} "
+                        f"(supported: {', '.join(SUPPORTED_DTYPES)})")
     return dt

@@ -229,14 +229,17 @@ def sizes_from_inputs(task: Task, inputs: Sequence[torch.Tensor],
     found: dict[str, int] = {}
     for spec, t in zip(task.inputs, inputs, strict=True):
         if t.dim() != len(spec.dims):
-            raise TaskError(f"task {task.name}: input {spec.name} has {t.dim()} dims, expected {len(spec.dims)}")
+            raise TaskError(f"task {task.name}: input {spec.name} has {t.dim()} dims, "
+                            f"expected {len(spec.dims)}")
         for d, n in zip(spec.dims, t.shape, strict=True):
             if found.setdefault(d, int(n)) != int(n):
-                raise TaskError(f"task {task.name}: size {d} is {found[d]} in one input and {int(n)} in another")
+                raise TaskError(f"task {task.name}: size {d} is {found[d]} in one input "
+                                f"and {int(n)} in another")
     if sizes:
         for k, v in sizes.items():
             if k in found and found[k] != v:
-                raise TaskError(f"task {task.name}: size {k}={v} disagrees with the input shapes ({found[k]})")
+                raise TaskError(f"task {task.name}: size {k}={v} disagrees with the input shapes "
+                                f"({found[k]})")
     return full_sizes(task, {**(sizes or {}), **found})
 
 
@@ -264,7 +267,8 @@ def reference_outputs(task: Task, inputs: Sequence[torch.Tensor],
         outputs: list[torch.Tensor] | None = None
         if uses_fp64_reference(task) and any(t.is_floating_point() for t in inputs):
             model = instantiate(module, path).double()
-            wide = [t.detach().to(torch.float64) if t.is_floating_point() else t.detach().clone() for t in inputs]
+            wide = [t.detach().to(torch.float64) if t.is_floating_point() else t.detach().clone()
+                    for t in inputs]
             try:
                 outputs = call_forward(model, wide, path)
             except TaskError:

@@ -59,12 +59,19 @@ REQUIRED_KEYS = ("name", "level", "category", "inputs", "outputs", "sizes")
 OPTIONAL_KEYS = ("description", "attrs", "variants", "dtype", "atol", "rtol", "fp64_reference")
 
 #: C keywords and names a kernel parameter must not take.
-_C_RESERVED = frozenset(
-    "auto break case char const continue default do double else enum extern float for goto if inline int "
-    "long register restrict return short signed sizeof static struct switch typedef union unsigned void "
-    "volatile while _Bool _Complex bool true false NULL int8_t int16_t int32_t int64_t uint8_t uint16_t "
-    "uint32_t uint64_t size_t sage_kernel main".split()
-)
+_C_RESERVED = frozenset((
+    # C99 keywords and common macros/typedefs
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
+    "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return",
+    "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
+    "volatile", "while", "_Bool", "_Complex", "bool", "true", "false", "NULL", "INFINITY", "NAN",
+    "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t", "size_t",
+    "sage_kernel", "main",
+    # <math.h> functions a kernel may need: a parameter must not shadow them
+    "sin", "cos", "tan", "exp", "exp2", "expm1", "log", "log2", "log1p", "log10", "sqrt", "pow", "fabs",
+    "floor", "ceil", "round", "rint", "erf", "erfc", "tanh", "fmax", "fmin", "fma",
+    "sinf", "cosf", "expf", "logf", "sqrtf", "powf", "fabsf", "erff", "tanhf", "fmaxf", "fminf",
+))
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 
@@ -104,10 +111,7 @@ def load_task(path: Path) -> Task:
             raise TaskError(f"{path}: defines no {required} {what} (KernelBench convention: "
                             "Model, get_inputs, get_init_inputs)")
     meta = getattr(module, "SAGE_TASK", None)
-    if meta is None:
-        task = infer_task(path, module)
-    else:
-        task = _task_from_metadata(path, module, meta)
+    task = infer_task(path, module) if meta is None else _task_from_metadata(path, module, meta)
     task.reference_kernels = find_reference_kernels(path)
     return task
 
@@ -284,7 +288,8 @@ def _observed_dtypes(path: Path, tensors: list[torch.Tensor], names: list[str], 
     for name, t in zip(names, tensors, strict=True):
         dt = dtype_name(t.dtype)
         if dt not in SUPPORTED_DTYPES:
-            raise _fail(path, f"{what} {name!r} has unsupported dtype {dt} (supported: {', '.join(SUPPORTED_DTYPES)})")
+            raise _fail(path, f"{what} {name!r} has unsupported dtype {dt} "
+                        f"(supported: {', '.join(SUPPORTED_DTYPES)})")
         dtypes.append(dt)
     return dtypes
 

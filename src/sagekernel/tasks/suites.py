@@ -37,7 +37,8 @@ def suite_report(name: str) -> LoadReport:
     path = Path(name).expanduser()
     if path.is_dir():
         return load_dir(path)
-    raise TaskError(f"unknown suite {name!r}: use one of {', '.join(SUITE_NAMES)} or a directory of task files")
+    raise TaskError(f"unknown suite {name!r}: use one of {', '.join(SUITE_NAMES)} "
+                    "or a directory of task files")
 
 
 def load_suite(name: str | Path, *, strict: bool = True) -> list[Task]:

@@ -24,21 +24,34 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from guard import Channel, lock_files, lock_process, read_request  # noqa: E402
 
 
-def main() -> int:
-    header, blob = read_request(sys.stdin.buffer)
-    chan = Channel(int(os.environ["SAGE_RESULT_FD"]), header["nonce"])
-    sys.path.insert(0, header["pkg"])
-    sys.path.extend(header.get("site", []))  # run with -S: only the paths the parent names
+def _prepare_paths(pkg: str, site: list[str]) -> None:
+    if pkg not in sys.path:
+        sys.path.insert(0, pkg)
+    sys.path.extend(p for p in site if p not in sys.path)  # run with -S: only the paths the parent names
+
+
+def time_request(header: dict, blob: memoryview, chan: Channel) -> None:
+    """One timing job. The library and the task file travel in the request and are written to a
+    private directory here, so a long-lived server needs no per-request mounts."""
+    import tempfile
+
     import torch
 
     from sagekernel.tasks.inputs import build_inputs, make_model
     from sagekernel.tasks.task import Task, TensorSpec
 
+    work = Path(tempfile.gettempdir()) / f"sage-timing-{header['nonce']}"
+    work.mkdir()
+    lib_off, lib_len = header["lib_span"]
+    lib_path = work / "kernel.so"
+    lib_path.write_bytes(blob[lib_off:lib_off + lib_len])
+    task_file = work / header["task_file_name"]
+    task_file.write_text(header["task_source"], encoding="utf-8")
     threads = int(header["threads"])
     torch.set_num_threads(threads)
     t = header["task"]
     task = Task(name=t["name"], level=t["level"], category=t["category"], description="",
-                source_path=Path(header["task_file"]),
+                source_path=task_file,
                 inputs=[TensorSpec(n, tuple(d), dt) for n, d, dt in t["inputs"]],
                 outputs=[TensorSpec(n, tuple(d), dt) for n, d, dt in t["outputs"]],
                 attrs=t["attrs"], sizes=t["sizes"], variants=[], dtype=t["dtype"], atol=t["atol"], rtol=t["rtol"])
@@ -52,11 +65,11 @@ def main() -> int:
     seccomp = lock_process()
     chan.send({"kind": "hello", "seccomp": seccomp, "torch_threads": torch.get_num_threads()})
     try:
-        lib = ctypes.CDLL(header["lib"], mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        lib = ctypes.CDLL(str(lib_path), mode=os.RTLD_NOW | os.RTLD_LOCAL)
         fn = getattr(lib, header["symbol"])
     except (OSError, AttributeError) as exc:
         chan.send({"kind": "load_error", "error": str(exc)})
-        return 0
+        return
     fn.restype = None
     lock_files()
     chan.send({"kind": "loaded"})
@@ -123,8 +136,81 @@ def main() -> int:
             chan.send(record)
     gc.enable()
     chan.send({"kind": "end", "wall_ns": time.perf_counter_ns() - wall0, "cpu_ns": time.process_time_ns() - cpu0})
+
+
+def main() -> int:
+    """Cold mode: one request on stdin, timed in this process."""
+    header, blob = read_request(sys.stdin.buffer)
+    chan = Channel(int(os.environ["SAGE_RESULT_FD"]), header["nonce"])
+    _prepare_paths(header["pkg"], header.get("site", []))
+    time_request(header, blob, chan)
     return 0
 
 
+def serve(pkg: str, site: list[str]) -> int:
+    """Warm mode: import torch once, then fork one child per request (stdin, one after another).
+
+    The server itself never runs candidate code. Each child starts a new session, lowers its
+    rlimits, installs the seccomp filters (which also stop it signalling this server), times, and
+    exits. The server reports how the child ended in an "exit" frame carrying the request's nonce.
+    """
+    import resource
+    import shutil
+    import signal
+    import tempfile
+
+    _prepare_paths(pkg, site)
+    import torch  # noqa: F401  (the point of the server: pay for this once)
+
+    import sagekernel.tasks.inputs  # noqa: F401
+
+    fd = int(os.environ["SAGE_RESULT_FD"])
+    stdin = sys.stdin.buffer
+    while True:
+        try:
+            header, blob = read_request(stdin)
+        except EOFError:
+            return 0
+        chan = Channel(fd, header["nonce"])
+        pid = os.fork()
+        if pid == 0:
+            status = 0
+            try:
+                os.setsid()
+                cpu = int(header["cpu_s"])
+                resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+                time_request(header, blob, chan)
+            except BaseException as exc:  # report, never propagate into the server loop
+                try:
+                    chan.send({"kind": "error", "error": f"{type(exc).__name__}: {exc}"})
+                except OSError:
+                    pass
+                status = 1
+            finally:
+                os._exit(status)
+        deadline = time.monotonic() + float(header["wall_s"])
+        timed_out = False
+        while True:
+            done, wstatus = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                timed_out = True
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except OSError:
+                    os.kill(pid, signal.SIGKILL)
+                _, wstatus = os.waitpid(pid, 0)
+                break
+            time.sleep(0.001)
+        shutil.rmtree(Path(tempfile.gettempdir()) / f"sage-timing-{header['nonce']}", ignore_errors=True)
+        sig = os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else None
+        code = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else None
+        chan.send({"kind": "exit", "status": code, "signal": sig, "timed_out": timed_out})
+
+
 if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "--serve":
+        sys.exit(serve(sys.argv[2], sys.argv[3:]))
     sys.exit(main())

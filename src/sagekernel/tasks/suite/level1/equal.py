@@ -8,7 +8,8 @@ D = 1000
 
 SAGE_TASK = {
     "name": "equal", "level": 1, "category": "comparison",
-    "description": "Elementwise x == y; about half of the elements are equal. Output is bool (one byte, 0 or 1).",
+    "description": "Elementwise x == y; about half of the elements are equal. Output is bool (one byte, 0 or"
+                   " 1).",
     "inputs": {"x": ["B", "D"], "y": ["B", "D"]},
     "outputs": {"out": ["B", "D"]},
     "sizes": {"B": 64, "D": 1000},

@@ -8,8 +8,8 @@ D = 1000
 
 SAGE_TASK = {
     "name": "isfinite", "level": 1, "category": "condition",
-    "description": "Elementwise isfinite: True where x is neither inf nor NaN. About 6% of the inputs each are +inf, -inf and NaN. "
-                   "Output is bool (one byte, 0 or 1).",
+    "description": "Elementwise isfinite: True where x is neither inf nor NaN. About 6% of the inputs "
+                   "each are +inf, -inf and NaN. Output is bool (one byte, 0 or 1).",
     "inputs": {"x": ["B", "D"]},
     "outputs": {"out": ["B", "D"]},
     "sizes": {"B": 64, "D": 1000},

@@ -8,8 +8,8 @@ D = 1000
 
 SAGE_TASK = {
     "name": "isinf", "level": 1, "category": "condition",
-    "description": "Elementwise isinf: True where x is +inf or -inf (NaN is not inf). About 6% of the inputs each are +inf, -inf and NaN. "
-                   "Output is bool (one byte, 0 or 1).",
+    "description": "Elementwise isinf: True where x is +inf or -inf (NaN is not inf). About 6% of the "
+                   "inputs each are +inf, -inf and NaN. Output is bool (one byte, 0 or 1).",
     "inputs": {"x": ["B", "D"]},
     "outputs": {"out": ["B", "D"]},
     "sizes": {"B": 64, "D": 1000},

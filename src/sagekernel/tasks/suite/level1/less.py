@@ -8,7 +8,8 @@ D = 1000
 
 SAGE_TASK = {
     "name": "less", "level": 1, "category": "comparison",
-    "description": "Elementwise x < y; about 30% of the elements are ties (x == y). Output is bool (one byte, 0 or 1).",
+    "description": "Elementwise x < y; about 30% of the elements are ties (x == y). Output is bool (one "
+                   "byte, 0 or 1).",
     "inputs": {"x": ["B", "D"], "y": ["B", "D"]},
     "outputs": {"out": ["B", "D"]},
     "sizes": {"B": 64, "D": 1000},

@@ -8,7 +8,8 @@ N = 256
 
 SAGE_TASK = {
     "name": "dequantize_per_channel", "level": 2, "category": "quantization",
-    "description": "Per-channel (per column) dequantisation: out[m, n] = (q[m, n] - zero_point[n]) * scale[n] "
+    "description": "Per-channel (per column) dequantisation: "
+                   "out[m, n] = (q[m, n] - zero_point[n]) * scale[n] "
                    "with int8 q, int32 zero points and float32 scales.",
     "inputs": {"q": ["M", "N"], "scale": ["N"], "zero_point": ["N"]},
     "outputs": {"out": ["M", "N"]},

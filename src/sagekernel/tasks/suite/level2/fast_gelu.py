@@ -1,4 +1,4 @@
-"""FastGelu (Ascend): out = x / (1 + exp(-1.702 * |x|)) * exp(0.851 * (x - |x|)), i.e. x * sigmoid(1.702 * x)."""
+"""FastGelu (Ascend): out = x / (1 + exp(-1.702 * |x|)) * exp(0.851 * (x - |x|))."""
 
 import torch
 import torch.nn as nn
@@ -8,7 +8,8 @@ D = 1000
 
 SAGE_TASK = {
     "name": "fast_gelu", "level": 2, "category": "activation",
-    "description": "FastGelu (Ascend): out = x / (1 + exp(-1.702 * |x|)) * exp(0.851 * (x - |x|)), i.e. x * sigmoid(1.702 * x).",
+    "description": "FastGelu (Ascend): out = x / (1 + exp(-1.702 * |x|)) * exp(0.851 * (x - |x|)), i.e. x * "
+                   "sigmoid(1.702 * x).",
     "inputs": {"x": ["B", "D"]},
     "outputs": {"out": ["B", "D"]},
     "sizes": {"B": 64, "D": 1000},

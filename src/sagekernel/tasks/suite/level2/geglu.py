@@ -1,4 +1,4 @@
-"""GeGlu: out = gelu_tanh(gate) * up with the tanh approximation gelu_tanh(g) = 0.5 * g * (1 + tanh(sqrt(2 / pi) * (g + 0.044715 * g^3)))."""
+"""GeGlu: out = gelu_tanh(gate) * up."""
 
 import torch
 import torch.nn as nn
@@ -9,7 +9,8 @@ H = 1000
 
 SAGE_TASK = {
     "name": "geglu", "level": 2, "category": "activation",
-    "description": "GeGlu: out = gelu_tanh(gate) * up with the tanh approximation gelu_tanh(g) = 0.5 * g * (1 + tanh(sqrt(2 / pi) * (g + 0.044715 * g^3))).",
+    "description": "GeGlu: out = gelu_tanh(gate) * up with the tanh approximation gelu_tanh(g) = 0.5 * g * "
+                   "(1 + tanh(sqrt(2 / pi) * (g + 0.044715 * g^3))).",
     "inputs": {"gate": ["B", "H"], "up": ["B", "H"]},
     "outputs": {"out": ["B", "H"]},
     "sizes": {"B": 64, "H": 1000},

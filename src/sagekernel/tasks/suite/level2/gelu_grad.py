@@ -1,4 +1,4 @@
-"""GeluGrad: the gradient of exact (erf) GELU, out = dy * (Phi(x) + x * phi(x)) with Phi/phi the standard normal CDF/PDF."""
+"""GeluGrad: the gradient of exact (erf) GELU."""
 
 import math
 
@@ -10,7 +10,8 @@ D = 1000
 
 SAGE_TASK = {
     "name": "gelu_grad", "level": 2, "category": "activation",
-    "description": "GeluGrad: the gradient of exact (erf) GELU, out = dy * (Phi(x) + x * phi(x)) with Phi/phi the standard normal CDF/PDF.",
+    "description": "GeluGrad: the gradient of exact (erf) GELU, out = dy * (Phi(x) + x * phi(x)) with "
+                   "Phi/phi the standard normal CDF/PDF.",
     "inputs": {"dy": ["B", "D"], "x": ["B", "D"]},
     "outputs": {"out": ["B", "D"]},
     "sizes": {"B": 64, "D": 1000},

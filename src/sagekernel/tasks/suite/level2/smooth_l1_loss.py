@@ -1,4 +1,4 @@
-"""SmoothL1 (Huber-style) loss without reduction: d = pred - target; out = 0.5 * d^2 / beta if |d| < beta else |d| - 0.5 * beta."""
+"""SmoothL1 (Huber-style) loss without reduction, with a beta threshold."""
 
 import torch
 import torch.nn as nn
@@ -10,7 +10,8 @@ BETA = 0.5
 
 SAGE_TASK = {
     "name": "smooth_l1_loss", "level": 2, "category": "loss",
-    "description": "SmoothL1 (Huber-style) loss without reduction: d = pred - target; out = 0.5 * d^2 / beta if |d| < beta else |d| - 0.5 * beta.",
+    "description": "SmoothL1 (Huber-style) loss without reduction: d = pred - target; out = 0.5 * d^2 / beta"
+                   " if |d| < beta else |d| - 0.5 * beta.",
     "inputs": {"pred": ["B", "D"], "target": ["B", "D"]},
     "outputs": {"out": ["B", "D"]},
     "attrs": {"beta": 0.5},

@@ -1,0 +1,64 @@
+"""Self-check of a suite: every hand-written kernel must pass, every null-kernel canary must fail."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from sagekernel.harness.config import HarnessConfig
+from sagekernel.harness.evaluate import evaluate
+from sagekernel.harness.verdict import Stage, Verdict
+from sagekernel.targets import get_target
+from sagekernel.targets.cpu.canaries import canary_sources
+from sagekernel.tasks.task import Task
+
+
+@dataclass
+class CheckRow:
+    task: str
+    kernel: str  # "reference" or "canary:<name>"
+    expect: str  # "pass" or "fail"
+    stage: str
+    ok: bool  # the expectation held
+    message: str
+    seconds: float
+    speedup: float | None = None
+
+
+def jobs(tasks: list[Task], target_name: str = "cpu") -> Iterator[tuple[Task, str, str, str]]:
+    """(task, kernel label, expectation, source) for every check of the suite."""
+    for task in tasks:
+        ref = task.reference_kernels.get(target_name)
+        if ref is not None:
+            yield task, "reference", "pass", ref.read_text(encoding="utf-8")
+        for name, source in canary_sources(task).items():
+            yield task, f"canary:{name}", "fail", source
+
+
+def check_one(task: Task, label: str, expect: str, source: str, config: HarnessConfig,
+              target_name: str = "cpu") -> CheckRow:
+    t0 = time.perf_counter()
+    cfg = config if expect == "pass" else HarnessConfig(**{**config.__dict__, "skip_timing": True})
+    verdict: Verdict = evaluate(task, source, get_target(target_name), cfg)
+    if expect == "pass":
+        ok = verdict.ok
+    else:  # a canary must be rejected as wrong, not crash or trip a static rule
+        ok = verdict.stage is Stage.CORRECTNESS
+    return CheckRow(task.name, label, expect, verdict.stage.value, ok, verdict.message,
+                    time.perf_counter() - t0, verdict.speedup)
+
+
+def run_selfcheck(tasks: list[Task], config: HarnessConfig, target_name: str = "cpu",
+                  progress: Callable[[CheckRow], None] | None = None) -> list[CheckRow]:
+    rows = []
+    missing = [t.name for t in tasks if target_name not in t.reference_kernels]
+    for name in missing:
+        rows.append(CheckRow(name, "reference", "pass", "missing", False,
+                             f"no hand-written {target_name} kernel next to the task file", 0.0))
+    for task, label, expect, source in jobs(tasks, target_name):
+        row = check_one(task, label, expect, source, config, target_name)
+        rows.append(row)
+        if progress is not None:
+            progress(row)
+    return rows

@@ -1,0 +1,92 @@
+"""Static rules: each fires on its construct, and ordinary kernels raise no false positives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sagekernel.targets.cpu.lint import lint_source, strip_source
+from sagekernel.tasks.loader import load_task
+
+TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
+SIG = "void sage_kernel(const float* restrict x, float* restrict out, int64_t B, int64_t D)"
+
+
+def rules(src: str) -> set[str]:
+    return {f.rule for f in lint_source(src, load_task(TASKS / "relu_rows.py"))}
+
+
+CLEAN = [
+    # OpenMP, SIMD intrinsics, static const tables, a local helper, tiles equal to small powers of two
+    f"""#include <stdint.h>
+#include <immintrin.h>
+#include <omp.h>
+static const float LUT[4] = {{0.f, 1.f, 2.f, 3.f}};
+static inline float relu(float v) {{ return v > 0.f ? v : 0.f; }}
+{SIG} {{
+    #pragma omp parallel for
+    for (int64_t i = 0; i < B; ++i) {{
+        int64_t j = 0;
+        for (; j + 8 <= D; j += 8) _mm256_storeu_ps(out + i*D + j, _mm256_max_ps(_mm256_loadu_ps(x + i*D + j), _mm256_setzero_ps()));
+        for (; j < D; ++j) out[i*D + j] = relu(x[i*D + j]) + LUT[0];
+    }}
+}}""",
+    # C++ with extern "C", std::vector, a timer word inside a comment and a string
+    f"""#include <vector>
+#include <cstdint>
+// do not call clock_gettime or fopen here
+extern "C" {SIG} {{
+    const char* note = "time(0) is not used";
+    (void)note;
+    std::vector<float> tmp(D);
+    for (int64_t i = 0; i < B; ++i) for (int64_t j = 0; j < D; ++j) out[i*D+j] = x[i*D+j] > 0 ? x[i*D+j] : 0;
+}}""",
+]
+
+
+@pytest.mark.parametrize("src", CLEAN)
+def test_ordinary_kernels_pass(src: str) -> None:
+    assert rules(src) == set()
+
+
+@pytest.mark.parametrize(("snippet", "rule"), [
+    ("struct timespec t; clock_gettime(0, &t);", "timer"),
+    ("double t = omp_get_wtime(); (void)t;", "timer"),
+    ("FILE* f = fopen(\"/proc/self/maps\", \"r\"); (void)f;", "os_access"),
+    ("const char* p = \"/proc/self/mem\"; (void)p;", "filesystem_path"),
+    ("system(\"ls\");", "os_access"),
+    ("void* h = dlopen(\"libm.so\", 2); (void)h;", "os_access"),
+    ("static float cache[16]; (void)cache;", "global_state"),
+    ("__asm__(\"nop\");", "inline_asm"),
+    ("signal(11, 0);", "fallback"),
+])
+def test_rules_fire_inside_a_kernel(snippet: str, rule: str) -> None:
+    src = f"#include <stdint.h>\n{SIG} {{\n    {snippet}\n    for (int64_t i = 0; i < B*D; ++i) out[i] = x[i];\n}}\n"
+    assert rule in rules(src)
+
+
+def test_file_scope_mutable_global_is_flagged_but_const_is_not() -> None:
+    body = f"{SIG} {{ for (int64_t i = 0; i < B*D; ++i) out[i] = x[i]; }}\n"
+    assert "global_state" in rules("#include <stdint.h>\nfloat scratch[64];\n" + body)
+    assert "global_state" not in rules("#include <stdint.h>\nconst float k[2] = {1, 2};\n" + body)
+
+
+def test_include_allow_list_and_fast_math() -> None:
+    body = f"{SIG} {{ for (int64_t i = 0; i < B*D; ++i) out[i] = x[i]; }}\n"
+    assert "include" in rules("#include <cblas.h>\n#include <stdint.h>\n" + body)
+    assert "include" in rules('#include "ref.h"\n#include <stdint.h>\n' + body)
+    assert "fast_math" in rules('#include <stdint.h>\n__attribute__((optimize("Ofast")))\n' + body)
+
+
+def test_hardcoded_size_only_when_the_parameter_is_ignored() -> None:
+    uses_param = f"#include <stdint.h>\n{SIG} {{ for (int64_t i = 0; i < B*D && i < 500000; ++i) out[i] = x[i]; }}"
+    assert "hardcoded_shape" not in rules(uses_param)
+    ignores = f"#include <stdint.h>\n{SIG} {{ for (int64_t i = 0; i < 48*D; ++i) out[i] = x[i]; }}"
+    assert "hardcoded_shape" in rules(ignores)
+
+
+def test_strip_keeps_lines_and_collects_strings() -> None:
+    code, strings = strip_source('int a; /* x\ny */ const char* s = "/tmp/x"; // fopen(\n')
+    assert code.count("\n") == 2 and "fopen" not in code and "/tmp" not in code
+    assert strings == [(2, "/tmp/x")]
