@@ -457,3 +457,41 @@ def test_second_run_on_a_locked_workspace_is_refused(tmp_path: Path, server: Ope
         holder.kill()
         holder.wait()
     sqlite3.connect(ws / "sage.db").close()
+
+
+@pytest.mark.parametrize(
+    "method", ["static-rag", "value-memory", "sage-uniform-credit", "sage-no-ugc", "sage-random-ugc"]
+)
+def test_every_method_runs_the_stream(tmp_path: Path, server: OpenAITestServer, method: str):
+    ws = tmp_path / method
+    prepare(ws)
+    summary = run(config(ws, server, method=method))
+    assert summary.status == "finished" and summary.correct == 3
+    distilled = query(ws, "SELECT count(*) FROM items WHERE source = 'distilled'")[0][0]
+    assert distilled == (0 if method == "static-rag" else 1)  # static RAG writes nothing (spec §9)
+    consolidated = query(ws, "SELECT count(*) FROM items WHERE state = 'consolidated'")[0][0]
+    if method in ("static-rag", "value-memory", "sage-no-ugc"):
+        assert consolidated == 0  # no hot memory for these methods
+    if method == "value-memory":
+        assert query(ws, "SELECT count(*) FROM items WHERE q1 != 0") != [(0,)]
+
+
+def test_frozen_run_with_another_workspace_memory(
+    tmp_path: Path, server: OpenAITestServer, reference: tuple[Path, Any]
+):
+    donor = reference[0]
+    donor_items = query(donor, "SELECT id, u, n_ret, state FROM items ORDER BY id")
+    ws = tmp_path / "transfer"
+    cfg = config(ws, server).model_copy(update={"memory_from": donor, "frozen": True})
+    summary = run(RunConfig.model_validate(cfg.model_dump()))
+    assert summary.done == 3
+    assert query(donor, "SELECT id, u, n_ret, state FROM items ORDER BY id") == donor_items  # donor untouched
+    snapshot = next(ws.glob("memory-from-*.db"))
+    assert query(snapshot, "SELECT id, u, n_ret, state FROM items ORDER BY id") == donor_items  # no updates
+    assert query(ws, "SELECT count(*) FROM items") == [(0,)]  # the workspace's own memory is not seeded
+    anchor = query(donor, f"SELECT id FROM items WHERE title = '{ANCHOR}'")[0][0]
+    traces = [json.loads(t) for (t,) in query(ws, "SELECT trace_json FROM round_traces")]
+    assert all(anchor in t["resident_shown"] for t in traces)  # the donor's resident rule is in every prompt
+    assert query(ws, "SELECT count(*) FROM episode_updates") == [(0,)]
+    with pytest.raises(Exception, match="needs --frozen"):
+        RunConfig(workspace=ws, memory_from=donor)

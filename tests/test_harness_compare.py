@@ -1,4 +1,5 @@
-"""The element-wise comparison: NaN is never a wildcard, infinities match exactly, tolerance is atol+rtol|e|."""
+"""The element-wise comparison: NaN is never a wildcard, infinities match exactly,
+tolerance is atol + rtol*|e|."""
 
 from __future__ import annotations
 
@@ -46,5 +47,13 @@ def test_tolerance_rule(e: float, atol: float, rtol: float, frac: float) -> None
     inside = torch.tensor([e + frac * bound * 0.99], dtype=torch.float64)
     assert compare(inside, torch.tensor([e], dtype=torch.float64), atol, rtol, "float64") is None
     outside = e + math.copysign(bound * 1.01 + 1e-9 * (1 + abs(e)), frac or 1.0)
-    assert compare(torch.tensor([outside], dtype=torch.float64), torch.tensor([e], dtype=torch.float64),
-                   atol, rtol, "float64") is not None
+    assert (
+        compare(
+            torch.tensor([outside], dtype=torch.float64),
+            torch.tensor([e], dtype=torch.float64),
+            atol,
+            rtol,
+            "float64",
+        )
+        is not None
+    )

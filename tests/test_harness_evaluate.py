@@ -17,8 +17,12 @@ FAST = HarnessConfig(skip_timing=True)
 
 def test_reference_kernel_passes_with_timing_record() -> None:
     task = load_task(TASKS / "matmul_small.py")
-    verdict = evaluate(task, (TASKS / "matmul_small.cpu.c").read_text(), get_target("cpu"),
-                       HarnessConfig(iters=20, rounds=4, warmup=2))
+    verdict = evaluate(
+        task,
+        (TASKS / "matmul_small.cpu.c").read_text(),
+        get_target("cpu"),
+        HarnessConfig(iters=20, rounds=4, warmup=2),
+    )
     assert verdict.stage is Stage.OK and verdict.correct and verdict.compiled, verdict.message
     assert verdict.candidate_ms and verdict.reference_ms and verdict.speedup
     t = verdict.timing
@@ -34,28 +38,41 @@ def test_reference_kernel_passes_with_timing_record() -> None:
 
 def test_openmp_and_cxx_kernels_run_in_the_sandbox() -> None:
     task = load_task(TASKS / "relu_rows.py")
-    omp = ("#include <stdint.h>\n#include <omp.h>\n"
-           "void sage_kernel(const float* restrict x, float* restrict out, int64_t B, int64_t D) {\n"
-           "  #pragma omp parallel for\n  for (int64_t i = 0; i < B * D; ++i) out[i] = x[i] > 0 ? x[i] : 0;\n}\n")
+    omp = (
+        "#include <stdint.h>\n#include <omp.h>\n"
+        "void sage_kernel(const float* restrict x, float* restrict out, int64_t B, int64_t D) {\n"
+        "  #pragma omp parallel for\n  for (int64_t i = 0; i < B * D; ++i) out[i] = x[i] > 0 ? x[i] : 0;\n}\n"
+    )
     v = evaluate(task, omp, get_target("cpu"), HarnessConfig(skip_timing=True, threads=2))
     assert v.stage is Stage.OK, v.message
-    cxx = ("#include <algorithm>\n#include <cstdint>\nextern \"C\" void sage_kernel(const float* restrict x, "
-           "float* restrict out, int64_t B, int64_t D) {\n  for (int64_t i = 0; i < B * D; ++i) "
-           "out[i] = std::max(x[i], 0.0f);\n}\n")
+    cxx = (
+        '#include <algorithm>\n#include <cstdint>\nextern "C" void sage_kernel(const float* restrict x, '
+        "float* restrict out, int64_t B, int64_t D) {\n  for (int64_t i = 0; i < B * D; ++i) "
+        "out[i] = std::max(x[i], 0.0f);\n}\n"
+    )
     v = evaluate(task, cxx, get_target("cpu"), FAST)
     assert v.stage is Stage.OK and v.build["language"] == "c++", v.message
 
 
 def test_compile_error_and_missing_symbol_messages() -> None:
     task = load_task(TASKS / "relu_rows.py")
-    v = evaluate(task, "#include <stdint.h>\nvoid sage_kernel(const float* x, float* out, int64_t B, int64_t D) "
-                 "{ out[0] = x[0] }\n", get_target("cpu"), FAST)
+    v = evaluate(
+        task,
+        "#include <stdint.h>\nvoid sage_kernel(const float* x, float* out, int64_t B, int64_t D) "
+        "{ out[0] = x[0] }\n",
+        get_target("cpu"),
+        FAST,
+    )
     assert v.stage is Stage.COMPILE and "expected ';'" in v.message and "kernel.c:2" in v.message
     v = evaluate(task, "int main(void) { return 0; }\n", get_target("cpu"), FAST)
     assert v.stage is Stage.PARSE
-    v = evaluate(task, '#include <cstdint>\nvoid sage_kernel(const float* x, float* o, int64_t B, int64_t D) '
-                 '{ for (int64_t i = 0; i < B * D; ++i) o[i] = x[i]; }\nnamespace a { int unused(); }\n',
-                 get_target("cpu"), FAST)
+    v = evaluate(
+        task,
+        "#include <cstdint>\nvoid sage_kernel(const float* x, float* o, int64_t B, int64_t D) "
+        "{ for (int64_t i = 0; i < B * D; ++i) o[i] = x[i]; }\nnamespace a { int unused(); }\n",
+        get_target("cpu"),
+        FAST,
+    )
     assert v.stage is Stage.LOAD and 'extern "C"' in v.message
 
 
@@ -68,6 +85,10 @@ def test_c_canaries_fail_on_a_good_task() -> None:
 
 def test_process_fallback_reports_its_layer() -> None:
     task = load_task(TASKS / "relu_rows.py")
-    v = evaluate(task, (TASKS / "relu_rows.cpu.c").read_text(), get_target("cpu"),
-                 HarnessConfig(skip_timing=True, sandbox="process"))
+    v = evaluate(
+        task,
+        (TASKS / "relu_rows.cpu.c").read_text(),
+        get_target("cpu"),
+        HarnessConfig(skip_timing=True, sandbox="process"),
+    )
     assert v.stage is Stage.OK and v.sandbox["kind"] == "process" and v.sandbox["seccomp"] == "deny-list"

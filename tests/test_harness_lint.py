@@ -28,7 +28,8 @@ static inline float relu(float v) {{ return v > 0.f ? v : 0.f; }}
     #pragma omp parallel for
     for (int64_t i = 0; i < B; ++i) {{
         int64_t j = 0;
-        for (; j + 8 <= D; j += 8) _mm256_storeu_ps(out + i*D + j, _mm256_max_ps(_mm256_loadu_ps(x + i*D + j), _mm256_setzero_ps()));
+        for (; j + 8 <= D; j += 8)
+            _mm256_storeu_ps(out + i*D + j, _mm256_max_ps(_mm256_loadu_ps(x + i*D + j), _mm256_setzero_ps()));
         for (; j < D; ++j) out[i*D + j] = relu(x[i*D + j]) + LUT[0];
     }}
 }}""",
@@ -50,19 +51,23 @@ def test_ordinary_kernels_pass(src: str) -> None:
     assert rules(src) == set()
 
 
-@pytest.mark.parametrize(("snippet", "rule"), [
-    ("struct timespec t; clock_gettime(0, &t);", "timer"),
-    ("double t = omp_get_wtime(); (void)t;", "timer"),
-    ("FILE* f = fopen(\"/proc/self/maps\", \"r\"); (void)f;", "os_access"),
-    ("const char* p = \"/proc/self/mem\"; (void)p;", "filesystem_path"),
-    ("system(\"ls\");", "os_access"),
-    ("void* h = dlopen(\"libm.so\", 2); (void)h;", "os_access"),
-    ("static float cache[16]; (void)cache;", "global_state"),
-    ("__asm__(\"nop\");", "inline_asm"),
-    ("signal(11, 0);", "fallback"),
-])
+@pytest.mark.parametrize(
+    ("snippet", "rule"),
+    [
+        ("struct timespec t; clock_gettime(0, &t);", "timer"),
+        ("double t = omp_get_wtime(); (void)t;", "timer"),
+        ('FILE* f = fopen("/proc/self/maps", "r"); (void)f;', "os_access"),
+        ('const char* p = "/proc/self/mem"; (void)p;', "filesystem_path"),
+        ('system("ls");', "os_access"),
+        ('void* h = dlopen("libm.so", 2); (void)h;', "os_access"),
+        ("static float cache[16]; (void)cache;", "global_state"),
+        ('__asm__("nop");', "inline_asm"),
+        ("signal(11, 0);", "fallback"),
+    ],
+)
 def test_rules_fire_inside_a_kernel(snippet: str, rule: str) -> None:
-    src = f"#include <stdint.h>\n{SIG} {{\n    {snippet}\n    for (int64_t i = 0; i < B*D; ++i) out[i] = x[i];\n}}\n"
+    loop = "for (int64_t i = 0; i < B*D; ++i) out[i] = x[i];"
+    src = f"#include <stdint.h>\n{SIG} {{\n    {snippet}\n    {loop}\n}}\n"
     assert rule in rules(src)
 
 
@@ -80,7 +85,9 @@ def test_include_allow_list_and_fast_math() -> None:
 
 
 def test_hardcoded_size_only_when_the_parameter_is_ignored() -> None:
-    uses_param = f"#include <stdint.h>\n{SIG} {{ for (int64_t i = 0; i < B*D && i < 500000; ++i) out[i] = x[i]; }}"
+    uses_param = (
+        f"#include <stdint.h>\n{SIG} {{ for (int64_t i = 0; i < B*D && i < 500000; ++i) out[i] = x[i]; }}"
+    )
     assert "hardcoded_shape" not in rules(uses_param)
     ignores = f"#include <stdint.h>\n{SIG} {{ for (int64_t i = 0; i < 48*D; ++i) out[i] = x[i]; }}"
     assert "hardcoded_shape" in rules(ignores)

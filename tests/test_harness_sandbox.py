@@ -16,8 +16,9 @@ KINDS = [k for k in ("bwrap", "process") if k != "bwrap" or sandbox.bwrap_works(
 def _script(tmp_path: Path, body: str) -> sandbox.SandboxCommand:
     (tmp_path / "box").mkdir(exist_ok=True)
     (tmp_path / "box" / "s.py").write_text(body)
-    return sandbox.SandboxCommand(argv=[*sandbox.python_argv("/box/code/s.py")],
-                                  ro_binds=[(str(tmp_path / "box"), "/box/code")])
+    return sandbox.SandboxCommand(
+        argv=[*sandbox.python_argv("/box/code/s.py")], ro_binds=[(str(tmp_path / "box"), "/box/code")]
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -32,10 +33,12 @@ def test_timeout_kills_grandchildren(tmp_path: Path, kind: str) -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_channel_frames_need_the_nonce(tmp_path: Path, kind: str) -> None:
     site = sandbox.site_paths()
-    body = (f"import sys, os\nsys.path.insert(0, '/box/children'); sys.path.extend({site!r})\n"
-            "from guard import Channel\n"
-            "Channel(int(os.environ['SAGE_RESULT_FD']), 'abc').send({'kind': 'x'}, b'pay')\n"
-            "Channel(int(os.environ['SAGE_RESULT_FD']), 'forged').send({'kind': 'y'})\n")
+    body = (
+        f"import sys, os\nsys.path.insert(0, '/box/children'); sys.path.extend({site!r})\n"
+        "from guard import Channel\n"
+        "Channel(int(os.environ['SAGE_RESULT_FD']), 'abc').send({'kind': 'x'}, b'pay')\n"
+        "Channel(int(os.environ['SAGE_RESULT_FD']), 'forged').send({'kind': 'y'})\n"
+    )
     cmd = _script(tmp_path, body)
     children = Path(sandbox.__file__).resolve().parent / "children"
     cmd.ro_binds.append((str(children), "/box/children"))
@@ -52,12 +55,14 @@ def test_channel_frames_need_the_nonce(tmp_path: Path, kind: str) -> None:
 
 @pytest.mark.skipif(not sandbox.bwrap_works(), reason="bubblewrap unavailable")
 def test_bwrap_has_no_network_and_a_read_only_view(tmp_path: Path) -> None:
-    body = ("import socket, os\n"
-            "try:\n    socket.create_connection(('1.1.1.1', 80), timeout=2); print('NET')\n"
-            "except OSError:\n    print('nonet')\n"
-            "print('etc' if os.path.exists('/etc/passwd') else 'noetc')\n"
-            "print('home' if os.path.exists('/work') else 'nowork')\n"
-            "try:\n    open('/usr/x', 'w'); print('RW')\nexcept OSError:\n    print('ro')\n")
+    body = (
+        "import socket, os\n"
+        "try:\n    socket.create_connection(('1.1.1.1', 80), timeout=2); print('NET')\n"
+        "except OSError:\n    print('nonet')\n"
+        "print('etc' if os.path.exists('/etc/passwd') else 'noetc')\n"
+        "print('home' if os.path.exists('/work') else 'nowork')\n"
+        "try:\n    open('/usr/x', 'w'); print('RW')\nexcept OSError:\n    print('ro')\n"
+    )
     cmd = _script(tmp_path, body)
     (tmp_path / "s").mkdir()
     res = sandbox.run(cmd, kind="bwrap", limits=sandbox.Limits(wall_s=20), scratch_dir=tmp_path / "s")

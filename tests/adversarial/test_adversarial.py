@@ -63,8 +63,9 @@ FULL_HARNESS = [
 ]
 
 
-@pytest.mark.parametrize(("kernel", "task", "stage", "rule", "words"), FULL_HARNESS,
-                         ids=[row[0] for row in FULL_HARNESS])
+@pytest.mark.parametrize(
+    ("kernel", "task", "stage", "rule", "words"), FULL_HARNESS, ids=[row[0] for row in FULL_HARNESS]
+)
 def test_full_harness_rejects(kernel: str, task: str, stage: Stage, rule: str | None, words: str) -> None:
     overrides = {"run_timeout_s": 3.0} if kernel == "infinite_loop" else {}
     verdict = run(kernel, task, **overrides)

@@ -38,8 +38,12 @@ def _config(skip_timing: bool, threads: int, sandbox: str) -> Any:
 
 def eval_command(
     task: Annotated[str, typer.Argument(help="A task name from the built-in suite, or a task file path.")],
-    kernel_file: Annotated[Path, typer.Argument(help="The candidate kernel source (C or C++).", exists=True,
-                                                dir_okay=False, readable=True)],
+    kernel_file: Annotated[
+        Path,
+        typer.Argument(
+            help="The candidate kernel source (C or C++).", exists=True, dir_okay=False, readable=True
+        ),
+    ],
     target: Annotated[str, typer.Option("--target", "-t", help="Target name.")] = "cpu",
     skip_timing: Annotated[bool, typer.Option("--skip-timing", help="Stop after correctness.")] = False,
     threads: Annotated[int, typer.Option("--threads", help="Threads for candidate and reference.")] = 1,
@@ -51,28 +55,42 @@ def eval_command(
     from sagekernel.targets import get_target
 
     task_obj = _load_task(task)
-    verdict = evaluate(task_obj, kernel_file.read_text(encoding="utf-8"), get_target(target),
-                       _config(skip_timing, threads, sandbox))
+    verdict = evaluate(
+        task_obj,
+        kernel_file.read_text(encoding="utf-8"),
+        get_target(target),
+        _config(skip_timing, threads, sandbox),
+    )
     if as_json:
         typer.echo(json.dumps(verdict.to_dict(), indent=2, default=str))
     else:
         colour = "green" if verdict.ok else "red"
-        console.print(f"[bold {colour}]{verdict.stage.value.upper()}[/] {escape(task_obj.name)} "
-                      f"({escape(str(kernel_file))})")
+        console.print(
+            f"[bold {colour}]{verdict.stage.value.upper()}[/] {escape(task_obj.name)} "
+            f"({escape(str(kernel_file))})"
+        )
         console.print(escape(verdict.message))
         for f in verdict.lint:
             where = f" line {f.line}" if f.line else ""
-            console.print(f"  [yellow]{escape(f.rule)}[/]{where}: {escape(f.reason)}"
-                          + (f"\n    {escape(f.excerpt)}" if f.excerpt else ""))
+            console.print(
+                f"  [yellow]{escape(f.rule)}[/]{where}: {escape(f.reason)}"
+                + (f"\n    {escape(f.excerpt)}" if f.excerpt else "")
+            )
         table = Table(show_header=False, box=None)
-        if verdict.candidate_ms is not None and verdict.reference_ms is not None and verdict.speedup is not None:
+        if (
+            verdict.candidate_ms is not None
+            and verdict.reference_ms is not None
+            and verdict.speedup is not None
+        ):
             table.add_row("candidate", f"{verdict.candidate_ms:.4f} ms")
             table.add_row("reference", f"{verdict.reference_ms:.4f} ms")
             table.add_row("speedup", f"{verdict.speedup:.2f}x")
         for k, v in verdict.durations_s.items():
             table.add_row(f"{k} time", f"{v:.3f} s")
-        table.add_row("sandbox", escape(f"{verdict.sandbox.get('kind', '?')}, seccomp "
-                                        f"{verdict.sandbox.get('seccomp', '?')}"))
+        table.add_row(
+            "sandbox",
+            escape(f"{verdict.sandbox.get('kind', '?')}, seccomp {verdict.sandbox.get('seccomp', '?')}"),
+        )
         if verdict.flags:
             table.add_row("flags", escape(", ".join(verdict.flags)))
         console.print(table)
@@ -80,9 +98,13 @@ def eval_command(
 
 
 def selfcheck_command(
-    suite: Annotated[str, typer.Option("--suite", "-s", help="builtin, demo, level1..3, or a directory.")] = "builtin",
+    suite: Annotated[
+        str, typer.Option("--suite", "-s", help="builtin, demo, level1..3, or a directory.")
+    ] = "builtin",
     target: Annotated[str, typer.Option("--target", "-t", help="Target name.")] = "cpu",
-    skip_timing: Annotated[bool, typer.Option("--skip-timing", help="Reference kernels: correctness only.")] = False,
+    skip_timing: Annotated[
+        bool, typer.Option("--skip-timing", help="Reference kernels: correctness only.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
 ) -> None:
     """Every hand-written kernel must pass the full harness; every null-kernel canary must fail."""
@@ -93,9 +115,11 @@ def selfcheck_command(
 
     tasks = load_suite(suite, strict=False)
     config = _config(skip_timing, 1, "auto")
-    rows: list[CheckRow] = [CheckRow(t.name, "reference", "pass", "missing", False,
-                                     f"no hand-written {target} kernel", 0.0)
-                            for t in tasks if target not in t.reference_kernels]
+    rows: list[CheckRow] = [
+        CheckRow(t.name, "reference", "pass", "missing", False, f"no hand-written {target} kernel", 0.0)
+        for t in tasks
+        if target not in t.reference_kernels
+    ]
     todo = list(jobs(tasks, target))
     with Progress(console=Console(stderr=True), transient=True, disable=as_json) as progress:
         bar = progress.add_task("selfcheck", total=len(todo))
@@ -105,15 +129,34 @@ def selfcheck_command(
             progress.advance(bar)
     failures = [r for r in rows if not r.ok]
     if as_json:
-        typer.echo(json.dumps({"suite": suite, "tasks": len(tasks), "checks": len(rows), "failures": len(failures),
-                               "rows": [r.__dict__ for r in rows]}, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "suite": suite,
+                    "tasks": len(tasks),
+                    "checks": len(rows),
+                    "failures": len(failures),
+                    "rows": [r.__dict__ for r in rows],
+                },
+                indent=2,
+            )
+        )
     else:
-        table = Table(title=f"selfcheck {suite}: {len(tasks)} tasks, {len(rows)} checks, {len(failures)} failures")
+        table = Table(
+            title=f"selfcheck {suite}: {len(tasks)} tasks, {len(rows)} checks, {len(failures)} failures"
+        )
         for col in ("task", "kernel", "expect", "stage", "ok", "seconds", "speedup", "message"):
             table.add_column(col, overflow="fold", max_width=60 if col == "message" else None)
         for r in sorted(rows, key=lambda r: (r.ok, r.task, r.kernel)):
-            table.add_row(escape(r.task), r.kernel, r.expect, r.stage, "[green]yes[/]" if r.ok else "[red]NO[/]",
-                          f"{r.seconds:.2f}", f"{r.speedup:.2f}x" if r.speedup else "",
-                          "" if r.ok else escape(r.message[:300]))
+            table.add_row(
+                escape(r.task),
+                r.kernel,
+                r.expect,
+                r.stage,
+                "[green]yes[/]" if r.ok else "[red]NO[/]",
+                f"{r.seconds:.2f}",
+                f"{r.speedup:.2f}x" if r.speedup else "",
+                "" if r.ok else escape(r.message[:300]),
+            )
         console.print(table)
     raise typer.Exit(1 if failures else 0)

@@ -89,8 +89,9 @@ def run_command(
         summary = run(cfg, progress=RichProgress() if progress and not as_json else QuietProgress())
     except RunInterrupted as exc:
         if isinstance(exc.summary, RunSummary):
-            _print(exc.summary, console, as_json)
-        Console(stderr=True).print(f"[yellow]{exc}[/]")
+            _print(exc.summary, console, as_json)  # its message says how to resume
+        else:
+            Console(stderr=True).print(f"[yellow]{exc}[/]")
         raise typer.Exit(130) from None
     _print(summary, console, as_json)
 

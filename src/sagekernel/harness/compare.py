@@ -43,8 +43,10 @@ class Mismatch:
 
     def describe(self, output: str) -> str:
         where = "[" + ", ".join(str(i) for i in self.index) + "]"
-        return (f"output '{output}': {self.count} of {self.total} elements wrong; first at index {where}: "
-                f"expected {self.expected}, got {self.actual} ({self.detail})")
+        return (
+            f"output '{output}': {self.count} of {self.total} elements wrong; first at index {where}: "
+            f"expected {self.expected}, got {self.actual} ({self.detail})"
+        )
 
 
 def _fmt(x: float) -> str:
@@ -63,8 +65,14 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(idx)) if shape else ()
 
 
-def compare(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float,
-            dtype: str, raw: bytes | None = None) -> Mismatch | None:
+def compare(
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    atol: float,
+    rtol: float,
+    dtype: str,
+    raw: bytes | None = None,
+) -> Mismatch | None:
     """None if `actual` matches `expected`; `raw` (the output bytes) lets unwritten elements be named."""
     shape = tuple(expected.shape)
     a = actual.reshape(-1)
@@ -95,7 +103,7 @@ def compare(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: flo
         if math.isnan(act_v) and not math.isnan(exp_v):
             detail = "NaN where the reference is a number"
             width = len(SENTINELS[dtype])
-            if raw is not None and raw[first * width:(first + 1) * width] == SENTINELS[dtype]:
+            if raw is not None and raw[first * width : (first + 1) * width] == SENTINELS[dtype]:
                 detail = "still the NaN the harness writes before the call: this element was never written"
         elif math.isnan(exp_v):
             detail = "the reference is NaN here (NaN inputs must give NaN)"
@@ -103,10 +111,11 @@ def compare(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: flo
             detail = "infinities must match exactly"
         else:
             assert tol is not None
-            detail = f"|diff| {abs(act_v - exp_v):.3g} > tolerance {float(tol[first]):.3g} = atol {atol:g} + rtol {rtol:g}*|expected|"
+            detail = (f"|diff| {abs(act_v - exp_v):.3g} > tolerance {float(tol[first]):.3g} "
+                      f"= atol {atol:g} + rtol {rtol:g}*|expected|")
     elif raw is not None:
         width = len(SENTINELS[dtype])
-        if raw[first * width:(first + 1) * width] == SENTINELS[dtype]:
+        if raw[first * width : (first + 1) * width] == SENTINELS[dtype]:
             detail = "still the sentinel the harness writes before the call: this element was never written"
     return Mismatch(count, total, _unravel(first, shape), _fmt(exp_v), _fmt(act_v), detail)
 

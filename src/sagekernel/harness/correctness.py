@@ -35,8 +35,11 @@ from sagekernel.tasks.task import Task
 
 CHILDREN_DIR = Path(__file__).resolve().parent / "children"
 #: Distribution order for the trials of a shape (the loader's names; "default" is the file's own).
-DISTRIBUTION_ORDER = tuple(d for d in ("default", "normal", "heavy_tailed", "offset_uniform",
-                                       "large_magnitude", "uniform") if d in DISTRIBUTIONS)
+DISTRIBUTION_ORDER = tuple(
+    d
+    for d in ("default", "normal", "heavy_tailed", "offset_uniform", "large_magnitude", "uniform")
+    if d in DISTRIBUTIONS
+)
 
 
 @dataclass
@@ -110,7 +113,9 @@ def scalar_args(task: Task, sizes: dict[str, int]) -> list[list[Any]]:
     return args
 
 
-def build_request(task: Task, trials: list[Trial], lib: str, nonce: str) -> tuple[bytes, list[tuple[Trial, str]]]:
+def build_request(
+    task: Task, trials: list[Trial], lib: str, nonce: str
+) -> tuple[bytes, list[tuple[Trial, str]]]:
     """The child's request and, per call, the trial it runs and its slot ("dup" = repeat of trial 0)."""
     blob = bytearray()
     calls: list[dict[str, Any]] = []
@@ -125,32 +130,45 @@ def build_request(task: Task, trials: list[Trial], lib: str, nonce: str) -> tupl
             blob.extend(data)
         offsets[trial.index] = spans
     for i, (trial, slot) in enumerate(plan):
-        calls.append({
-            "id": i, "slot": slot, "inputs": offsets[trial.index],
-            "outputs": [len(_raw(e)) for e in trial.expected],
-            "fills": [SENTINELS[spec.dtype].hex() for spec in task.outputs],
-            "scalars": scalar_args(task, trial.sizes),
-        })
-    header = {"nonce": nonce, "lib": lib, "symbol": "sage_kernel", "calls": calls, "site": sandbox.site_paths()}
+        calls.append(
+            {
+                "id": i,
+                "slot": slot,
+                "inputs": offsets[trial.index],
+                "outputs": [len(_raw(e)) for e in trial.expected],
+                "fills": [SENTINELS[spec.dtype].hex() for spec in task.outputs],
+                "scalars": scalar_args(task, trial.sizes),
+            }
+        )
+    header = {
+        "nonce": nonce,
+        "lib": lib,
+        "symbol": "sage_kernel",
+        "calls": calls,
+        "site": sandbox.site_paths(),
+    }
     return protocol.encode_request(header, blob), plan
 
 
 def _signal_text(sig: int) -> str:
     name = signal_mod.Signals(sig).name if sig in {s.value for s in signal_mod.Signals} else f"signal {sig}"
-    hints = {"SIGSEGV": "segmentation fault: an out-of-bounds or NULL pointer access (allocations beyond "
-                        "the memory limit return NULL)",
-             "SIGBUS": "bus error: misaligned or invalid memory access",
-             "SIGFPE": "arithmetic exception, e.g. integer division by zero",
-             "SIGABRT": "abort() or a failed assert",
-             "SIGILL": "illegal instruction",
-             "SIGXCPU": "CPU time limit exceeded",
-             "SIGXFSZ": "file size limit exceeded",
-             "SIGKILL": "killed (memory or time limit)"}
+    hints = {
+        "SIGSEGV": "segmentation fault: an out-of-bounds or NULL pointer access (allocations beyond "
+        "the memory limit return NULL)",
+        "SIGBUS": "bus error: misaligned or invalid memory access",
+        "SIGFPE": "arithmetic exception, e.g. integer division by zero",
+        "SIGABRT": "abort() or a failed assert",
+        "SIGILL": "illegal instruction",
+        "SIGXCPU": "CPU time limit exceeded",
+        "SIGXFSZ": "file size limit exceeded",
+        "SIGKILL": "killed (memory or time limit)",
+    }
     return f"{name} ({hints[name]})" if name in hints else name
 
 
-def run_child(task: Task, trials: list[Trial], library: Path, config: HarnessConfig, kind: str,
-              scratch: Path) -> tuple[sandbox.SandboxResult, protocol.ParsedChannel, list[tuple[Trial, str]]]:
+def run_child(
+    task: Task, trials: list[Trial], library: Path, config: HarnessConfig, kind: str, scratch: Path
+) -> tuple[sandbox.SandboxResult, protocol.ParsedChannel, list[tuple[Trial, str]]]:
     nonce = protocol.new_nonce()
     cmd = sandbox.SandboxCommand(
         argv=sandbox.python_argv("/box/children/kernel_runner.py"),
@@ -159,20 +177,32 @@ def run_child(task: Task, trials: list[Trial], library: Path, config: HarnessCon
     )
     lib_path = sandbox.translate(kind, f"/box/lib/{library.name}", cmd)
     request, plan = build_request(task, trials, lib_path, nonce)
-    limits = sandbox.Limits(wall_s=config.run_timeout_s, cpu_s=int(config.run_timeout_s * config.threads) + 1,
-                            address_space_bytes=config.memory_limit_bytes)
+    limits = sandbox.Limits(
+        wall_s=config.run_timeout_s,
+        cpu_s=int(config.run_timeout_s * config.threads) + 1,
+        address_space_bytes=config.memory_limit_bytes,
+    )
     result = sandbox.run(cmd, kind=kind, limits=limits, stdin_data=request, scratch_dir=scratch)
     return result, protocol.parse_frames(result.channel, nonce), plan
 
 
-def judge(task: Task, config: HarnessConfig, result: sandbox.SandboxResult, parsed: protocol.ParsedChannel,
-          plan: list[tuple[Trial, str]]) -> Outcome:
+def judge(
+    task: Task,
+    config: HarnessConfig,
+    result: sandbox.SandboxResult,
+    parsed: protocol.ParsedChannel,
+    plan: list[tuple[Trial, str]],
+) -> Outcome:
     """Turn the child's frames into an outcome. Only authenticated frames count."""
     hello = parsed.first("hello")
     box = {"kind": result.kind, "seccomp": hello.record.get("seccomp") if hello else "unknown"}
     trials = [t for t, slot in plan if slot != "dup"]
-    checks: dict[str, Any] = {"trials": [{"shape": t.shape_label, "sizes": t.sizes, "distribution": t.distribution,
-                                          "seed": t.seed} for t in trials]}
+    checks: dict[str, Any] = {
+        "trials": [
+            {"shape": t.shape_label, "sizes": t.sizes, "distribution": t.distribution, "seed": t.seed}
+            for t in trials
+        ]
+    }
 
     def out(stage: Stage, message: str) -> Outcome:
         return Outcome(stage, message, box, checks)
@@ -187,37 +217,49 @@ def judge(task: Task, config: HarnessConfig, result: sandbox.SandboxResult, pars
         running = next((i for i in begun if i not in done), None)
         where = f" during the call on the {plan[running][0].describe()}" if running is not None else ""
         if result.timed_out:
-            return out(Stage.RUNTIME, f"timed out: the kernel did not finish within {config.run_timeout_s:g} s"
-                       f"{where} (an infinite loop, or far too slow)")
+            return out(
+                Stage.RUNTIME,
+                f"timed out: the kernel did not finish within {config.run_timeout_s:g} s"
+                f"{where} (an infinite loop, or far too slow)",
+            )
         sig = result.signal
         if sig is not None:
             return out(Stage.RUNTIME, f"the process died from {_signal_text(sig)}{where}")
         if parsed.first("loaded") is None and hello is not None:
             return out(Stage.LOAD, "the library could not be loaded: " + result.output_tail.strip()[-400:])
-        return out(Stage.RUNTIME, f"the process exited (status {result.returncode}) before returning every result"
-                   f"{where}; a kernel must return normally" + (f" [{parsed.problem}]" if parsed.problem else ""))
+        return out(
+            Stage.RUNTIME,
+            f"the process exited (status {result.returncode}) before returning every result"
+            f"{where}; a kernel must return normally" + (f" [{parsed.problem}]" if parsed.problem else ""),
+        )
     outputs: dict[int, list[bytes]] = {}
-    for i, (trial, slot) in enumerate(plan):
+    for i, (trial, _slot) in enumerate(plan):
         frame = done.get(i)
         if frame is None:
             return out(Stage.RUNTIME, f"no result came back for the {trial.describe()}")
         rec = frame.record
         n_in = len(task.inputs)
-        for spec, changed in zip(task.inputs, rec["inputs_changed"]):
+        for spec, changed in zip(task.inputs, rec["inputs_changed"], strict=False):
             if changed >= 0:
                 elem = changed // max(1, trial.inputs[task.inputs.index(spec)].element_size())
-                return out(Stage.CORRECTNESS, f"input '{spec.name}' was modified by the kernel (first changed "
-                           f"element at flat index {elem}) on the {trial.describe()}; inputs are read-only")
+                return out(
+                    Stage.CORRECTNESS,
+                    f"input '{spec.name}' was modified by the kernel (first changed "
+                    f"element at flat index {elem}) on the {trial.describe()}; inputs are read-only",
+                )
         names = [s.name for s in task.inputs] + [s.name for s in task.outputs]
         for pos, ok in enumerate(rec["guards"]):
             if not ok:
                 what = "input" if pos < n_in else "output"
-                return out(Stage.CORRECTNESS, f"the kernel wrote outside the bounds of {what} '{names[pos]}' "
-                           f"(guard bytes next to the buffer changed) on the {trial.describe()}")
+                return out(
+                    Stage.CORRECTNESS,
+                    f"the kernel wrote outside the bounds of {what} '{names[pos]}' "
+                    f"(guard bytes next to the buffer changed) on the {trial.describe()}",
+                )
         sizes = [len(_raw(e)) for e in trial.expected]
         payload, pieces, pos = frame.payload, [], 0
         for n in sizes:
-            pieces.append(payload[pos:pos + n])
+            pieces.append(payload[pos : pos + n])
             pos += n
         if pos != len(payload):
             return out(Stage.RUNTIME, "the result for a call had the wrong size")
@@ -228,10 +270,13 @@ def judge(task: Task, config: HarnessConfig, result: sandbox.SandboxResult, pars
         if slot == "dup":
             if outputs[i] != outputs[0]:
                 spec_i = next(k for k in range(len(task.outputs)) if outputs[i][k] != outputs[0][k])
-                mism = _first_bytes_difference(task, spec_i, trial, outputs[0][spec_i], outputs[i][spec_i])
-                return out(Stage.CORRECTNESS, "not deterministic: the same inputs gave different outputs on two "
-                           f"calls ({mism}) on the {trial.describe()}; the kernel reads uninitialised memory or "
-                           "keeps state between calls")
+                diff = _first_bytes_difference(task, spec_i, trial, outputs[0][spec_i], outputs[i][spec_i])
+                return out(
+                    Stage.CORRECTNESS,
+                    "not deterministic: the same inputs gave different outputs on two "
+                    f"calls ({diff}) on the {trial.describe()}; the kernel reads uninitialised memory or "
+                    "keeps state between calls",
+                )
             continue
         for k, spec in enumerate(task.outputs):
             exp = trial.expected[k]
@@ -242,20 +287,31 @@ def judge(task: Task, config: HarnessConfig, result: sandbox.SandboxResult, pars
                 stale = previous.get(slot)
                 note = ""
                 if stale is not None and stale[k] == outputs[i][k]:
-                    note = (" The output is identical to the previous call's, whose inputs were different: "
-                            "the kernel returned a stale or cached result.")
-                return out(Stage.CORRECTNESS, f"wrong result on the {trial.describe()}: {mism.describe(spec.name)}."
-                           + note)
+                    note = (
+                        " The output is identical to the previous call's, whose inputs were different: "
+                        "the kernel returned a stale or cached result."
+                    )
+                return out(
+                    Stage.CORRECTNESS,
+                    f"wrong result on the {trial.describe()}: {mism.describe(spec.name)}." + note,
+                )
         previous[slot] = outputs[i]
     checks["calls"] = len(plan)
     if config.canaries:
         passing = passing_canaries(task, trials)
         checks["canaries"] = {"checked": list(CANARIES), "passing": passing}
         if passing:
-            return Outcome(Stage.BROKEN_TASK, f"the task is broken: the null kernel(s) {', '.join(passing)} pass "
-                           "every trial, so passing says nothing about a candidate", box, checks, ["broken_task"])
-    return out(Stage.OK, f"correct on {len(trials)} trials over "
-               f"{len({t.shape_label for t in trials})} shapes")
+            return Outcome(
+                Stage.BROKEN_TASK,
+                f"the task is broken: the null kernel(s) {', '.join(passing)} pass "
+                "every trial, so passing says nothing about a candidate",
+                box,
+                checks,
+                ["broken_task"],
+            )
+    return out(
+        Stage.OK, f"correct on {len(trials)} trials over {len({t.shape_label for t in trials})} shapes"
+    )
 
 
 def _first_bytes_difference(task: Task, k: int, trial: Trial, a: bytes, b: bytes) -> str:
@@ -264,7 +320,11 @@ def _first_bytes_difference(task: Task, k: int, trial: Trial, a: bytes, b: bytes
     dtype = torch.uint8 if spec.dtype == "bool" else exp.dtype
     ta = tensor_from_bytes(a, dtype, tuple(exp.shape)).reshape(-1)
     tb = tensor_from_bytes(b, dtype, tuple(exp.shape)).reshape(-1)
-    diff = (ta != tb) & ~(torch.isnan(ta.double()) & torch.isnan(tb.double())) if ta.is_floating_point() else ta != tb
+    diff = (
+        (ta != tb) & ~(torch.isnan(ta.double()) & torch.isnan(tb.double()))
+        if ta.is_floating_point()
+        else ta != tb
+    )
     nz = torch.nonzero(diff)
     if nz.numel() == 0:  # only NaN payload bits differ
         return f"output '{spec.name}' differs in NaN bit patterns"
@@ -287,7 +347,10 @@ def canary_outputs(name: str, task: Task, trial: Trial) -> list[torch.Tensor]:
             value = float(finite.mean()) if finite.numel() else 0.0
             outs.append(torch.full_like(exp, value if exp.is_floating_point() else round(value)))
         else:
-            src = next((t for t in trial.inputs if t.numel() == exp.numel()), trial.inputs[0] if trial.inputs else None)
+            src = next(
+                (t for t in trial.inputs if t.numel() == exp.numel()),
+                trial.inputs[0] if trial.inputs else None,
+            )
             if src is None or src.numel() == 0:
                 outs.append(torch.zeros_like(exp))
                 continue
@@ -302,7 +365,8 @@ def passing_canaries(task: Task, trials: list[Trial]) -> list[str]:
     for name in CANARIES:
         ok = True
         for trial in trials:
-            for spec, got, exp in zip(task.outputs, canary_outputs(name, task, trial), trial.expected):
+            got_all = canary_outputs(name, task, trial)
+            for spec, got, exp in zip(task.outputs, got_all, trial.expected, strict=True):
                 if compare(got, exp, task.atol, task.rtol, spec.dtype) is not None:
                     ok = False
                     break
@@ -313,5 +377,14 @@ def passing_canaries(task: Task, trials: list[Trial]) -> list[str]:
     return passing
 
 
-__all__ = ["CANARIES", "Mismatch", "Outcome", "Trial", "build_request", "judge", "passing_canaries", "plan_trials",
-           "run_child"]
+__all__ = [
+    "CANARIES",
+    "Mismatch",
+    "Outcome",
+    "Trial",
+    "build_request",
+    "judge",
+    "passing_canaries",
+    "plan_trials",
+    "run_child",
+]

@@ -43,8 +43,10 @@ def evaluate(task: Task, source: str, target: Target, config: HarnessConfig | No
     kind = sandbox.best_kind(config.sandbox)
     verdict = Verdict(stage=Stage.PARSE, message="", sandbox={"kind": kind})
     if not source.strip() or not re.search(rf"\b{KERNEL_SYMBOL}\s*\(", source):
-        verdict.message = (f"no function named `{KERNEL_SYMBOL}` in the submitted source; implement exactly "
-                           f"the contract's signature")
+        verdict.message = (
+            f"no function named `{KERNEL_SYMBOL}` in the submitted source; implement exactly "
+            f"the contract's signature"
+        )
         return _finish(verdict, t_start)
     if not isinstance(target, NativeTarget):
         raise TypeError(f"target {target.name!r} cannot build candidates for this harness")
@@ -61,8 +63,16 @@ def evaluate(task: Task, source: str, target: Target, config: HarnessConfig | No
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _run_stages(task: Task, source: str, target: NativeTarget, config: HarnessConfig, kind: str,
-                verdict: Verdict, workdir: Path, t_start: float) -> Verdict:
+def _run_stages(
+    task: Task,
+    source: str,
+    target: NativeTarget,
+    config: HarnessConfig,
+    kind: str,
+    verdict: Verdict,
+    workdir: Path,
+    t_start: float,
+) -> Verdict:
     t0 = time.perf_counter()
     built = target.build(source, task, workdir, sandbox_kind=kind, timeout_s=config.build_timeout_s)
     verdict.durations_s["build"] = time.perf_counter() - t0
@@ -118,7 +128,11 @@ def _run_stages(task: Task, source: str, target: NativeTarget, config: HarnessCo
         verdict.correct = timed.stage is not Stage.CORRECTNESS
         verdict.message = timed.message
         return _finish(verdict, t_start)
-    verdict.candidate_ms, verdict.reference_ms, verdict.speedup = timed.candidate_ms, timed.reference_ms, timed.speedup
+    verdict.candidate_ms, verdict.reference_ms, verdict.speedup = (
+        timed.candidate_ms,
+        timed.reference_ms,
+        timed.speedup,
+    )
     verdict.stage = Stage.OK
     verdict.message = f"{outcome.message}; {timed.message}"
     return _finish(verdict, t_start)

@@ -55,7 +55,7 @@ def parse_frames(data: bytes, nonce: str) -> ParsedChannel:
         if pos + length > len(data):
             out.problem = "truncated frame"
             break
-        body = view[pos:pos + length]
+        body = view[pos : pos + length]
         pos += length
         newline = bytes(body[: min(len(body), 1 << 20)]).find(b"\n")
         if newline < 0:
@@ -69,5 +69,5 @@ def parse_frames(data: bytes, nonce: str) -> ParsedChannel:
         if not isinstance(record, dict) or record.get("nonce") != nonce:
             out.problem = "frame with a wrong nonce"
             break
-        out.frames.append(Frame(record, bytes(body[newline + 1:])))
+        out.frames.append(Frame(record, bytes(body[newline + 1 :])))
     return out

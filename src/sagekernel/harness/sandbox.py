@@ -23,6 +23,7 @@ bytes (framed, with a nonce) and judge them in the parent.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -86,7 +87,9 @@ def bwrap_works() -> bool:
     try:
         proc = subprocess.run(
             [exe, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--", "/bin/true"],
-            capture_output=True, timeout=10, env={},
+            capture_output=True,
+            timeout=10,
+            env={},
         )
     except (OSError, subprocess.TimeoutExpired):
         return False
@@ -145,21 +148,58 @@ def _prlimit_prefix(limits: Limits) -> list[str]:
     exe = shutil.which("prlimit")
     if exe is None:
         return []
-    args = [exe, f"--cpu={limits.cpu_s}", f"--fsize={limits.file_size_bytes}",
-            f"--nofile={limits.nofile}", f"--nproc={limits.nproc}", "--core=0"]
+    args = [
+        exe,
+        f"--cpu={limits.cpu_s}",
+        f"--fsize={limits.file_size_bytes}",
+        f"--nofile={limits.nofile}",
+        f"--nproc={limits.nproc}",
+        "--core=0",
+    ]
     if limits.address_space_bytes is not None:
         args.append(f"--as={limits.address_space_bytes}")
     return [*args, "--"]
 
 
-def _bwrap_prefix(ro_binds: list[tuple[str, str]], rw_binds: list[tuple[str, str]],
-                  env: dict[str, str], workdir: str) -> list[str]:
-    args = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
-            "--uid", "65534", "--gid", "65534", "--cap-drop", "ALL", "--clearenv",
-            "--ro-bind", "/usr", "/usr", "--ro-bind", "/lib", "/lib",
-            "--ro-bind-try", "/lib64", "/lib64", "--ro-bind", "/bin", "/bin",
-            "--ro-bind", python_prefix(), python_prefix(),
-            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/box"]
+def _bwrap_prefix(
+    ro_binds: list[tuple[str, str]], rw_binds: list[tuple[str, str]], env: dict[str, str], workdir: str
+) -> list[str]:
+    args = [
+        shutil.which("bwrap") or "bwrap",
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--uid",
+        "65534",
+        "--gid",
+        "65534",
+        "--cap-drop",
+        "ALL",
+        "--clearenv",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--ro-bind",
+        "/lib",
+        "/lib",
+        "--ro-bind-try",
+        "/lib64",
+        "/lib64",
+        "--ro-bind",
+        "/bin",
+        "/bin",
+        "--ro-bind",
+        python_prefix(),
+        python_prefix(),
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+        "--dir",
+        "/box",
+    ]
     for key, value in env.items():
         args += ["--setenv", key, value]
     for src, dst in ro_binds:
@@ -191,7 +231,7 @@ def translate(kind: str, path: str, cmd: SandboxCommand) -> str:
         return path
     for src, dst in [*cmd.ro_binds, *cmd.rw_binds]:
         if path == dst or path.startswith(dst.rstrip("/") + "/"):
-            return src + path[len(dst):]
+            return src + path[len(dst) :]
     return path
 
 
@@ -207,15 +247,24 @@ def _drain(fd: int, sink: bytearray) -> None:
             sink.extend(chunk[: MAX_CHANNEL_BYTES - len(sink)])
 
 
-def command_line(cmd: SandboxCommand, *, kind: str, limits: Limits, result_fd: int,
-                 scratch_dir: Path) -> tuple[list[str], dict[str, str], str | None]:
+def command_line(
+    cmd: SandboxCommand, *, kind: str, limits: Limits, result_fd: int, scratch_dir: Path
+) -> tuple[list[str], dict[str, str], str | None]:
     """(argv, env for Popen, cwd) that run `cmd` in sandbox `kind` with the result fd `result_fd`."""
     private_tmp = scratch_dir / "tmp"
     private_tmp.mkdir(exist_ok=True)
-    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LC_ALL": "C", **cmd.env, "SAGE_RESULT_FD": str(result_fd)}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/tmp",
+        "LC_ALL": "C",
+        **cmd.env,
+        "SAGE_RESULT_FD": str(result_fd),
+    }
     if kind == "bwrap":
         env["TMPDIR"] = "/tmp"
-        argv = _prlimit_prefix(limits) + _bwrap_prefix(cmd.ro_binds, cmd.rw_binds, env, cmd.workdir) + cmd.argv
+        argv = (
+            _prlimit_prefix(limits) + _bwrap_prefix(cmd.ro_binds, cmd.rw_binds, env, cmd.workdir) + cmd.argv
+        )
         return argv, {}, None
     env["TMPDIR"] = str(private_tmp)
     env["HOME"] = str(private_tmp)
@@ -226,23 +275,34 @@ def command_line(cmd: SandboxCommand, *, kind: str, limits: Limits, result_fd: i
     return argv, env, str(private_tmp)
 
 
-def run(cmd: SandboxCommand, *, kind: str, limits: Limits, stdin_data: bytes = b"",
-        scratch_dir: Path) -> SandboxResult:
+def run(
+    cmd: SandboxCommand, *, kind: str, limits: Limits, stdin_data: bytes = b"", scratch_dir: Path
+) -> SandboxResult:
     """Run `cmd` in sandbox `kind`; the child finds the result fd number in env SAGE_RESULT_FD.
 
     `scratch_dir` is a parent-owned directory for the output log and, outside bwrap, the child's
     private temporary directory.
     """
     read_fd, write_fd = os.pipe()
-    argv, popen_env, cwd = command_line(cmd, kind=kind, limits=limits, result_fd=write_fd, scratch_dir=scratch_dir)
+    argv, popen_env, cwd = command_line(
+        cmd, kind=kind, limits=limits, result_fd=write_fd, scratch_dir=scratch_dir
+    )
     log_path = scratch_dir / "child.log"
     sink = bytearray()
     start = time.perf_counter()
     timed_out = False
     with open(log_path, "wb") as log:
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
-                                    pass_fds=(write_fd,), env=popen_env, cwd=cwd, process_group=0)
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(write_fd,),
+                env=popen_env,
+                cwd=cwd,
+                process_group=0,
+            )
         finally:
             os.close(write_fd)
         reader = threading.Thread(target=_drain, args=(read_fd, sink), daemon=True)
@@ -264,15 +324,19 @@ def run(cmd: SandboxCommand, *, kind: str, limits: Limits, stdin_data: bytes = b
             os.close(read_fd)
     wall = time.perf_counter() - start
     tail = log_path.read_bytes()[-OUTPUT_TAIL_CHARS:].decode("utf-8", "replace")
-    return SandboxResult(kind=kind, returncode=proc.returncode, timed_out=timed_out, channel=bytes(sink),
-                         output_tail=tail, wall_s=wall)
+    return SandboxResult(
+        kind=kind,
+        returncode=proc.returncode,
+        timed_out=timed_out,
+        channel=bytes(sink),
+        output_tail=tail,
+        wall_s=wall,
+    )
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:

@@ -36,26 +36,46 @@ def jobs(tasks: list[Task], target_name: str = "cpu") -> Iterator[tuple[Task, st
             yield task, f"canary:{name}", "fail", source
 
 
-def check_one(task: Task, label: str, expect: str, source: str, config: HarnessConfig,
-              target_name: str = "cpu") -> CheckRow:
+def check_one(
+    task: Task, label: str, expect: str, source: str, config: HarnessConfig, target_name: str = "cpu"
+) -> CheckRow:
     t0 = time.perf_counter()
     cfg = config if expect == "pass" else HarnessConfig(**{**config.__dict__, "skip_timing": True})
     verdict: Verdict = evaluate(task, source, get_target(target_name), cfg)
-    if expect == "pass":
-        ok = verdict.ok
-    else:  # a canary must be rejected as wrong, not crash or trip a static rule
-        ok = verdict.stage is Stage.CORRECTNESS
-    return CheckRow(task.name, label, expect, verdict.stage.value, ok, verdict.message,
-                    time.perf_counter() - t0, verdict.speedup)
+    # a canary must be rejected as wrong, not crash or trip a static rule
+    ok = verdict.ok if expect == "pass" else verdict.stage is Stage.CORRECTNESS
+    return CheckRow(
+        task.name,
+        label,
+        expect,
+        verdict.stage.value,
+        ok,
+        verdict.message,
+        time.perf_counter() - t0,
+        verdict.speedup,
+    )
 
 
-def run_selfcheck(tasks: list[Task], config: HarnessConfig, target_name: str = "cpu",
-                  progress: Callable[[CheckRow], None] | None = None) -> list[CheckRow]:
+def run_selfcheck(
+    tasks: list[Task],
+    config: HarnessConfig,
+    target_name: str = "cpu",
+    progress: Callable[[CheckRow], None] | None = None,
+) -> list[CheckRow]:
     rows = []
     missing = [t.name for t in tasks if target_name not in t.reference_kernels]
     for name in missing:
-        rows.append(CheckRow(name, "reference", "pass", "missing", False,
-                             f"no hand-written {target_name} kernel next to the task file", 0.0))
+        rows.append(
+            CheckRow(
+                name,
+                "reference",
+                "pass",
+                "missing",
+                False,
+                f"no hand-written {target_name} kernel next to the task file",
+                0.0,
+            )
+        )
     for task, label, expect, source in jobs(tasks, target_name):
         row = check_one(task, label, expect, source, config, target_name)
         rows.append(row)

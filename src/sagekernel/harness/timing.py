@@ -50,10 +50,18 @@ def _quartiles(values: list[float]) -> tuple[float, float]:
 
 
 def _task_record(task: Task) -> dict[str, Any]:
-    return {"name": task.name, "level": task.level, "category": task.category,
-            "inputs": [[s.name, list(s.dims), s.dtype] for s in task.inputs],
-            "outputs": [[s.name, list(s.dims), s.dtype] for s in task.outputs],
-            "attrs": task.attrs, "sizes": task.sizes, "dtype": task.dtype, "atol": task.atol, "rtol": task.rtol}
+    return {
+        "name": task.name,
+        "level": task.level,
+        "category": task.category,
+        "inputs": [[s.name, list(s.dims), s.dtype] for s in task.inputs],
+        "outputs": [[s.name, list(s.dims), s.dtype] for s in task.outputs],
+        "attrs": task.attrs,
+        "sizes": task.sizes,
+        "dtype": task.dtype,
+        "atol": task.atol,
+        "rtol": task.rtol,
+    }
 
 
 def _raw(t: torch.Tensor) -> bytes:
@@ -61,8 +69,9 @@ def _raw(t: torch.Tensor) -> bytes:
     return flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
 
 
-def run_timing(task: Task, pool: list[Trial], library: Path, config: HarnessConfig, kind: str,
-               scratch: Path) -> TimingOutcome:
+def run_timing(
+    task: Task, pool: list[Trial], library: Path, config: HarnessConfig, kind: str, scratch: Path
+) -> TimingOutcome:
     """Time `library` against the reference on the shape of `pool` (trials sharing one shape)."""
     nonce = protocol.new_nonce()
     blob = bytearray()
@@ -81,22 +90,39 @@ def run_timing(task: Task, pool: list[Trial], library: Path, config: HarnessConf
     rounds = max(1, min(config.rounds, config.iters))
     pkg = "/box/pkg" if kind == "bwrap" else str(PACKAGE_DIR.parent)
     header = {
-        "nonce": nonce, "lib_span": lib_span, "symbol": "sage_kernel", "pkg": pkg, "site": sandbox.site_paths(),
-        "task": _task_record(task), "task_file_name": task.source_path.name,
+        "nonce": nonce,
+        "lib_span": lib_span,
+        "symbol": "sage_kernel",
+        "pkg": pkg,
+        "site": sandbox.site_paths(),
+        "task": _task_record(task),
+        "task_file_name": task.source_path.name,
         "task_source": task.source_path.read_text(encoding="utf-8"),
-        "sizes": sizes, "pool": len(pool), "contents": contents,
+        "sizes": sizes,
+        "pool": len(pool),
+        "contents": contents,
         "out_sizes": [len(_raw(e)) for e in pool[0].expected],
-        "fills": [SENTINELS[s.dtype].hex() for s in task.outputs], "scalars": scalar_args(task, sizes),
-        "warmup": config.warmup, "iters": config.iters, "rounds": rounds, "threads": config.threads,
-        "ref_seed": secrets.randbits(40), "recheck_probability": RECHECK_PROBABILITY,
-        "wall_s": config.timing_timeout_s, "cpu_s": int(config.timing_timeout_s * max(1, config.threads)) + 5,
+        "fills": [SENTINELS[s.dtype].hex() for s in task.outputs],
+        "scalars": scalar_args(task, sizes),
+        "warmup": config.warmup,
+        "iters": config.iters,
+        "rounds": rounds,
+        "threads": config.threads,
+        "ref_seed": secrets.randbits(40),
+        "recheck_probability": RECHECK_PROBABILITY,
+        "wall_s": config.timing_timeout_s,
+        "cpu_s": int(config.timing_timeout_s * max(1, config.threads)) + 5,
     }
     if config.warm_timing:
-        parsed, exit_record, problem = timing_server.request(kind, config.threads, config.timing_memory_limit_bytes,
-                                                             header, blob, config.timing_timeout_s)
+        parsed, exit_record, problem = timing_server.request(
+            kind, config.threads, config.timing_memory_limit_bytes, header, blob, config.timing_timeout_s
+        )
         if exit_record is None:
-            return TimingOutcome(Stage.RUNTIME, problem or f"the timing run failed ({parsed.problem})",
-                                 sandbox={"kind": kind, "server": "warm"})
+            return TimingOutcome(
+                Stage.RUNTIME,
+                problem or f"the timing run failed ({parsed.problem})",
+                sandbox={"kind": kind, "server": "warm"},
+            )
         timed_out = bool(exit_record.get("timed_out"))
         sig: int | None = exit_record.get("signal")
         status = exit_record.get("status")
@@ -105,13 +131,25 @@ def run_timing(task: Task, pool: list[Trial], library: Path, config: HarnessConf
         cmd = sandbox.SandboxCommand(
             argv=sandbox.python_argv("/box/children/timing_runner.py"),
             ro_binds=[(str(CHILDREN_DIR), "/box/children"), (str(PACKAGE_DIR), "/box/pkg/sagekernel")],
-            env={"OMP_NUM_THREADS": str(config.threads), "OMP_DYNAMIC": "false",
-                 "MKL_NUM_THREADS": str(config.threads), "OPENBLAS_NUM_THREADS": str(config.threads)},
+            env={
+                "OMP_NUM_THREADS": str(config.threads),
+                "OMP_DYNAMIC": "false",
+                "MKL_NUM_THREADS": str(config.threads),
+                "OPENBLAS_NUM_THREADS": str(config.threads),
+            },
         )
-        limits = sandbox.Limits(wall_s=config.timing_timeout_s, cpu_s=header["cpu_s"],
-                                address_space_bytes=config.timing_memory_limit_bytes)
-        result = sandbox.run(cmd, kind=kind, limits=limits, stdin_data=protocol.encode_request(header, blob),
-                             scratch_dir=scratch)
+        limits = sandbox.Limits(
+            wall_s=config.timing_timeout_s,
+            cpu_s=int(config.timing_timeout_s * max(1, config.threads)) + 5,
+            address_space_bytes=config.timing_memory_limit_bytes,
+        )
+        result = sandbox.run(
+            cmd,
+            kind=kind,
+            limits=limits,
+            stdin_data=protocol.encode_request(header, blob),
+            scratch_dir=scratch,
+        )
         parsed = protocol.parse_frames(result.channel, nonce)
         timed_out, sig, status, tail = result.timed_out, result.signal, result.returncode, result.output_tail
     hello = parsed.first("hello")
@@ -125,8 +163,11 @@ def run_timing(task: Task, pool: list[Trial], library: Path, config: HarnessConf
         load_error = parsed.first("load_error") or parsed.first("error")
         what = f"died from signal {sig}" if sig else f"exited with status {status}"
         detail = load_error.record.get("error", "") if load_error else tail.strip()[-600:]
-        return TimingOutcome(Stage.RUNTIME, f"the timing process {what} before finishing"
-                             + (f": {detail}" if detail else ""), sandbox=box)
+        return TimingOutcome(
+            Stage.RUNTIME,
+            f"the timing process {what} before finishing" + (f": {detail}" if detail else ""),
+            sandbox=box,
+        )
     rounds_data = parsed.all("round")
     cand = [f.record["cand_ns"] / f.record["calls"] / 1e6 for f in rounds_data]
     ref = [f.record["ref_ns"] / f.record["calls"] / 1e6 for f in rounds_data]
@@ -139,21 +180,31 @@ def run_timing(task: Task, pool: list[Trial], library: Path, config: HarnessConf
         pos = 0
         for buf, content in pairs:
             trial = pool[content]
-            for spec, exp in zip(task.outputs, trial.expected):
+            for spec, exp in zip(task.outputs, trial.expected, strict=False):
                 n = len(_raw(exp))
-                raw = frame.payload[pos:pos + n]
+                raw = frame.payload[pos : pos + n]
                 pos += n
                 dtype = torch.uint8 if spec.dtype == "bool" else exp.dtype
-                mism = compare(tensor_from_bytes(raw, dtype, tuple(exp.shape)), exp, task.atol, task.rtol,
-                               spec.dtype, raw)
+                mism = compare(
+                    tensor_from_bytes(raw, dtype, tuple(exp.shape)),
+                    exp,
+                    task.atol,
+                    task.rtol,
+                    spec.dtype,
+                    raw,
+                )
                 if mism is not None:
-                    return TimingOutcome(Stage.CORRECTNESS, "wrong result during timing (round "
-                                         f"{frame.record['round']}, buffer {buf}): {mism.describe(spec.name)}; "
-                                         "timed calls must compute the same result as checked calls", sandbox=box)
+                    return TimingOutcome(
+                        Stage.CORRECTNESS,
+                        "wrong result during timing (round "
+                        f"{frame.record['round']}, buffer {buf}): {mism.describe(spec.name)}; "
+                        "timed calls must compute the same result as checked calls",
+                        sandbox=box,
+                    )
         rechecked.append(frame.record["round"])
     if not cand or min(cand) <= 0:
         return TimingOutcome(Stage.TIMING, "the timing run returned no usable measurements", sandbox=box)
-    ratios = [r / c for r, c in zip(ref, cand)]
+    ratios = [r / c for r, c in zip(ref, cand, strict=False)]
     cand_ms, ref_ms, speedup = statistics.median(cand), statistics.median(ref), statistics.median(ratios)
     flags = []
     if speedup > config.speedup_ceiling:
@@ -163,18 +214,36 @@ def run_timing(task: Task, pool: list[Trial], library: Path, config: HarnessConf
     if cand_ms < floor_ms:
         flags.append("below_bandwidth_floor")
     timing = {
-        "method": "interleaved_ab_wallclock", "clock": "perf_counter_ns (in the sandboxed child)",
-        "warmup": config.warmup, "iters": len(rounds_data) * rounds_data[0].record["calls"],
-        "rounds": len(rounds_data), "calls_per_round": rounds_data[0].record["calls"], "threads": config.threads,
+        "method": "interleaved_ab_wallclock",
+        "clock": "perf_counter_ns (in the sandboxed child)",
+        "warmup": config.warmup,
+        "iters": len(rounds_data) * rounds_data[0].record["calls"],
+        "rounds": len(rounds_data),
+        "calls_per_round": rounds_data[0].record["calls"],
+        "threads": config.threads,
         "torch_threads": hello.record.get("torch_threads") if hello else None,
-        "sizes": pool[0].sizes, "input_pool": len(pool), "pool_contents_permuted_per_round": True,
+        "sizes": pool[0].sizes,
+        "input_pool": len(pool),
+        "pool_contents_permuted_per_round": True,
         "reference": "PyTorch Model.forward (allocates its outputs), own inputs, fp32 as declared",
-        "candidate_round_ms": [round(x, 6) for x in cand], "reference_round_ms": [round(x, 6) for x in ref],
+        "candidate_round_ms": [round(x, 6) for x in cand],
+        "reference_round_ms": [round(x, 6) for x in ref],
         "candidate_iqr_ms": [round(x, 6) for x in _quartiles(cand)],
         "reference_iqr_ms": [round(x, 6) for x in _quartiles(ref)],
         "ratio_iqr": [round(x, 4) for x in _quartiles(ratios)],
-        "rechecked_rounds": rechecked, "bytes_moved_per_call": moved, "bandwidth_floor_ms": floor_ms,
-        "child_wall_s": end.record["wall_ns"] / 1e9, "child_cpu_s": end.record["cpu_ns"] / 1e9,
+        "rechecked_rounds": rechecked,
+        "bytes_moved_per_call": moved,
+        "bandwidth_floor_ms": floor_ms,
+        "child_wall_s": end.record["wall_ns"] / 1e9,
+        "child_cpu_s": end.record["cpu_ns"] / 1e9,
     }
-    return TimingOutcome(Stage.OK, f"candidate {cand_ms:.4f} ms, reference {ref_ms:.4f} ms, speedup {speedup:.2f}x",
-                         cand_ms, ref_ms, speedup, timing, flags, box)
+    return TimingOutcome(
+        Stage.OK,
+        f"candidate {cand_ms:.4f} ms, reference {ref_ms:.4f} ms, speedup {speedup:.2f}x",
+        cand_ms,
+        ref_ms,
+        speedup,
+        timing,
+        flags,
+        box,
+    )

@@ -12,6 +12,7 @@ signal, timeout) in a frame with the request's nonce. A dead server is replaced 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import select
 import subprocess
@@ -34,18 +35,36 @@ class TimingServer:
         read_fd, write_fd = os.pipe()
         pkg = "/box/pkg" if kind == "bwrap" else str(PACKAGE_DIR.parent)
         cmd = sandbox.SandboxCommand(
-            argv=[*sandbox.python_argv("/box/children/timing_runner.py"), "--serve", pkg, *sandbox.site_paths()],
+            argv=[
+                *sandbox.python_argv("/box/children/timing_runner.py"),
+                "--serve",
+                pkg,
+                *sandbox.site_paths(),
+            ],
             ro_binds=[(str(CHILDREN_DIR), "/box/children"), (str(PACKAGE_DIR), "/box/pkg/sagekernel")],
-            env={"OMP_NUM_THREADS": str(threads), "OMP_DYNAMIC": "false", "MKL_NUM_THREADS": str(threads),
-                 "OPENBLAS_NUM_THREADS": str(threads)},
+            env={
+                "OMP_NUM_THREADS": str(threads),
+                "OMP_DYNAMIC": "false",
+                "MKL_NUM_THREADS": str(threads),
+                "OPENBLAS_NUM_THREADS": str(threads),
+            },
         )
         limits = sandbox.Limits(wall_s=0, cpu_s=24 * 3600, address_space_bytes=memory_limit_bytes)
-        argv, env, cwd = sandbox.command_line(cmd, kind=kind, limits=limits, result_fd=write_fd,
-                                              scratch_dir=self.scratch)
+        argv, env, cwd = sandbox.command_line(
+            cmd, kind=kind, limits=limits, result_fd=write_fd, scratch_dir=self.scratch
+        )
         self.log = open(self.scratch / "server.log", "wb")  # noqa: SIM115 (lives as long as the server)
         try:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
-                                         pass_fds=(write_fd,), env=env, cwd=cwd, process_group=0)
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(write_fd,),
+                env=env,
+                cwd=cwd,
+                process_group=0,
+            )
         finally:
             os.close(write_fd)
         self.read_fd = read_fd
@@ -54,8 +73,9 @@ class TimingServer:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def request(self, header: dict[str, Any], blob: bytes | bytearray, timeout_s: float
-                ) -> tuple[protocol.ParsedChannel, dict[str, Any] | None, bool]:
+    def request(
+        self, header: dict[str, Any], blob: bytes | bytearray, timeout_s: float
+    ) -> tuple[protocol.ParsedChannel, dict[str, Any] | None, bool]:
         """(frames of this request, the server's exit record or None, server_died)."""
         nonce = header["nonce"]
         assert self.proc.stdin is not None
@@ -87,10 +107,8 @@ class TimingServer:
 
     def close(self) -> None:
         sandbox.kill_group(self.proc)
-        try:
+        with contextlib.suppress(OSError):
             os.close(self.read_fd)
-        except OSError:
-            pass
         self.log.close()
 
 
@@ -98,8 +116,14 @@ _SERVERS: dict[tuple[str, int, int], TimingServer] = {}
 _LOCK = threading.Lock()
 
 
-def request(kind: str, threads: int, memory_limit_bytes: int, header: dict[str, Any], blob: bytes | bytearray,
-            timeout_s: float) -> tuple[protocol.ParsedChannel, dict[str, Any] | None, str]:
+def request(
+    kind: str,
+    threads: int,
+    memory_limit_bytes: int,
+    header: dict[str, Any],
+    blob: bytes | bytearray,
+    timeout_s: float,
+) -> tuple[protocol.ParsedChannel, dict[str, Any] | None, str]:
     """Run one timing request on the shared server for (kind, threads); (frames, exit record, problem)."""
     key = (kind, threads, memory_limit_bytes)
     with _LOCK:

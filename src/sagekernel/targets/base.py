@@ -30,5 +30,6 @@ class BuildResult:
 
 @runtime_checkable
 class NativeTarget(Target, Protocol):
-    def build(self, source: str, task: Task, workdir: Path, *, sandbox_kind: str = "auto",
-              timeout_s: float = 60.0) -> BuildResult: ...
+    def build(
+        self, source: str, task: Task, workdir: Path, *, sandbox_kind: str = "auto", timeout_s: float = 60.0
+    ) -> BuildResult: ...

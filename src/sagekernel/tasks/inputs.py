@@ -15,8 +15,11 @@ Value distributions (`DISTRIBUTIONS`):
 
 Without a ``make_inputs`` hook, a non-default distribution re-draws every floating-point input from
 that distribution and keeps integer and bool inputs exactly as ``get_inputs()`` made them (so index
-tensors stay in range). A task file whose inputs have a domain (non-negative, inf/nan present,
-ties between two tensors, probabilities, valid scales) defines
+tensors stay in range). Inputs named in ``SAGE_TASK["structured_inputs"]`` (weights, cos/sin tables,
+quantisation scales) are also kept: their realistic values are part of the task.
+
+A task file whose inputs have a domain (non-negative, inf/nan present, ties between two tensors,
+probabilities, valid scales) defines
 ``make_inputs(sizes: dict[str, int], gen: torch.Generator | None, distribution: str) -> list[Tensor]``,
 which is then used for every distribution, ``default`` included.
 """
@@ -178,6 +181,28 @@ def sample_tensor(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator
     return x.to(dtype)
 
 
+def structured_inputs(module: ModuleType) -> frozenset[str]:
+    meta = getattr(module, "SAGE_TASK", None)
+    return frozenset(meta.get("structured_inputs", ())) if isinstance(meta, dict) else frozenset()
+
+
+def tolerance_scale(inputs: Sequence[torch.Tensor]) -> float:
+    """max(1, mean |x| over the finite elements of the floating-point inputs).
+
+    Absolute rounding error of float32 arithmetic grows with the magnitude of the operands, so a
+    task's `atol` (stated for unit-scale inputs) should be multiplied by this for the
+    ``large_magnitude`` and ``heavy_tailed`` distributions: ``|d| <= atol * scale + rtol * |ref|``.
+    """
+    total, count = 0.0, 0
+    for t in inputs:
+        if t.is_floating_point() and t.numel():
+            x = t.detach().double()
+            x = x[torch.isfinite(x)]
+            total += float(x.abs().sum())
+            count += x.numel()
+    return max(1.0, total / count) if count else 1.0
+
+
 def build_inputs(task: Task, sizes: Mapping[str, int] | None = None, seed: int = 0,
                  distribution: str = "default") -> list[torch.Tensor]:
     """Fresh, contiguous input tensors for `task` at `sizes` (defaults where omitted).
@@ -204,8 +229,10 @@ def build_inputs(task: Task, sizes: Mapping[str, int] | None = None, seed: int =
             inputs = call_get_inputs(module, path)
             if distribution != "default":
                 gen = torch.Generator().manual_seed((seed + _REDRAW_SALT) % (2**63))
-                inputs = [sample_tensor(t.shape, t.dtype, gen, distribution) if t.is_floating_point() else t
-                          for t in inputs]
+                keep = structured_inputs(module)
+                inputs = [sample_tensor(t.shape, t.dtype, gen, distribution)
+                          if t.is_floating_point() and spec.name not in keep else t
+                          for spec, t in zip(task.inputs, inputs, strict=False)]
     inputs = [t.detach().clone().contiguous() for t in inputs]
     check_tensors(task, task.inputs, inputs, full, f"inputs for distribution {distribution!r}")
     return inputs

@@ -15,6 +15,7 @@ The harness-side helpers (`build_inputs`, `make_model`, `reference_outputs`) liv
 
 from __future__ import annotations
 
+import copy
 import keyword
 import re
 from collections.abc import Mapping
@@ -56,7 +57,8 @@ __all__ = [
 REFERENCE_KERNEL_SUFFIXES = {"cpu": ".cpu.c"}
 
 REQUIRED_KEYS = ("name", "level", "category", "inputs", "outputs", "sizes")
-OPTIONAL_KEYS = ("description", "attrs", "variants", "dtype", "atol", "rtol", "fp64_reference")
+OPTIONAL_KEYS = ("description", "attrs", "variants", "dtype", "atol", "rtol", "fp64_reference",
+                 "structured_inputs")
 
 #: C keywords and names a kernel parameter must not take.
 _C_RESERVED = frozenset((
@@ -72,6 +74,8 @@ _C_RESERVED = frozenset((
     "floor", "ceil", "round", "rint", "erf", "erfc", "tanh", "fmax", "fmin", "fma",
     "sinf", "cosf", "expf", "logf", "sqrtf", "powf", "fabsf", "erff", "tanhf", "fmaxf", "fminf",
 ))
+_TASK_CACHE: dict[Path, tuple[int, Task]] = {}
+
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 
@@ -100,10 +104,29 @@ class LoadReport:
 # ----------------------------------------------------------------------------- public API
 
 def load_task(path: Path) -> Task:
-    """Load and validate one task file. Raises `TaskError` (message starts with the path)."""
+    """Load and validate one task file. Raises `TaskError` (message starts with the path).
+
+    Results are cached per file and modification time (each call returns its own copy), so
+    loading a suite twice in one process runs the references only once.
+    """
     path = Path(path).resolve()
     if path.suffix != ".py":
         raise TaskError(f"{path}: a task file must be a .py file")
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError as exc:
+        raise TaskError(f"{path}: no such task file") from exc
+    cached = _TASK_CACHE.get(path)
+    if cached is not None and cached[0] == mtime:
+        task = copy.deepcopy(cached[1])
+    else:
+        task = _load_uncached(path)
+        _TASK_CACHE[path] = (mtime, copy.deepcopy(task))
+    task.reference_kernels = find_reference_kernels(path)
+    return task
+
+
+def _load_uncached(path: Path) -> Task:
     module = import_task_module(path)
     for required in ("Model", "get_inputs"):
         if not hasattr(module, required):
@@ -111,9 +134,7 @@ def load_task(path: Path) -> Task:
             raise TaskError(f"{path}: defines no {required} {what} (KernelBench convention: "
                             "Model, get_inputs, get_init_inputs)")
     meta = getattr(module, "SAGE_TASK", None)
-    task = infer_task(path, module) if meta is None else _task_from_metadata(path, module, meta)
-    task.reference_kernels = find_reference_kernels(path)
-    return task
+    return infer_task(path, module) if meta is None else _task_from_metadata(path, module, meta)
 
 
 def load_dir(path: Path) -> LoadReport:
@@ -272,6 +293,10 @@ def _validate_meta(path: Path, module: ModuleType, meta: object) -> dict[str, An
     if dtype is not None and dtype not in SUPPORTED_DTYPES:
         raise _fail(path, f"SAGE_TASK['dtype'] {dtype!r} is not supported (supported: "
                     f"{', '.join(SUPPORTED_DTYPES)})")
+    structured = meta.get("structured_inputs", [])
+    if not isinstance(structured, list) or any(n not in dict(inputs) for n in structured):
+        raise _fail(path, f"SAGE_TASK['structured_inputs'] must list input names "
+                    f"({', '.join(n for n, _ in inputs)}), got {structured!r}")
     fp64 = meta.get("fp64_reference", True)
     if not isinstance(fp64, bool):
         raise _fail(path, "SAGE_TASK['fp64_reference'] must be True or False")

@@ -8,6 +8,7 @@ kernel cannot read /proc, the task directory or anything else while it runs).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -18,30 +19,86 @@ CLONE_THREAD = 0x00010000
 
 DENY_ALWAYS = (
     # network
-    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4", "sendto", "sendmsg",
+    "socket",
+    "socketpair",
+    "connect",
+    "bind",
+    "listen",
+    "accept",
+    "accept4",
+    "sendto",
+    "sendmsg",
     "sendmmsg",
     # process creation and replacement (threads stay allowed: clone with CLONE_THREAD)
-    "fork", "vfork", "execve", "execveat",
+    "fork",
+    "vfork",
+    "execve",
+    "execveat",
     # reading or steering other processes
-    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_open", "pidfd_getfd",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "kcmp",
+    "pidfd_open",
+    "pidfd_getfd",
     # namespaces, mounts, kernel facilities
-    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "keyctl", "add_key", "request_key",
-    "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "init_module", "finit_module",
-    "delete_module", "kexec_load", "reboot", "swapon", "swapoff", "personality", "acct",
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "io_uring_setup",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "kexec_load",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "personality",
+    "acct",
 )
-DENY_AFTER_LOAD = ("open", "openat", "openat2", "creat", "name_to_handle_at", "open_by_handle_at",
-                   "memfd_create", "mknod", "mknodat", "symlink", "symlinkat", "link", "linkat",
-                   "rename", "renameat", "renameat2", "unlink", "unlinkat", "truncate", "chdir")
+DENY_AFTER_LOAD = (
+    "open",
+    "openat",
+    "openat2",
+    "creat",
+    "name_to_handle_at",
+    "open_by_handle_at",
+    "memfd_create",
+    "mknod",
+    "mknodat",
+    "symlink",
+    "symlinkat",
+    "link",
+    "linkat",
+    "rename",
+    "renameat",
+    "renameat2",
+    "unlink",
+    "unlinkat",
+    "truncate",
+    "chdir",
+)
 
 
 def _seccomp_module() -> Any:
     try:
         import pyseccomp as sc
+
         return sc
     except ImportError:
         pass
     try:
         import seccomp as sc  # Debian's python3-seccomp (system python only)
+
         return sc
     except ImportError:
         return None
@@ -58,20 +115,14 @@ def _load(names: tuple[str, ...], extra: bool) -> str:
         except Exception:  # syscall unknown on this architecture
             continue
     if extra:
-        try:
+        with contextlib.suppress(Exception):
             flt.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0))
-        except Exception:
-            pass
-        try:
-            flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")  # glibc falls back to clone for threads
-        except Exception:
-            pass
+        with contextlib.suppress(Exception):  # glibc falls back to clone for threads
+            flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
         pid = os.getpid()  # signals only to itself: never to the parent, siblings or a server
         for name in ("kill", "tgkill"):
-            try:
+            with contextlib.suppress(Exception):
                 flt.add_rule(sc.ERRNO(errno.EPERM), name, sc.Arg(0, sc.NE, pid))
-            except Exception:
-                pass
     flt.load()
     return "deny-list"
 

@@ -18,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from guard import Channel, lock_files, lock_process, read_request  # noqa: E402
+from guard import Channel, lock_files, lock_process, read_request
 
 GUARD = 64
 GUARD_BYTE = 0xA5
@@ -37,19 +37,18 @@ class Buffer:
         self.base = ctypes.addressof(ctypes.c_char.from_buffer(self.mem))
         self.addr = self.base + GUARD
         self.mem[:GUARD] = bytes([GUARD_BYTE]) * GUARD
-        self.mem[GUARD + nbytes:GUARD * 2 + nbytes] = bytes([GUARD_BYTE]) * GUARD
+        self.mem[GUARD + nbytes : GUARD * 2 + nbytes] = bytes([GUARD_BYTE]) * GUARD
 
     def fill(self, pattern: bytes) -> None:
         reps = self.nbytes // len(pattern) + 1
-        self.mem[GUARD:GUARD + self.nbytes] = (pattern * reps)[: self.nbytes]
+        self.mem[GUARD : GUARD + self.nbytes] = (pattern * reps)[: self.nbytes]
 
     def load(self, data: memoryview) -> None:
-        self.mem[GUARD:GUARD + self.nbytes] = data
+        self.mem[GUARD : GUARD + self.nbytes] = data
 
     def guards_intact(self) -> bool:
         pad = bytes([GUARD_BYTE]) * GUARD
-        return (self.mem[:GUARD] == pad
-                and self.mem[GUARD + self.nbytes:GUARD * 2 + self.nbytes] == pad)
+        return self.mem[:GUARD] == pad and self.mem[GUARD + self.nbytes : GUARD * 2 + self.nbytes] == pad
 
     def first_difference(self, data: memoryview, data_addr: int) -> int:
         """-1 if the contents equal `data` (at address `data_addr`), else the first differing byte."""
@@ -62,7 +61,7 @@ class Buffer:
         return -1
 
     def view(self) -> memoryview:
-        return memoryview(self.mem)[GUARD:GUARD + self.nbytes]
+        return memoryview(self.mem)[GUARD : GUARD + self.nbytes]
 
 
 def main() -> int:
@@ -86,13 +85,17 @@ def main() -> int:
         in_sizes = [n for _, n in call["inputs"]]
         out_sizes = list(call["outputs"])
         cached = slots.get(call["slot"])
-        if cached is None or [b.nbytes for b in cached[0]] != in_sizes or [b.nbytes for b in cached[1]] != out_sizes:
+        if (
+            cached is None
+            or [b.nbytes for b in cached[0]] != in_sizes
+            or [b.nbytes for b in cached[1]] != out_sizes
+        ):
             cached = ([Buffer(n) for n in in_sizes], [Buffer(n) for n in out_sizes])
             slots[call["slot"]] = cached
         ins, outs = cached
-        for buf, (off, n) in zip(ins, call["inputs"]):
-            buf.load(blob[off:off + n])
-        for buf, fill in zip(outs, call["fills"]):
+        for buf, (off, n) in zip(ins, call["inputs"], strict=False):
+            buf.load(blob[off : off + n])
+        for buf, fill in zip(outs, call["fills"], strict=False):
             buf.fill(bytes.fromhex(fill))
         args: list[object] = [ctypes.c_void_p(b.addr) for b in ins + outs]
         for kind, value in call["scalars"]:
@@ -101,12 +104,22 @@ def main() -> int:
         t0 = time.perf_counter()
         fn(*args)
         seconds = time.perf_counter() - t0
-        changed = [buf.first_difference(blob[off:off + n], blob_addr + off)
-                   for buf, (off, n) in zip(ins, call["inputs"])]
+        changed = [
+            buf.first_difference(blob[off : off + n], blob_addr + off)
+            for buf, (off, n) in zip(ins, call["inputs"], strict=False)
+        ]
         guards = [b.guards_intact() for b in ins + outs]
         payload = b"".join(bytes(b.view()) for b in outs)
-        chan.send({"kind": "done", "id": call["id"], "seconds": seconds, "inputs_changed": changed,
-                   "guards": guards}, payload)
+        chan.send(
+            {
+                "kind": "done",
+                "id": call["id"],
+                "seconds": seconds,
+                "inputs_changed": changed,
+                "guards": guards,
+            },
+            payload,
+        )
     chan.send({"kind": "end"})
     return 0
 

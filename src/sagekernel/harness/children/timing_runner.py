@@ -21,7 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from guard import Channel, lock_files, lock_process, read_request  # noqa: E402
+import contextlib
+
+from guard import Channel, lock_files, lock_process, read_request
 
 
 def _prepare_paths(pkg: str, site: list[str]) -> None:
@@ -44,17 +46,27 @@ def time_request(header: dict, blob: memoryview, chan: Channel) -> None:
     work.mkdir()
     lib_off, lib_len = header["lib_span"]
     lib_path = work / "kernel.so"
-    lib_path.write_bytes(blob[lib_off:lib_off + lib_len])
+    lib_path.write_bytes(blob[lib_off : lib_off + lib_len])
     task_file = work / header["task_file_name"]
     task_file.write_text(header["task_source"], encoding="utf-8")
     threads = int(header["threads"])
     torch.set_num_threads(threads)
     t = header["task"]
-    task = Task(name=t["name"], level=t["level"], category=t["category"], description="",
-                source_path=task_file,
-                inputs=[TensorSpec(n, tuple(d), dt) for n, d, dt in t["inputs"]],
-                outputs=[TensorSpec(n, tuple(d), dt) for n, d, dt in t["outputs"]],
-                attrs=t["attrs"], sizes=t["sizes"], variants=[], dtype=t["dtype"], atol=t["atol"], rtol=t["rtol"])
+    task = Task(
+        name=t["name"],
+        level=t["level"],
+        category=t["category"],
+        description="",
+        source_path=task_file,
+        inputs=[TensorSpec(n, tuple(d), dt) for n, d, dt in t["inputs"]],
+        outputs=[TensorSpec(n, tuple(d), dt) for n, d, dt in t["outputs"]],
+        attrs=t["attrs"],
+        sizes=t["sizes"],
+        variants=[],
+        dtype=t["dtype"],
+        atol=t["atol"],
+        rtol=t["rtol"],
+    )
     sizes = header["sizes"]
     pool = int(header["pool"])
     model = make_model(task, sizes)
@@ -74,21 +86,31 @@ def time_request(header: dict, blob: memoryview, chan: Channel) -> None:
     lock_files()
     chan.send({"kind": "loaded"})
 
-    contents = [[torch.frombuffer(blob, dtype=torch.uint8, count=n, offset=off) if n else torch.empty(0, dtype=torch.uint8)
-                 for off, n in spans] for spans in header["contents"]]
+    contents = [
+        [
+            torch.frombuffer(blob, dtype=torch.uint8, count=n, offset=off)
+            if n
+            else torch.empty(0, dtype=torch.uint8)
+            for off, n in spans
+        ]
+        for spans in header["contents"]
+    ]
     in_bufs = [[torch.empty(n, dtype=torch.uint8) for _, n in header["contents"][0]] for _ in range(pool)]
     out_bufs = [[torch.empty(n, dtype=torch.uint8) for n in header["out_sizes"]] for _ in range(pool)]
     fills = [bytes.fromhex(f) for f in header["fills"]]
     fill_tensors = [torch.frombuffer(bytearray(f), dtype=torch.uint8) for f in fills]
-    scalars: list[object] = [ctypes.c_int64(int(v)) if k == "i64" else ctypes.c_float(float(v))
-                             for k, v in header["scalars"]]
-    argsets = [[ctypes.c_void_p(b.data_ptr()) for b in in_bufs[j] + out_bufs[j]] + scalars for j in range(pool)]
+    scalars: list[object] = [
+        ctypes.c_int64(int(v)) if k == "i64" else ctypes.c_float(float(v)) for k, v in header["scalars"]
+    ]
+    argsets = [
+        [ctypes.c_void_p(b.data_ptr()) for b in in_bufs[j] + out_bufs[j]] + scalars for j in range(pool)
+    ]
 
     def assign(perm: list[int]) -> None:
         for j, c in enumerate(perm):
-            for buf, src in zip(in_bufs[j], contents[c]):
+            for buf, src in zip(in_bufs[j], contents[c], strict=False):
                 buf.copy_(src)
-            for buf, pat in zip(out_bufs[j], fill_tensors):
+            for buf, pat in zip(out_bufs[j], fill_tensors, strict=False):
                 if buf.numel():
                     reps = buf.numel() // pat.numel() + 1
                     buf.copy_(pat.repeat(reps)[: buf.numel()])
@@ -126,16 +148,27 @@ def time_request(header: dict, blob: memoryview, chan: Channel) -> None:
             cand, ref = run_candidate(per_round), run_reference(per_round)
         else:
             ref, cand = run_reference(per_round), run_candidate(per_round)
-        record = {"kind": "round", "round": r, "order": order, "cand_ns": cand, "ref_ns": ref, "calls": per_round}
+        record = {
+            "kind": "round",
+            "round": r,
+            "order": order,
+            "cand_ns": cand,
+            "ref_ns": ref,
+            "calls": per_round,
+        }
         if r == rounds - 1 or rng.random() < recheck_p:
             used = sorted({c % pool for c in range(per_round)})
             record["recheck"] = [[j, perm[j]] for j in used]
-            payload = b"".join(bytes(out_bufs[j][k].numpy().tobytes()) for j in used for k in range(len(out_bufs[j])))
+            payload = b"".join(
+                bytes(out_bufs[j][k].numpy().tobytes()) for j in used for k in range(len(out_bufs[j]))
+            )
             chan.send(record, payload)
         else:
             chan.send(record)
     gc.enable()
-    chan.send({"kind": "end", "wall_ns": time.perf_counter_ns() - wall0, "cpu_ns": time.process_time_ns() - cpu0})
+    chan.send(
+        {"kind": "end", "wall_ns": time.perf_counter_ns() - wall0, "cpu_ns": time.process_time_ns() - cpu0}
+    )
 
 
 def main() -> int:
@@ -182,10 +215,8 @@ def serve(pkg: str, site: list[str]) -> int:
                 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
                 time_request(header, blob, chan)
             except BaseException as exc:  # report, never propagate into the server loop
-                try:
+                with contextlib.suppress(OSError):
                     chan.send({"kind": "error", "error": f"{type(exc).__name__}: {exc}"})
-                except OSError:
-                    pass
                 status = 1
             finally:
                 os._exit(status)

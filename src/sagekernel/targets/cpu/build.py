@@ -22,16 +22,25 @@ from sagekernel.harness.verdict import LintFinding
 from sagekernel.targets.base import BuildResult
 from sagekernel.targets.cpu.contract import KERNEL_SYMBOL
 
-COMMON_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-fopenmp", "-fno-fast-math",
-                "-Wl,--no-undefined")
+COMMON_FLAGS = (
+    "-O3",
+    "-march=native",
+    "-fPIC",
+    "-shared",
+    "-fopenmp",
+    "-fno-fast-math",
+    "-Wl,--no-undefined",
+)
 C_FLAGS = ("-std=gnu11", "-Werror=implicit-function-declaration", "-Werror=incompatible-pointer-types")
 CXX_FLAGS = ("-std=c++17", "-Drestrict=__restrict__")
 LINK_LIBS = ("-lm",)
 MAX_MESSAGE_CHARS = 1800
 
-_CXX_MARKERS = re.compile(r"extern\s+\"C\"|\bstd::|\btemplate\s*<|\bnamespace\b|\bconstexpr\b|"
-                          r"#\s*include\s*<(?:vector|algorithm|cmath|cstdint|cstddef|cstdlib|cstring|array|"
-                          r"numeric|limits|utility|type_traits|memory|climits|cfloat|cassert|cstdio)>")
+_CXX_MARKERS = re.compile(
+    r"extern\s+\"C\"|\bstd::|\btemplate\s*<|\bnamespace\b|\bconstexpr\b|"
+    r"#\s*include\s*<(?:vector|algorithm|cmath|cstdint|cstddef|cstdlib|cstring|array|"
+    r"numeric|limits|utility|type_traits|memory|climits|cfloat|cassert|cstdio)>"
+)
 
 
 def is_cxx(source: str) -> bool:
@@ -61,17 +70,30 @@ def build(source: str, workdir: Path, *, sandbox_kind: str = "auto", timeout_s: 
     src_path = build_dir / f"kernel.{suffix}"
     src_path.write_text(source, encoding="utf-8")
     kind = sandbox.best_kind(sandbox_kind)
-    argv = [*compiler_command(language), f"/box/build/kernel.{suffix}", "-o", "/box/build/kernel.so", *LINK_LIBS]
+    argv = [
+        *compiler_command(language),
+        f"/box/build/kernel.{suffix}",
+        "-o",
+        "/box/build/kernel.so",
+        *LINK_LIBS,
+    ]
     cmd = sandbox.SandboxCommand(argv=argv, rw_binds=[(str(build_dir), "/box/build")], workdir="/box/build")
-    limits = sandbox.Limits(wall_s=timeout_s, cpu_s=int(timeout_s) + 1, address_space_bytes=None,
-                            file_size_bytes=256 << 20)
+    limits = sandbox.Limits(
+        wall_s=timeout_s, cpu_s=int(timeout_s) + 1, address_space_bytes=None, file_size_bytes=256 << 20
+    )
     scratch = workdir / "compile"
     scratch.mkdir(exist_ok=True)
     t0 = time.perf_counter()
     result = sandbox.run(cmd, kind=kind, limits=limits, scratch_dir=scratch)
     seconds = time.perf_counter() - t0
-    info = {"compiler": compiler_version(argv[0]), "command": " ".join(argv), "flags": [*argv[1:-4], *LINK_LIBS],
-            "language": language, "seconds": round(seconds, 4), "sandbox": kind}
+    info = {
+        "compiler": compiler_version(argv[0]),
+        "command": " ".join(argv),
+        "flags": [*argv[1:-4], *LINK_LIBS],
+        "language": language,
+        "seconds": round(seconds, 4),
+        "sandbox": kind,
+    }
     library = build_dir / "kernel.so"
     if result.timed_out:
         return BuildResult(False, None, f"the compiler did not finish within {timeout_s:.0f} s", info)
@@ -83,8 +105,14 @@ def build(source: str, workdir: Path, *, sandbox_kind: str = "auto", timeout_s: 
         return BuildResult(False, None, problem, info, stage="load")
     if findings:
         names = ", ".join(sorted({f.rule for f in findings}))
-        return BuildResult(False, None, f"the built library was rejected ({names}): " + findings[0].reason, info,
-                           findings=findings, stage="lint")
+        return BuildResult(
+            False,
+            None,
+            f"the built library was rejected ({names}): " + findings[0].reason,
+            info,
+            findings=findings,
+            stage="lint",
+        )
     return BuildResult(True, library, "built", info)
 
 
@@ -95,7 +123,7 @@ def trim_compiler_log(log: str, suffix: str) -> str:
     keep: list[str] = []
     for i, line in enumerate(lines):
         if "error" in line or "undefined reference" in line:
-            keep.extend(lines[i:i + 3])
+            keep.extend(lines[i : i + 3])
         if len("\n".join(keep)) > MAX_MESSAGE_CHARS:
             break
     text = "\n".join(dict.fromkeys(keep)) if keep else log.strip()
@@ -105,44 +133,175 @@ def trim_compiler_log(log: str, suffix: str) -> str:
 
 # ---- object checks -------------------------------------------------------------------------------
 
-_LIBM = ("sin cos tan asin acos atan atan2 sinh cosh tanh asinh acosh atanh exp exp2 exp10 expm1 log log2 log10 "
-         "log1p pow sqrt cbrt hypot erf erfc tgamma lgamma ceil floor trunc round lround llround nearbyint rint "
-         "lrint llrint fmod remainder remquo fma fmax fmin fdim fabs copysign nextafter frexp ldexp modf scalbn "
-         "scalbln ilogb logb sincos nan").split()
+_LIBM = [
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "atan2",
+    "sinh",
+    "cosh",
+    "tanh",
+    "asinh",
+    "acosh",
+    "atanh",
+    "exp",
+    "exp2",
+    "exp10",
+    "expm1",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "pow",
+    "sqrt",
+    "cbrt",
+    "hypot",
+    "erf",
+    "erfc",
+    "tgamma",
+    "lgamma",
+    "ceil",
+    "floor",
+    "trunc",
+    "round",
+    "lround",
+    "llround",
+    "nearbyint",
+    "rint",
+    "lrint",
+    "llrint",
+    "fmod",
+    "remainder",
+    "remquo",
+    "fma",
+    "fmax",
+    "fmin",
+    "fdim",
+    "fabs",
+    "copysign",
+    "nextafter",
+    "frexp",
+    "ldexp",
+    "modf",
+    "scalbn",
+    "scalbln",
+    "ilogb",
+    "logb",
+    "sincos",
+    "nan",
+]
 ALLOWED_UNDEFINED = frozenset(
     [n + s for n in _LIBM for s in ("", "f", "l")]
     + [f"__{n}{s}_finite" for n in _LIBM for s in ("", "f")]
-    + ("memset memcpy memmove memcmp malloc calloc realloc free aligned_alloc posix_memalign abort "
-       "__assert_fail __stack_chk_fail __cxa_finalize __gmon_start__ _ITM_registerTMCloneTable "
-       "_ITM_deregisterTMCloneTable printf puts putchar fputs fputc fprintf fwrite fflush snprintf sprintf "
-       "stderr stdout strlen strcmp strncmp qsort bsearch abs labs llabs __printf_chk __fprintf_chk "
-       "__sprintf_chk __snprintf_chk __memcpy_chk __memset_chk __memmove_chk __cxa_begin_catch __cxa_end_catch "
-       "__cxa_rethrow __cxa_allocate_exception __cxa_free_exception __cxa_throw __cxa_guard_acquire "
-       "__cxa_guard_release __cxa_guard_abort __cxa_atexit __cxa_pure_virtual __gxx_personality_v0 "
-       "_Unwind_Resume __dso_handle _ZSt7nothrow __errno_location").split()
+    + [
+        "memset",
+        "memcpy",
+        "memmove",
+        "memcmp",
+        "malloc",
+        "calloc",
+        "realloc",
+        "free",
+        "aligned_alloc",
+        "posix_memalign",
+        "abort",
+        "__assert_fail",
+        "__stack_chk_fail",
+        "__cxa_finalize",
+        "__gmon_start__",
+        "_ITM_registerTMCloneTable",
+        "_ITM_deregisterTMCloneTable",
+        "printf",
+        "puts",
+        "putchar",
+        "fputs",
+        "fputc",
+        "fprintf",
+        "fwrite",
+        "fflush",
+        "snprintf",
+        "sprintf",
+        "stderr",
+        "stdout",
+        "strlen",
+        "strcmp",
+        "strncmp",
+        "qsort",
+        "bsearch",
+        "abs",
+        "labs",
+        "llabs",
+        "__printf_chk",
+        "__fprintf_chk",
+        "__sprintf_chk",
+        "__snprintf_chk",
+        "__memcpy_chk",
+        "__memset_chk",
+        "__memmove_chk",
+        "__cxa_begin_catch",
+        "__cxa_end_catch",
+        "__cxa_rethrow",
+        "__cxa_allocate_exception",
+        "__cxa_free_exception",
+        "__cxa_throw",
+        "__cxa_guard_acquire",
+        "__cxa_guard_release",
+        "__cxa_guard_abort",
+        "__cxa_atexit",
+        "__cxa_pure_virtual",
+        "__gxx_personality_v0",
+        "_Unwind_Resume",
+        "__dso_handle",
+        "_ZSt7nothrow",
+        "__errno_location",
+    ]
 )
 _ALLOWED_PATTERNS = re.compile(
     r"^(?:GOMP_\w+|omp_(?!get_wtime|get_wtick)\w+|_ZGV\w+|_Znw\w*|_Zna\w*|_ZdlPv\w*|_ZdaPv\w*|"
-    r"_ZSt\d+__throw_\w+|_ZTVN10__cxxabiv\w+|_ZTI\w+|_ZTS\w+)$")
+    r"_ZSt\d+__throw_\w+|_ZTVN10__cxxabiv\w+|_ZTI\w+|_ZTS\w+)$"
+)
 
 SYMBOL_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    ("symbol_timer", re.compile(r"^(?:clock_gettime|gettimeofday|time|clock|times|timespec_get|getrusage|"
-                                r"omp_get_wtime|omp_get_wtick|_ZNSt6chrono\w*)$"),
-     "the library calls a clock; timing belongs to the harness"),
-    ("symbol_library_op", re.compile(r"^(?:cblas_\w+|\w*gemm_?|\w*gemv_?|LAPACKE_\w+|mkl_\w+|openblas_\w+|"
-                                     r"dnnl_\w+|fftw\w*)$"),
-     "the library calls a routine that does the operator's work; compute it in the kernel"),
-    ("symbol_threads", re.compile(r"^(?:pthread_\w+|thrd_\w+|_ZNSt6thread\w*)$"),
-     "the library creates threads outside OpenMP"),
-    ("symbol_os_access", re.compile(r"^(?:f?open\w*|creat|socket|connect|fork|vfork|clone\w*|exec\w*|system|"
-                                    r"popen|dlopen|dlsym|dlmopen|syscall|ptrace|mmap\w*|mprotect|getenv|read|"
-                                    r"write|pread\w*|pwrite\w*|kill|raise|signal|sigaction|setjmp|longjmp|"
-                                    r"_setjmp|__sigsetjmp|unlink|remove|fread|fwrite_unlocked|fscanf|"
-                                    r"__isoc99_fscanf|process_vm_\w+|memfd_create|ioctl)$"),
-     "the library uses files, processes, signals or dynamic loading"),
+    (
+        "symbol_timer",
+        re.compile(
+            r"^(?:clock_gettime|gettimeofday|time|clock|times|timespec_get|getrusage|"
+            r"omp_get_wtime|omp_get_wtick|_ZNSt6chrono\w*)$"
+        ),
+        "the library calls a clock; timing belongs to the harness",
+    ),
+    (
+        "symbol_library_op",
+        re.compile(
+            r"^(?:cblas_\w+|\w*gemm_?|\w*gemv_?|LAPACKE_\w+|mkl_\w+|openblas_\w+|"
+            r"dnnl_\w+|fftw\w*)$"
+        ),
+        "the library calls a routine that does the operator's work; compute it in the kernel",
+    ),
+    (
+        "symbol_threads",
+        re.compile(r"^(?:pthread_\w+|thrd_\w+|_ZNSt6thread\w*)$"),
+        "the library creates threads outside OpenMP",
+    ),
+    (
+        "symbol_os_access",
+        re.compile(
+            r"^(?:f?open\w*|creat|socket|connect|fork|vfork|clone\w*|exec\w*|system|"
+            r"popen|dlopen|dlsym|dlmopen|syscall|ptrace|mmap\w*|mprotect|getenv|read|"
+            r"write|pread\w*|pwrite\w*|kill|raise|signal|sigaction|setjmp|longjmp|"
+            r"_setjmp|__sigsetjmp|unlink|remove|fread|fwrite_unlocked|fscanf|"
+            r"__isoc99_fscanf|process_vm_\w+|memfd_create|ioctl)$"
+        ),
+        "the library uses files, processes, signals or dynamic loading",
+    ),
 )
-NOT_ALLOWED_REASON = ("the library calls a function outside the allow-list (libc memory functions, libm maths, "
-                      "OpenMP, the C++ runtime's allocation and exceptions)")
+NOT_ALLOWED_REASON = (
+    "the library calls a function outside the allow-list (libc memory functions, libm maths, "
+    "OpenMP, the C++ runtime's allocation and exceptions)"
+)
 
 
 def _nm(library: Path, *flags: str) -> list[tuple[str, str]]:
@@ -181,21 +340,35 @@ def check_library(library: Path, language: str) -> tuple[list[LintFinding], str]
                 findings.append(LintFinding(rule, f"{reason} (symbol {name})", None, name))
                 break
         else:
-            findings.append(LintFinding("symbol_not_allowed", f"{NOT_ALLOWED_REASON} (symbol {name})", None, name))
+            findings.append(
+                LintFinding("symbol_not_allowed", f"{NOT_ALLOWED_REASON} (symbol {name})", None, name)
+            )
     defined = [name for kind, name in _nm(library, "--defined-only") if kind in "TtWwDdBbVviIuG"]
     if KERNEL_SYMBOL not in defined:
-        hint = " (in C++, declare it extern \"C\")" if language == "c++" else ""
+        hint = ' (in C++, declare it extern "C")' if language == "c++" else ""
         return findings, f"the library does not export `{KERNEL_SYMBOL}`{hint}"
     for name in defined:
         if name not in (KERNEL_SYMBOL, "_init", "_fini") and _is_libc_symbol(name):
-            findings.append(LintFinding("defines_library_symbol",
-                                        f"the library defines `{name}`, a C library function: replacing library "
-                                        "functions (e.g. the clock) is not allowed", None, name))
+            findings.append(
+                LintFinding(
+                    "defines_library_symbol",
+                    f"the library defines `{name}`, a C library function: replacing library "
+                    "functions (e.g. the clock) is not allowed",
+                    None,
+                    name,
+                )
+            )
     extra = _init_array_size(library) - _baseline_init_array_size(language)
     if extra > 0:
-        findings.append(LintFinding("constructor", "the library runs code when it is loaded (constructor / "
-                                    f".init_array, {extra // 8} extra entries); a kernel may only run when called",
-                                    None, ".init_array"))
+        findings.append(
+            LintFinding(
+                "constructor",
+                "the library runs code when it is loaded (constructor / "
+                f".init_array, {extra // 8} extra entries); a kernel may only run when called",
+                None,
+                ".init_array",
+            )
+        )
     return findings, ""
 
 
@@ -221,6 +394,10 @@ def _baseline_init_array_size(language: str) -> int:
         prefix = 'extern "C" ' if language == "c++" else ""
         src.write_text(f"{prefix}void {KERNEL_SYMBOL}(void) {{}}\n")
         out = Path(tmp) / "k.so"
-        subprocess.run([*compiler_command(language), str(src), "-o", str(out), *LINK_LIBS],
-                       capture_output=True, timeout=60, check=True)
+        subprocess.run(
+            [*compiler_command(language), str(src), "-o", str(out), *LINK_LIBS],
+            capture_output=True,
+            timeout=60,
+            check=True,
+        )
         return _init_array_size(out)

@@ -15,7 +15,8 @@ def _numel(spec: TensorSpec) -> str:
 
 
 def _fill(spec: TensorSpec, value: str) -> str:
-    return f"    for (int64_t i = 0; i < (int64_t)({_numel(spec)}); ++i) {spec.name}[i] = ({c_type(spec.dtype)}){value};"
+    n = _numel(spec)
+    return f"    for (int64_t i = 0; i < (int64_t)({n}); ++i) {spec.name}[i] = ({c_type(spec.dtype)}){value};"
 
 
 def canary_sources(task: Task) -> dict[str, str]:
@@ -31,8 +32,10 @@ def canary_sources(task: Task) -> dict[str, str]:
             lines.append(f"    memset({o.name}, 0, {out_bytes});")
             continue
         in_bytes = f"(size_t)({_numel(first)}) * sizeof({c_type(first.dtype)})"
-        lines.append(f"    {{ size_t a = {in_bytes}, b = {out_bytes};\n"
-                     f"      memcpy({o.name}, {first.name}, a < b ? a : b);\n"
-                     f"      if (b > a) memset((char*){o.name} + a, 0, b - a); }}")
+        lines.append(
+            f"    {{ size_t sage_nin = {in_bytes}, sage_nout = {out_bytes};\n"
+            f"      memcpy({o.name}, {first.name}, sage_nin < sage_nout ? sage_nin : sage_nout);\n"
+            f"      if (sage_nout > sage_nin) memset((char*){o.name} + sage_nin, 0, sage_nout - sage_nin); }}"
+        )
     copy = head + "\n".join(lines) + "\n}\n"
     return {"zeros": zeros, "constant": constant, "input_copy": copy}

@@ -29,56 +29,135 @@ def _rx(text: str) -> re.Pattern[str]:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("library_op", "calls a library routine (BLAS/LAPACK/MKL/oneDNN/Eigen/FFTW) that does the operator's "
-         "work; the kernel must compute it itself",
-         _rx(r"\b(?:cblas_\w+|LAPACKE_\w+|mkl_\w+|openblas_\w+|dnnl_\w+|fftwf?_\w+|[sdcz]ge(?:mm|mv)_)\s*\(|"
-             r"\bEigen::")),
-    Rule("timer", "reads or defines a clock; timing belongs to the harness and a kernel must not observe "
-         "or replace it",
-         _rx(r"\b(?:clock_gettime|gettimeofday|clock|time|times|timespec_get|omp_get_wtime|omp_get_wtick|"
-             r"getrusage|__rdtsc|__rdtscp|__builtin_ia32_rdtsc|__builtin_ia32_rdtscp|rdtsc)\s*\(|"
-             r"std::chrono\b|\b__rdtsc\b")),
-    Rule("fast_math", "relaxes floating-point semantics (fast-math / optimize pragmas or attributes); results "
-         "must keep IEEE semantics, so NaN/Inf and rounding stay comparable",
-         _rx(r"#\s*pragma\s+GCC\s+optimize|#\s*pragma\s+clang\s+fp|#\s*pragma\s+float_control|"
-             r"__attribute__\s*\(\(\s*(?:__)?optimize|\bfast-math\b|-Ofast\b|-ffast|"
-             r"#\s*pragma\s+GCC\s+push_options")),
-    Rule("os_access", "file, network, process or dynamic-loading calls are not allowed in a kernel: it may "
-         "only read its inputs and write its outputs",
-         _rx(r"\b(?:fopen|freopen|fdopen|open|openat|creat|socket|connect|fork|vfork|clone|execl|execlp|"
-             r"execle|execv|execvp|execvpe|execve|system|popen|dlopen|dlsym|dlmopen|syscall|ptrace|mmap|"
-             r"mprotect|getenv|process_vm_readv|memfd_create)\s*\(")),
-    Rule("threads", "threads outside OpenMP are not allowed: their work escapes the timer and the thread budget",
-         _rx(r"\bpthread_create\b|\bstd::(?:j?thread|async)\b|\bthrd_create\b")),
-    Rule("inline_asm", "inline assembly is not allowed; use SIMD intrinsics, which the compiler checks",
-         _rx(r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile|__volatile__|goto|inline)?\s*\(|\b__asm__\b")),
-    Rule("constructor", "code that runs when the library is loaded or unloaded runs outside the harness's view",
-         _rx(r"__attribute__\s*\(\([^)]*\b(?:__)?(?:constructor|destructor)(?:__)?\b|"
-             r"#\s*pragma\s+init\b|#\s*pragma\s+fini\b")),
-    Rule("fallback", "signal handlers and non-local jumps hide crashes and route around the kernel",
-         _rx(r"\b(?:setjmp|longjmp|sigsetjmp|siglongjmp|_setjmp|signal|sigaction)\s*\(")),
+    Rule(
+        "library_op",
+        "calls a library routine (BLAS/LAPACK/MKL/oneDNN/Eigen/FFTW) that does the operator's "
+        "work; the kernel must compute it itself",
+        _rx(
+            r"\b(?:cblas_\w+|LAPACKE_\w+|mkl_\w+|openblas_\w+|dnnl_\w+|fftwf?_\w+|[sdcz]ge(?:mm|mv)_)\s*\(|"
+            r"\bEigen::"
+        ),
+    ),
+    Rule(
+        "timer",
+        "reads or defines a clock; timing belongs to the harness and a kernel must not observe or replace it",
+        _rx(
+            r"\b(?:clock_gettime|gettimeofday|clock|time|times|timespec_get|omp_get_wtime|omp_get_wtick|"
+            r"getrusage|__rdtsc|__rdtscp|__builtin_ia32_rdtsc|__builtin_ia32_rdtscp|rdtsc)\s*\(|"
+            r"std::chrono\b|\b__rdtsc\b"
+        ),
+    ),
+    Rule(
+        "fast_math",
+        "relaxes floating-point semantics (fast-math / optimize pragmas or attributes); results "
+        "must keep IEEE semantics, so NaN/Inf and rounding stay comparable",
+        _rx(
+            r"#\s*pragma\s+GCC\s+optimize|#\s*pragma\s+clang\s+fp|#\s*pragma\s+float_control|"
+            r"__attribute__\s*\(\(\s*(?:__)?optimize|\bfast-math\b|-Ofast\b|-ffast|"
+            r"#\s*pragma\s+GCC\s+push_options"
+        ),
+    ),
+    Rule(
+        "os_access",
+        "file, network, process or dynamic-loading calls are not allowed in a kernel: it may "
+        "only read its inputs and write its outputs",
+        _rx(
+            r"\b(?:fopen|freopen|fdopen|open|openat|creat|socket|connect|fork|vfork|clone|execl|execlp|"
+            r"execle|execv|execvp|execvpe|execve|system|popen|dlopen|dlsym|dlmopen|syscall|ptrace|mmap|"
+            r"mprotect|getenv|process_vm_readv|memfd_create)\s*\("
+        ),
+    ),
+    Rule(
+        "threads",
+        "threads outside OpenMP are not allowed: their work escapes the timer and the thread budget",
+        _rx(r"\bpthread_create\b|\bstd::(?:j?thread|async)\b|\bthrd_create\b"),
+    ),
+    Rule(
+        "inline_asm",
+        "inline assembly is not allowed; use SIMD intrinsics, which the compiler checks",
+        _rx(r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile|__volatile__|goto|inline)?\s*\(|\b__asm__\b"),
+    ),
+    Rule(
+        "constructor",
+        "code that runs when the library is loaded or unloaded runs outside the harness's view",
+        _rx(
+            r"__attribute__\s*\(\([^)]*\b(?:__)?(?:constructor|destructor)(?:__)?\b|"
+            r"#\s*pragma\s+init\b|#\s*pragma\s+fini\b"
+        ),
+    ),
+    Rule(
+        "fallback",
+        "signal handlers and non-local jumps hide crashes and route around the kernel",
+        _rx(r"\b(?:setjmp|longjmp|sigsetjmp|siglongjmp|_setjmp|signal|sigaction)\s*\("),
+    ),
 )
 
-INCLUDE_REASON = ("only standard C/C++ headers, <omp.h> and SIMD intrinsic headers may be included; other "
-                  "headers bring in libraries or OS access")
-ALLOWED_HEADERS = frozenset({
-    # C
-    "assert.h", "complex.h", "float.h", "inttypes.h", "iso646.h", "limits.h", "math.h", "stdalign.h",
-    "stdarg.h", "stdbool.h", "stddef.h", "stdint.h", "stdio.h", "stdlib.h", "string.h", "tgmath.h",
-    # OpenMP and SIMD
-    "omp.h", "arm_neon.h", "arm_sve.h",
-    # C++
-    "algorithm", "array", "bit", "cassert", "cfloat", "cinttypes", "climits", "cmath", "complex", "cstddef",
-    "cstdint", "cstdio", "cstdlib", "cstring", "functional", "initializer_list", "iterator", "limits", "memory",
-    "new", "numeric", "tuple", "type_traits", "utility", "vector",
-})
+INCLUDE_REASON = (
+    "only standard C/C++ headers, <omp.h> and SIMD intrinsic headers may be included; other "
+    "headers bring in libraries or OS access"
+)
+ALLOWED_HEADERS = frozenset(
+    {
+        # C
+        "assert.h",
+        "complex.h",
+        "float.h",
+        "inttypes.h",
+        "iso646.h",
+        "limits.h",
+        "math.h",
+        "stdalign.h",
+        "stdarg.h",
+        "stdbool.h",
+        "stddef.h",
+        "stdint.h",
+        "stdio.h",
+        "stdlib.h",
+        "string.h",
+        "tgmath.h",
+        # OpenMP and SIMD
+        "omp.h",
+        "arm_neon.h",
+        "arm_sve.h",
+        # C++
+        "algorithm",
+        "array",
+        "bit",
+        "cassert",
+        "cfloat",
+        "cinttypes",
+        "climits",
+        "cmath",
+        "complex",
+        "cstddef",
+        "cstdint",
+        "cstdio",
+        "cstdlib",
+        "cstring",
+        "functional",
+        "initializer_list",
+        "iterator",
+        "limits",
+        "memory",
+        "new",
+        "numeric",
+        "tuple",
+        "type_traits",
+        "utility",
+        "vector",
+    }
+)
 _INTRIN_HEADER = re.compile(r"^[a-z0-9_]*intrin\.h$")
 
 PATH_REASON = "file paths in a kernel mean it reads or writes files, which it may not"
-GLOBAL_STATE_REASON = ("mutable state that outlives a call (static or global variables) can carry results "
-                       "between calls; keep all state in locals or in memory allocated per call")
-HARDCODED_REASON = ("a size the contract passes at run time is ignored and its example value is written as a "
-                    "literal; test shapes differ from the example, so read the size parameter")
+GLOBAL_STATE_REASON = (
+    "mutable state that outlives a call (static or global variables) can carry results "
+    "between calls; keep all state in locals or in memory allocated per call"
+)
+HARDCODED_REASON = (
+    "a size the contract passes at run time is ignored and its example value is written as a "
+    "literal; test shapes differ from the example, so read the size parameter"
+)
 
 
 def strip_source(source: str) -> tuple[str, list[tuple[int, str]]]:
@@ -109,7 +188,7 @@ def strip_source(source: str) -> tuple[str, list[tuple[int, str]]]:
                 j += 2 if source[j] == "\\" else 1
             j = min(j + 1, n)
             if c == '"':
-                strings.append((line, source[i + 1:j - 1]))
+                strings.append((line, source[i + 1 : j - 1]))
             out.append(c + " " * max(0, j - i - 2) + (c if j - i >= 2 else ""))
             i = j
         else:
@@ -159,8 +238,10 @@ def lint_source(source: str, task: Task | None = None) -> list[LintFinding]:
     return findings
 
 
-_TYPE_ONLY = re.compile(r"^(?:typedef\b|using\b|template\b|extern\b|static_assert\b|_Static_assert\b|"
-                        r"namespace\b|friend\b|#)")
+_TYPE_ONLY = re.compile(
+    r"^(?:typedef\b|using\b|template\b|extern\b|static_assert\b|_Static_assert\b|"
+    r"namespace\b|friend\b|#)"
+)
 _TYPE_DEF = re.compile(r"^(?:struct|union|enum|class)\b[^=]*\{\}\s*$|^(?:struct|union|enum|class)\s+\w+\s*$")
 
 
@@ -178,8 +259,11 @@ def _global_state_lines(code: str) -> Iterator[int]:
             if in_scope and re.search(r"(?:\bnamespace\b[\w\s:]*|\bextern\s*\"\s*\")$", head):
                 stack.append("ns")
                 stmt, stmt_start = [], pos + 1
-            elif in_scope and re.search(r"\)\s*(?:const|noexcept|override|final|->[\w\s:<>*&]+)*\s*$", head) \
-                    and "=" not in head.split("(")[0]:
+            elif (
+                in_scope
+                and re.search(r"\)\s*(?:const|noexcept|override|final|->[\w\s:<>*&]+)*\s*$", head)
+                and "=" not in head.split("(")[0]
+            ):
                 stack.append("fn")
                 stmt = []
             else:
@@ -206,9 +290,10 @@ def _global_state_lines(code: str) -> Iterator[int]:
     for m in re.finditer(r"\b(?:static|thread_local|_Thread_local|__thread)\b(?!_)", code):
         depth_kind = _scope_at(code, m.start())
         if depth_kind == "fn":
-            rest = code[m.end():m.end() + 80]
-            if not re.match(r"\s*(?:const\b|constexpr\b|inline\b|void\b[^;=]*\()", rest) and \
-                    not re.match(r"[^;={]*\bconst\b[^;={*]*\w+\s*(?:\[|=)", rest):
+            rest = code[m.end() : m.end() + 80]
+            if not re.match(r"\s*(?:const\b|constexpr\b|inline\b|void\b[^;=]*\()", rest) and not re.match(
+                r"[^;={]*\bconst\b[^;={*]*\w+\s*(?:\[|=)", rest
+            ):
                 yield _line_of(code, m.start())
 
 
@@ -244,7 +329,7 @@ def kernel_parameter_names(code: str) -> list[str]:
     while i < len(code) and depth:
         depth += {"(": 1, ")": -1}.get(code[i], 0)
         i += 1
-    params = code[m.end():i - 1]
+    params = code[m.end() : i - 1]
     names = []
     for part in params.split(","):
         ids = re.findall(r"[A-Za-z_]\w*", part.split("[")[0])
@@ -264,4 +349,7 @@ def _hardcoded_sizes(code: str, task: Task) -> Iterator[tuple[int, str]]:
             continue  # the size parameter is read somewhere
         m = re.search(rf"(?<![\w.]){value}(?:[uUlL]*)\b(?!\.)", code)
         if m is not None:
-            yield _line_of(code, m.start()), f"{symbol} (parameter '{param}') is never read; literal {value} used"
+            yield (
+                _line_of(code, m.start()),
+                f"{symbol} (parameter '{param}') is never read; literal {value} used",
+            )

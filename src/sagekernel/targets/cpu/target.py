@@ -50,8 +50,9 @@ class CpuTarget:
     def seed_memory_path(self) -> Path:
         return HERE / "seed_memory.jsonl"
 
-    def build(self, source: str, task: Task, workdir: Path, *, sandbox_kind: str = "auto",
-              timeout_s: float = 60.0) -> BuildResult:
+    def build(
+        self, source: str, task: Task, workdir: Path, *, sandbox_kind: str = "auto", timeout_s: float = 60.0
+    ) -> BuildResult:
         del task  # the ABI is fixed by the contract; nothing task-specific is needed to build
         return build_mod.build(source, workdir, sandbox_kind=sandbox_kind, timeout_s=timeout_s)
 

@@ -15,6 +15,7 @@ SAGE_TASK = {
     "outputs": {"out": ["M", "N"]},
     "sizes": {"M": 128, "N": 256},
     "variants": [{"M": 7, "N": 1531}, {"M": 1000, "N": 33}],
+    "structured_inputs": ["scale"],
     "dtype": "float32", "atol": 1e-6, "rtol": 1e-6,
 }
 

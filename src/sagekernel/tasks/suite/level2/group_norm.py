@@ -21,6 +21,7 @@ SAGE_TASK = {
     "attrs": {"eps": 1e-5},
     "sizes": {"N": 4, "G": 8, "CG": 4, "L": 256},
     "variants": [{"N": 3, "G": 5, "CG": 3, "L": 33}, {"N": 2, "G": 1, "CG": 7, "L": 1000}],
+    "structured_inputs": ["weight", "bias"],
     "dtype": "float32", "atol": 1e-4, "rtol": 1e-4,
 }
 

@@ -16,6 +16,7 @@ SAGE_TASK = {
     "attrs": {"eps": 1e-6},
     "sizes": {"B": 64, "D": 1000},
     "variants": [{"B": 7, "D": 1531}, {"B": 33, "D": 64}],
+    "structured_inputs": ["weight"],
     "dtype": "float32", "atol": 1e-4, "rtol": 1e-4,
 }
 

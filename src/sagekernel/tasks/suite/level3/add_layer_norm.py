@@ -17,6 +17,7 @@ SAGE_TASK = {
     "attrs": {"eps": 1e-5},
     "sizes": {"B": 64, "D": 1000},
     "variants": [{"B": 7, "D": 1531}, {"B": 33, "D": 33}],
+    "structured_inputs": ["weight", "bias"],
     "dtype": "float32", "atol": 1e-4, "rtol": 1e-4,
 }
 

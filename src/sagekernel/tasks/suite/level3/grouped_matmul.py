@@ -16,6 +16,7 @@ SAGE_TASK = {
     "outputs": {"out": ["M", "N"]},
     "sizes": {"M": 256, "K": 64, "N": 96, "G": 4},
     "variants": [{"M": 100, "K": 33, "N": 7, "G": 3}, {"M": 1000, "K": 16, "N": 33, "G": 7}],
+    "structured_inputs": ["w"],
     "dtype": "float32", "atol": 1e-4, "rtol": 1e-4,
 }
 

@@ -17,6 +17,7 @@ SAGE_TASK = {
     "outputs": {"out": ["M", "N"]},
     "sizes": {"M": 128, "K": 256, "N": 192},
     "variants": [{"M": 7, "K": 33, "N": 1531}, {"M": 100, "K": 1000, "N": 33}],
+    "structured_inputs": ["w", "bias"],
     "dtype": "float32", "atol": 1e-4, "rtol": 1e-4,
 }
 

@@ -20,6 +20,7 @@ SAGE_TASK = {
     "attrs": {"eps": 1e-6},
     "sizes": {"B": 2, "S": 64, "H": 4, "D": 64},
     "variants": [{"B": 1, "S": 33, "H": 3, "D": 34}, {"B": 3, "S": 7, "H": 5, "D": 128}],
+    "structured_inputs": ["weight", "cos_emb", "sin_emb"],
     "dtype": "float32", "atol": 1e-4, "rtol": 1e-4,
 }
 
