@@ -5,10 +5,11 @@
 Columns (medians, milliseconds, one process on one core):
 - embed: the real all-MiniLM-L6-v2 query embedding (independent of the store size; '-' if the
   model is not installed);
-- score: everything after the query embedding in `retrieve_with` (BM25 over FTS5, dense scoring,
-  hybrid relevance, γ-rerank, loading the 5 items);
+- score: everything after the query embedding in `retrieve_with` (in-memory BM25, dense scoring,
+  hybrid relevance, γ-rerank, loading the 5 items from SQLite);
 - lexical / dense: the two parts of score on their own;
 - recall: overlap of the dense top-15 with exact scoring (1.0 below the PCA threshold);
+- exact: share of queries whose projected dense search was certified exact by the cosine bound;
 - learn: one full `learn` (3 rounds × 5 items, ATU + counters + p̂ + gates + Algorithm 1 +
   snapshot + adoption records, one transaction), no new items;
 - learn+item: the same plus one distilled item (dedup against all embeddings, insert, embed).
@@ -100,7 +101,7 @@ def bench_size(n: int, queries: int, rng: np.random.Generator) -> dict[str, floa
         exact = index
         if index._proj is not None:
             exact = RetrievalIndex(policy.store, emb, approx_above=10**9)  # type: ignore[arg-type]
-        score, lex, dense, recall = [], [], [], []
+        score, lex, dense, recall, certified = [], [], [], [], []
         mask = index.eligible_mask() & index.has_emb
         for t, q in zip(texts, qvecs, strict=True):
             t0 = time.perf_counter()
@@ -110,6 +111,7 @@ def bench_size(n: int, queries: int, rng: np.random.Generator) -> dict[str, floa
             t2 = time.perf_counter()
             top = index._dense_top(q, mask, 15)
             t3 = time.perf_counter()
+            certified.append(index.last_exact)
             score.append(t1 - t0)
             lex.append(t2 - t1)
             dense.append(t3 - t2)
@@ -134,7 +136,8 @@ def bench_size(n: int, queries: int, rng: np.random.Generator) -> dict[str, floa
             (learn_item if drafts else learn).append(time.perf_counter() - t0)
         conn.close()
     return {"items": n, "score_ms": med(score), "lexical_ms": med(lex), "dense_ms": med(dense),
-            "recall_at_15": statistics.mean(recall), "learn_ms": med(learn), "learn_item_ms": med(learn_item)}
+            "recall_at_15": statistics.mean(recall),
+            "exact_share": statistics.mean(certified), "learn_ms": med(learn), "learn_item_ms": med(learn_item)}
 
 
 def main() -> None:
@@ -161,11 +164,12 @@ def main() -> None:
         return
     print(f"$ {command}")
     print(f"query embedding (all-MiniLM-L6-v2, p50): {'-' if embed_ms is None else f'{embed_ms:.2f} ms'}")
-    print(f"{'items':>8} {'score':>8} {'lexical':>8} {'dense':>8} {'recall':>7} {'learn':>8} "
+    print(f"{'items':>8} {'score':>8} {'lexical':>8} {'dense':>8} {'recall':>7} {'exact':>6} {'learn':>8} "
           f"{'learn+item':>11}")
     for r in rows:
         print(f"{r['items']:>8} {r['score_ms']:>8.2f} {r['lexical_ms']:>8.2f} {r['dense_ms']:>8.2f} "
-              f"{r['recall_at_15']:>7.3f} {r['learn_ms']:>8.2f} {r['learn_item_ms']:>11.2f}")
+              f"{r['recall_at_15']:>7.3f} {r['exact_share']:>6.2f} {r['learn_ms']:>8.2f} "
+              f"{r['learn_item_ms']:>11.2f}")
     base = rows[0]
     print("ratios vs the smallest store: " + ", ".join(
         f"{r['items']}: score ×{r['score_ms'] / base['score_ms']:.1f}, "

@@ -57,7 +57,7 @@ def list_tasks(
         return
     table = Table(title=f"{len(tasks)} tasks ({directory or suite})")
     for col in ("name", "level", "category", "dtype", "inputs", "sizes", "variants"):
-        table.add_column(col, no_wrap=col in ("name", "dtype"))
+        table.add_column(col, no_wrap=col in ("name", "dtype"), overflow="fold")
     for t in tasks:
         table.add_row(
             t.name, str(t.level), t.category, t.dtype,

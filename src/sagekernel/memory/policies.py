@@ -239,7 +239,7 @@ class StorePolicy:
                     or self._lexical_dup(terms)):
                 continue
             vec = self.embedder.encode_one(item.text()) if self.embedder else None
-            if vec is not None and (self._max_sim(vec) >= self.cfg.dedup_sim
+            if vec is not None and (self.index.any_similar(vec, self.cfg.dedup_sim)
                                     or any(float(vec @ a) >= self.cfg.dedup_sim for a in accepted_vecs)):
                 continue
             item.id = self.store.insert_item(item)
@@ -257,12 +257,6 @@ class StorePolicy:
             if jaccard(terms, set(query_terms(f"{m.title} {m.error_message}"))) >= self.cfg.dedup_sim:
                 return True
         return False
-
-    def _max_sim(self, vec: np.ndarray) -> float:
-        if not self.index.has_emb.any():
-            return -1.0
-        sims = self.index.emb @ vec
-        return float(sims[self.index.has_emb].max())
 
     def _backfill_embeddings(self) -> None:
         if self.embedder is None:

@@ -3,13 +3,16 @@
 relevance (RECONSTRUCTED combination, docs/spec_choices.md):
   rel = 0.7 · max(0, cos(q, m)) + 0.3 · bm25(q, m) / max bm25 over the query's lexical hits
 with cos from all-MiniLM-L6-v2 (embeddings cached per item, an in-memory float32 matrix loaded
-once) and BM25 from SQLite FTS5. Without the embedding model rel is the normalised BM25 alone.
+once) and BM25 from the in-memory `LexicalIndex` (the same scores SQLite FTS5 bm25() gave, see
+lexical.py). Without the embedding model rel is the normalised BM25 alone.
 The pool is the top K′ by rel among eligible items (cold/validated, optional type filter);
 `rerank` then orders it by s = rel + γ·u and keeps k. γ = 0 is exactly relevance order.
 
 The query embedding (`embed_query`) is computed apart from the scoring (`pool`) so the
 benchmark can time them separately. Above `approx_above` items, dense scoring first ranks all
-rows in a 96-dimensional PCA projection and then rescores the best 20·K′ exactly.
+rows in a 64-dimensional PCA projection, rescores the best 20·K′ exactly, and then uses an exact
+upper bound on the cosine to rescore every other row that could still enter the top K′, which
+makes the result exact whenever that set is small (`_dense_top`).
 """
 
 from __future__ import annotations
@@ -21,11 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from sagekernel.memory.embedding import Embedder
+from sagekernel.memory.lexical import LexicalIndex
 from sagekernel.memory.records import Item, ItemState
 from sagekernel.memory.store import Store
 
 DENSE_WEIGHT = 0.7  # RECONSTRUCTED: dense carries most of the signal, BM25 anchors exact API names
-_BM25_WEIGHTS = (4.0, 2.0, 1.0, 1.0, 0.5, 0.5)  # title, error_message, category, type, wrong, correct
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]+|\d+[A-Za-z_]\w*")
 _STOP = frozenset({
     "the", "and", "for", "with", "from", "that", "this", "into", "are", "was", "were", "not", "but", "has",
@@ -65,20 +68,24 @@ def query_terms(text: str) -> list[str]:
 
 
 class RetrievalIndex:
-    """In-memory arrays (ids, u, q1, q2, state, type, embeddings) over the store, loaded once and
-    patched after each learn; BM25 comes from the store's FTS5 table."""
+    """In-memory arrays (ids, u, q1, q2, state, type, embeddings) and the BM25 index over the
+    store, loaded once and patched after each learn (`update` for statistics and states, `add`
+    for new items), so a query never reads SQLite."""
 
     def __init__(self, store: Store, embedder: Embedder | None, *, approx_above: int = 40000,
-                 approx_dim: int = 96) -> None:
+                 approx_dim: int = 64) -> None:
         self.store = store
         self.embedder = embedder
         self.approx_above = approx_above
         self.approx_dim = approx_dim
+        self.last_exact = True  # whether the last dense search was exact (see `_dense_top`)
         self.reload()
 
     # ---- loading and patching --------------------------------------------------------------------
     def reload(self) -> None:
-        rows = self.store.conn.execute("SELECT id, u, q1, q2, state, type FROM items ORDER BY id").fetchall()
+        rows = self.store.conn.execute(
+            "SELECT id, u, q1, q2, state, type, title, error_message, category, wrong_code, correct_code "
+            "FROM items ORDER BY id").fetchall()
         n = len(rows)
         self.ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
         self.u = np.fromiter((r[1] for r in rows), dtype=np.float64, count=n)
@@ -88,8 +95,12 @@ class RetrievalIndex:
         self._types: list[str] = []
         self._type_code: dict[str, int] = {}
         self.type = np.fromiter((self._code(r[5]) for r in rows), dtype=np.int32, count=n)
+        self.text = LexicalIndex()
+        self.text.add_many([(r[6], r[7], r[8], r[5], r[9], r[10]) for r in rows])
         self.has_emb = np.zeros(n, dtype=bool)
-        self.emb = np.zeros((n, self.embedder.dim if self.embedder else 0), dtype=np.float32)
+        dim = self.embedder.dim if self.embedder else 0
+        self._emb_buf = np.zeros((n + max(64, n // 8), dim), dtype=np.float32)  # headroom for `add`
+        self.emb = self._emb_buf[:n]
         if self.embedder is not None and n:
             eids, mat = self.store.embeddings(self.embedder.name)
             if len(eids):
@@ -106,15 +117,27 @@ class RetrievalIndex:
         return self._type_code[type_]
 
     def _build_projection(self) -> None:
+        """Above `approx_above` rows: an orthonormal basis B of the top principal directions, the
+        projections P = E·B and the residual norms r = |e − B·Bᵀe| of every row. For any query,
+        cos(q, e) = (Bᵀq)·(Bᵀe) + (residual dot) ≤ (Bᵀq)·(Bᵀe) + |r_q|·r_e, an exact upper bound."""
         self._proj: np.ndarray | None = None
         self._basis: np.ndarray | None = None
+        self._resid: np.ndarray | None = None
         if self.embedder is None or len(self.ids) <= self.approx_above:
             return
         rng = np.random.default_rng(0)
         sample = self.emb[rng.choice(len(self.ids), size=min(4096, len(self.ids)), replace=False)]
         _, _, vt = np.linalg.svd(sample - sample.mean(axis=0), full_matrices=False)
         self._basis = np.ascontiguousarray(vt[: self.approx_dim].T.astype(np.float32))
-        self._proj = np.ascontiguousarray(self.emb @ self._basis)
+        n = len(self.ids)
+        self._proj_buf = np.zeros((self._emb_buf.shape[0], self.approx_dim), dtype=np.float32)
+        self._resid_buf = np.zeros(self._emb_buf.shape[0], dtype=np.float32)
+        self._proj = self._proj_buf[:n]
+        self._resid = self._resid_buf[:n]
+        for lo in range(0, n, 8192):  # chunked: no n×dim temporary
+            part = self.emb[lo:lo + 8192]
+            self._proj[lo:lo + 8192] = part @ self._basis
+            self._resid[lo:lo + 8192] = _residual(part, self._proj[lo:lo + 8192])
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -151,11 +174,31 @@ class RetrievalIndex:
         self.state = np.append(self.state, np.int8(_STATE_CODE[item.state]))
         self.type = np.append(self.type, np.int32(self._code(item.type)))
         self.has_emb = np.append(self.has_emb, vec is not None)
+        self.text.add((item.title, item.error_message, item.category, item.type, item.wrong_code,
+                       item.correct_code))
         if self.embedder is not None:
             row = (vec if vec is not None else np.zeros(self.embedder.dim, np.float32)).astype(np.float32)
             self.emb = _grow(self, "_emb_buf", self.emb, row)
-            if self._proj is not None and self._basis is not None:
-                self._proj = _grow(self, "_proj_buf", self._proj, row @ self._basis)
+            if self._proj is not None and self._basis is not None and self._resid is not None:
+                p = row @ self._basis
+                self._proj = _grow(self, "_proj_buf", self._proj, p)
+                self._resid = _grow(self, "_resid_buf", self._resid, _residual(row[None], p[None]))
+
+    def any_similar(self, vec: np.ndarray, threshold: float) -> bool:
+        """Exactly whether some stored embedding has cosine ≥ threshold with `vec` (dedup, spec §5).
+        Above `approx_above` rows only rows whose upper bound reaches the threshold are rescored."""
+        if not self.has_emb.any():
+            return False
+        v = vec.astype(np.float32)
+        if self._proj is not None and self._basis is not None and self._resid is not None:
+            vb = v @ self._basis
+            v_res = float(np.sqrt(max(0.0, float(v @ v) - float(vb @ vb))))
+            bound = self._proj @ vb + (v_res * self._resid + _BOUND_SLACK)
+            rows = np.flatnonzero(bound >= threshold)
+            rows = rows[self.has_emb[rows]]
+            return bool(len(rows)) and float((self.emb[rows] @ v).max()) >= threshold
+        sims = self.emb @ v
+        return float(sims[self.has_emb].max()) >= threshold
 
     # ---- scoring --------------------------------------------------------------------------------
     def embed_query(self, text: str) -> np.ndarray | None:
@@ -164,21 +207,22 @@ class RetrievalIndex:
     def eligible_mask(self, type_filter: Callable[[str], bool] | None = None) -> np.ndarray:
         mask = self.state != _STATE_CODE[ItemState.CONSOLIDATED]
         if type_filter is not None:
-            allowed = [c for c, t in enumerate(self._types) if type_filter(t)]
-            mask &= np.isin(self.type, allowed)
+            allowed = np.array([type_filter(t) for t in self._types], dtype=bool)
+            mask &= allowed[self.type]
         return mask
 
-    def lexical(self, text: str, limit: int) -> dict[int, float]:
-        """BM25 scores (higher is better) of the best `limit` FTS5 matches, by item id."""
+    def lexical_top(self, text: str, limit: int) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, BM25 scores) of the best `limit` lexical matches over all items (in any
+        state, as the FTS5 query this replaces), best first."""
         terms = query_terms(text)
         if not terms:
-            return {}
-        match = " OR ".join(f'"{t}"' for t in terms)
-        weights = ", ".join(str(w) for w in _BM25_WEIGHTS)
-        rows = self.store.conn.execute(
-            f"SELECT rowid, -bm25(items_fts, {weights}) AS s FROM items_fts WHERE items_fts MATCH ? "
-            f"ORDER BY bm25(items_fts, {weights}) LIMIT ?", (match, limit)).fetchall()
-        return {int(r[0]): max(0.0, float(r[1])) for r in rows}
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        return self.text.top(terms, limit)
+
+    def lexical(self, text: str, limit: int) -> dict[int, float]:
+        """BM25 scores (higher is better) of the best `limit` matches, by item id."""
+        pos, score = self.lexical_top(text, limit)
+        return dict(zip(self.ids[pos].tolist(), score.tolist(), strict=True))
 
     def pool(self, text: str, qvec: np.ndarray | None, *, size: int = 15, utility: str = "u",
              type_filter: Callable[[str], bool] | None = None) -> list[Candidate]:
@@ -187,46 +231,63 @@ class RetrievalIndex:
         if n == 0 or size <= 0:
             return []
         mask = self.eligible_mask(type_filter)
-        lex = self.lexical(text, limit=max(50, 4 * size))
-        lex_pos: dict[int, float] = {}
-        if lex:
-            keys = np.fromiter(lex, dtype=np.int64)
-            pos = np.searchsorted(self.ids, keys)
-            for key, p in zip(keys.tolist(), pos.tolist(), strict=True):
-                if p < n and self.ids[p] == key and mask[p]:
-                    lex_pos[p] = lex[key]
-        top_lex = max(lex_pos.values(), default=0.0)
+        lpos, lscore = self.lexical_top(text, max(50, 4 * size))
+        keep = mask[lpos]
+        lpos, lscore = lpos[keep], np.maximum(lscore[keep], 0.0)
+        top_lex = float(lscore.max()) if len(lscore) else 0.0
         dense = qvec is not None and self.embedder is not None and bool(self.has_emb.any())
-        cand = set(lex_pos)
+        cpos = lpos
         if dense:
             assert qvec is not None
-            cand |= set(self._dense_top(qvec, mask & self.has_emb, size).tolist())
-        if not cand:
+            cpos = np.union1d(lpos, self._dense_top(qvec, mask & self.has_emb, size))
+        else:
+            cpos = np.sort(lpos)
+        if not len(cpos):
             return []
-        cpos = np.fromiter(sorted(cand), dtype=np.int64)
-        lex01 = np.array([lex_pos.get(int(p), 0.0) / top_lex if top_lex > 0 else 0.0 for p in cpos])
+        lex01 = np.zeros(len(cpos))
+        if top_lex > 0:
+            lex01[np.searchsorted(cpos, lpos)] = lscore / top_lex
         if dense:
             assert qvec is not None
             cos = np.where(self.has_emb[cpos], self.emb[cpos] @ qvec.astype(np.float32), 0.0)
             rel = DENSE_WEIGHT * np.clip(cos, 0.0, 1.0) + (1.0 - DENSE_WEIGHT) * lex01
         else:
             rel = lex01
-        util = {"u": self.u, "q1": self.q1, "q2": self.q2, "none": np.zeros(n)}[utility]
-        order = sorted(range(len(cpos)), key=lambda i: (-rel[i], int(self.ids[cpos[i]])))[:size]
-        return [Candidate(int(self.ids[cpos[i]]), float(np.clip(rel[i], 0.0, 1.0)), float(util[cpos[i]]))
-                for i in order]
+        util = {"u": self.u, "q1": self.q1, "q2": self.q2}.get(utility)
+        order = np.lexsort((self.ids[cpos], -rel))[:size]
+        return [Candidate(int(self.ids[cpos[i]]), float(np.clip(rel[i], 0.0, 1.0)),
+                          0.0 if util is None else float(util[cpos[i]])) for i in order]
 
     def _dense_top(self, qvec: np.ndarray, mask: np.ndarray, size: int) -> np.ndarray:
-        """Positions of the `size` eligible rows with the highest cosine."""
+        """Positions of the `size` eligible rows with the highest cosine.
+
+        Above `approx_above` rows: rank all rows by the projected score, rescore the best
+        20·size exactly, and let θ be the size-th best exact cosine among them. Every row whose
+        upper bound (see `_build_projection`) reaches θ could still belong to the top, so when
+        there are at most `_CERTIFY_MAX` of them they are all rescored and the result is exact;
+        otherwise the top of the 20·size rescored rows is returned (approximate; recall is
+        measured in benchmarks/bench_memory.py). `self.last_exact` says which happened."""
         q = qvec.astype(np.float32)
-        if self._proj is not None and self._basis is not None:
-            coarse = self._proj @ (q @ self._basis)
+        self.last_exact = True
+        if self._proj is not None and self._basis is not None and self._resid is not None:
+            qb = q @ self._basis
+            coarse = self._proj @ qb
             coarse[~mask] = -np.inf
-            short = min(len(coarse), 20 * size)
+            n_ok = int(np.count_nonzero(mask))
+            short = min(n_ok, 20 * size)
+            if short == 0:
+                return np.zeros(0, dtype=np.int64)
             rows = np.argpartition(-coarse, short - 1)[:short]
-            rows = rows[np.isfinite(coarse[rows])]
             exact = self.emb[rows] @ q
             keep = min(size, len(rows))
+            theta = np.partition(exact, len(exact) - keep)[len(exact) - keep]
+            q_res = float(np.sqrt(max(0.0, float(q @ q) - float(qb @ qb))))
+            bound = coarse + (q_res * self._resid + _BOUND_SLACK)
+            need = np.flatnonzero(bound >= theta)
+            if len(need) <= _CERTIFY_MAX:
+                rows, exact = need, self.emb[need] @ q
+            else:
+                self.last_exact = False
             return rows[np.argpartition(-exact, keep - 1)[:keep]] if keep else rows
         scores = self.emb @ q
         scores[~mask] = -np.inf
@@ -236,12 +297,22 @@ class RetrievalIndex:
         return np.argpartition(-scores, keep - 1)[:keep]
 
 
+_CERTIFY_MAX = 4096  # rows rescored at most to make the projected search exact
+_BOUND_SLACK = 1e-4  # float32 rounding of the projected score and the residual norms
+
+
+def _residual(rows: np.ndarray, proj: np.ndarray) -> np.ndarray:
+    """|e − B·Bᵀe| = sqrt(|e|² − |Bᵀe|²) per row (B orthonormal)."""
+    sq = np.einsum("ij,ij->i", rows, rows) - np.einsum("ij,ij->i", proj, proj)
+    return np.sqrt(np.maximum(sq, 0.0)).astype(np.float32)
+
+
 def _grow(owner: object, attr: str, view: np.ndarray, row: np.ndarray) -> np.ndarray:
-    """Append a row to a matrix kept as a view of a larger buffer (amortised O(1), no full copy)."""
+    """Append a row to an array kept as a view of a larger buffer (amortised O(1), no full copy)."""
     buf: np.ndarray | None = getattr(owner, attr, None)
     n = view.shape[0]
     if buf is None or buf.shape[0] <= n or view.base is not buf:
-        buf = np.empty((max(16, int(n * 1.25) + 1), view.shape[1]), dtype=np.float32)
+        buf = np.empty((max(16, int(n * 1.25) + 1), *view.shape[1:]), dtype=view.dtype)
         buf[:n] = view
         setattr(owner, attr, buf)
     buf[n] = row

@@ -1,6 +1,6 @@
 -- The learning memory (spec §1.1, §1.2): experience items, their adopters, adoption records,
--- hot snapshots, a BM25 index and cached embeddings. Written by memory/ only (through
--- MemoryPolicy.learn, load_seed and import); read by report/.
+-- hot snapshots and cached embeddings (BM25 is computed in memory, memory/lexical.py). Written by
+-- memory/ only (through MemoryPolicy.learn, load_seed and import); read by report/.
 
 CREATE TABLE items (
     id                  INTEGER PRIMARY KEY,
@@ -95,24 +95,3 @@ CREATE TABLE item_embeddings (
     dim      INTEGER NOT NULL,
     vec      BLOB NOT NULL
 );
-
--- BM25 index over the retrieval-facing text (external content: rows live in `items`).
-CREATE VIRTUAL TABLE items_fts USING fts5(
-    title, error_message, category, type, wrong_code, correct_code,
-    content='items', content_rowid='id', tokenize='unicode61'
-);
-CREATE TRIGGER items_fts_ai AFTER INSERT ON items BEGIN
-    INSERT INTO items_fts(rowid, title, error_message, category, type, wrong_code, correct_code)
-    VALUES (new.id, new.title, new.error_message, new.category, new.type, new.wrong_code, new.correct_code);
-END;
-CREATE TRIGGER items_fts_ad AFTER DELETE ON items BEGIN
-    INSERT INTO items_fts(items_fts, rowid, title, error_message, category, type, wrong_code, correct_code)
-    VALUES ('delete', old.id, old.title, old.error_message, old.category, old.type, old.wrong_code, old.correct_code);
-END;
-CREATE TRIGGER items_fts_au AFTER UPDATE OF title, error_message, category, type, wrong_code, correct_code
-ON items BEGIN
-    INSERT INTO items_fts(items_fts, rowid, title, error_message, category, type, wrong_code, correct_code)
-    VALUES ('delete', old.id, old.title, old.error_message, old.category, old.type, old.wrong_code, old.correct_code);
-    INSERT INTO items_fts(rowid, title, error_message, category, type, wrong_code, correct_code)
-    VALUES (new.id, new.title, new.error_message, new.category, new.type, new.wrong_code, new.correct_code);
-END;
