@@ -2,10 +2,15 @@
 
 A realistic SAGE round prompt: a ~1.5k-token stable prefix (instructions, resident rules, target
 quick reference, the operator's task) and a changing tail (the previous round's feedback and the
-retrieved experience), answered with a short completion. Two model instances run side by side,
-alternating rounds, on the same prompts: one keeps llama.cpp's KV cache between calls
-(`prefix_cache=True`, the default) and one resets it before every call (`prefix_cache=False`).
-Round 0 (cold, fills the cache) is reported separately; the table shows medians over rounds 1..R.
+retrieved experience), answered with a short completion.
+
+Both variants run in one process on one loaded model, round by round on the same prompts:
+"with prefix reuse" keeps llama.cpp's KV cache from the previous call (the default,
+`prefix_cache=True`), "without" clears it first (`clear_cache()`, i.e. `prefix_cache=False`).
+Each round runs "with" first, then "without": the cache "with" finds is then the previous round's
+prompt + reply, exactly what a run without the benchmark would leave. One model instance (not two)
+keeps the two variants from competing for cores and memory bandwidth. Round 0 (cold for both) is
+reported separately; medians are over rounds 1..R.
 
     python benchmarks/bench_prefix_cache.py [--rounds 5] [--max-tokens 32] [--n-ctx 4096] [--json]
 """
@@ -131,27 +136,25 @@ def prompt(k: int) -> list[Message]:
 
 def run(rounds: int, max_tokens: int, n_ctx: int, threads: int | None) -> dict[str, Any]:
     load_before = os.getloadavg()[0]
-    variants: dict[str, LocalModel] = {}
-    load_s: dict[str, float] = {}
-    for name, reuse in (("with prefix reuse", True), ("without (reset)", False)):
-        model = LocalModel(config=ModelConfig(n_ctx=n_ctx, n_threads=threads, prefix_cache=reuse))
-        started = time.perf_counter()
-        model.load()
-        load_s[name] = time.perf_counter() - started
-        variants[name] = model
-    samples: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
-    names = list(variants)
+    model = LocalModel(config=ModelConfig(n_ctx=n_ctx, n_threads=threads, prefix_cache=True))
+    started = time.perf_counter()
+    model.load()
+    load_s = time.perf_counter() - started
+    names = ["with prefix reuse", "without (cleared)"]
+    samples: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for k in range(rounds + 1):
-        order = names if k % 2 == 0 else names[::-1]  # alternate who goes first
-        for name in order:
-            reply = variants[name].complete(prompt(k), max_tokens=max_tokens, temperature=0.0, seed=k)
+        for name in names:
+            if name.startswith("without"):
+                model.clear_cache()
+            reply = model.complete(prompt(k), max_tokens=max_tokens, temperature=0.0, seed=k)
             samples[name].append({"round": k, "latency_s": reply.latency_s,
                                   "prompt_tokens": reply.prompt_tokens,
                                   "prompt_eval_tokens": reply.extra.get("prompt_eval_tokens"),
                                   "completion_tokens": reply.completion_tokens,
                                   "tokens_per_s": reply.extra.get("tokens_per_s"), "text": reply.text})
             print(f"  round {k} {name:18s} {reply.latency_s:7.2f}s  prompt {reply.prompt_tokens} tok "
-                  f"(computed {reply.extra.get('prompt_eval_tokens')})", file=sys.stderr, flush=True)
+                  f"(computed {reply.extra.get('prompt_eval_tokens')}), {reply.extra.get('tokens_per_s')} "
+                  "gen tok/s", file=sys.stderr, flush=True)
     summary = {}
     for name, rows in samples.items():
         warm = rows[1:]
@@ -162,12 +165,11 @@ def run(rounds: int, max_tokens: int, n_ctx: int, threads: int | None) -> dict[s
             "median_prompt_tokens_computed": statistics.median(r["prompt_eval_tokens"] or 0 for r in warm),
             "median_completion_tokens": statistics.median(r["completion_tokens"] for r in warm),
             "median_generation_tokens_per_s": statistics.median(r["tokens_per_s"] or 0 for r in warm),
-            "load_s": load_s[name],
         }
     with_, without = summary[names[0]]["median_round_s"], summary[names[1]]["median_round_s"]
     same = sum(a["text"] == b["text"] for a, b in zip(samples[names[0]], samples[names[1]], strict=True))
     return {"command": "python " + " ".join(shlex.quote(a) for a in sys.argv), "rounds": rounds,
-            "max_tokens": max_tokens, "n_ctx": n_ctx, "threads": variants[names[0]].n_threads,
+            "max_tokens": max_tokens, "n_ctx": n_ctx, "threads": model.n_threads, "load_s": load_s,
             "variants": summary, "speedup_median": without / with_ if with_ else None,
             "identical_replies": f"{same}/{rounds + 1}", "cpus": usable_cores(),
             "loadavg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)], "samples": samples}
@@ -178,7 +180,8 @@ def print_table(result: dict[str, Any]) -> None:
     print(f"local model, {result['threads']} threads, n_ctx {result['n_ctx']}, "
           f"{result['rounds']} warm rounds (+1 cold), {result['max_tokens']}-token completions, "
           f"temperature 0; {result['cpus']} usable cores, 1-min load average "
-          f"{result['loadavg_1m'][0]} before / {result['loadavg_1m'][1]} after")
+          f"{result['loadavg_1m'][0]} before / {result['loadavg_1m'][1]} after; "
+          f"model load {result['load_s']:.1f}s")
     header = (f"{'variant':20s} {'median s/round':>14s} {'cold round s':>12s} {'prompt tok':>10s} "
               f"{'computed tok':>12s} {'gen tok/s':>9s}")
     print(header)

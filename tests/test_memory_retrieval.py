@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
+from importlib import resources
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sagekernel import db
@@ -15,6 +17,7 @@ from sagekernel.memory.retrieval import Candidate, RetrievalIndex, rerank
 from sagekernel.memory.store import Store
 
 CFG = MemoryConfig()
+MIGRATION = resources.files("sagekernel.migrations").joinpath("0001_memory.sql").read_text()
 
 cands = st.lists(st.tuples(st.floats(0.0, 1.0), st.floats(-CFG.q, 1.0)), min_size=2, max_size=30)
 
@@ -116,3 +119,46 @@ def test_approximate_dense_scoring_matches_exact_top_on_clustered_data(workspace
     a = {c.item_id for c in exact.pool("", q, size=15)}
     b = {c.item_id for c in approx.pool("", q, size=15)}
     assert len(a & b) >= 13  # recall@15 of the PCA prefilter
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 40), st.integers(4, 24))
+def test_projected_search_is_exact_when_certified_and_after_appends(seed: int, n_add: int, dim_p: int) -> None:
+    """The cosine upper bound of the PCA prefilter: a search reported exact equals the brute
+    force top (also after `add` appends rows to the projection), and dedup (`any_similar`) is
+    always exact."""
+    import numpy as np
+
+    class FakeDim:
+        name, dim = "test", 32
+
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(8, 32))
+    vecs = centers[rng.integers(0, 8, 400 + n_add)] + rng.uniform(0.1, 1.0) * rng.normal(size=(400 + n_add, 32))
+    vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(MIGRATION)
+    store = Store(conn)
+
+    def put(i: int) -> Item:
+        item = Item(id=0, title=f"t{i}", type="x", category="", error_message="", wrong_code="", correct_code="")
+        item.id = store.insert_item(item)
+        store.set_embedding(item.id, "test", vecs[i])
+        return item
+
+    for i in range(400):
+        put(i)
+    index = RetrievalIndex(store, FakeDim(), approx_above=100, approx_dim=dim_p)  # type: ignore[arg-type]
+    for i in range(400, 400 + n_add):
+        index.add(put(i), vecs[i])
+    index.state[rng.integers(0, len(index), 20)] = 2  # some consolidated rows
+    mask = index.eligible_mask() & index.has_emb
+    for q in (vecs[3], vecs[-1], centers[0] / np.linalg.norm(centers[0])):
+        q = q.astype(np.float32)
+        got = index._dense_top(q, mask, 15)
+        full = vecs @ q
+        full[~mask] = -np.inf
+        if index.last_exact:
+            assert sorted(full[got].tolist()) == pytest.approx(sorted(np.sort(full)[-15:].tolist()), abs=1e-6)
+        for thr in (0.5, 0.9, float(full.max()) - 1e-5, float(full[mask].max()) + 1e-3):
+            assert index.any_similar(q, thr) == bool((vecs @ q).max() >= thr)

@@ -9,6 +9,7 @@ import pytest
 from sagekernel import db
 from sagekernel.models import ExchangeLog, Message, ModelConfig, make_model, probe
 from sagekernel.models.exchange_log import list_exchanges
+from sagekernel.models.local import LocalModel
 
 pytestmark = pytest.mark.local
 
@@ -34,3 +35,19 @@ def test_local_model_answers_a_one_shot_prompt_and_reuses_the_prefix(workspace: 
     assert again.extra["prompt_reused_tokens"] > reply.prompt_tokens // 2
     assert again.extra["prompt_eval_tokens"] < again.prompt_tokens // 2
     assert [e.status for e in list_exchanges(log.conn, run_id="local-test")] == ["ok", "ok"]
+
+    assert isinstance(model, LocalModel)
+    model.clear_cache()  # what prefix_cache=False does before every call
+    cold = model.complete([Message("system", SYSTEM), Message("user", question)], max_tokens=1,
+                          temperature=0.0)
+    assert cold.extra["prompt_eval_tokens"] >= cold.prompt_tokens - 1
+
+
+def test_ram_prompt_cache_restores_alternating_prompts() -> None:
+    model = make_model("local", config=ModelConfig(n_ctx=1024, prompt_cache_mb=256))
+    a = [Message("system", SYSTEM), Message("user", "Operator A: relu.")]
+    b = [Message("system", "Unrelated short system prompt."), Message("user", "Operator B: gelu.")]
+    model.complete(a, max_tokens=1, temperature=0.0)
+    model.complete(b, max_tokens=1, temperature=0.0)  # evicts A's prefix from the live KV cache
+    again = model.complete(a, max_tokens=1, temperature=0.0)
+    assert again.extra["prompt_reused_tokens"] > again.prompt_tokens // 2  # restored from the RAM cache

@@ -232,6 +232,52 @@ def get_init_inputs():
 '''
 
 
+GEMM_KB = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, in_features, out_features, multiplier, negative_slope):
+        super().__init__()
+        self.gemm = nn.Linear(in_features, out_features)
+        self.multiplier = multiplier
+        self.leaky_relu = nn.LeakyReLU(negative_slope)
+
+    def forward(self, x):
+        return self.leaky_relu(self.gemm(x) * self.multiplier)
+
+
+batch_size = 32
+in_features = 48
+out_features = 48
+multiplier = 2.0
+negative_slope = 0.1
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features, multiplier, negative_slope]
+'''
+
+
+def test_inference_finds_sizes_that_only_reach_the_model(tmp_path: Path) -> None:
+    task = load_task(write(tmp_path / "level2", "12_Gemm_Multiply_LeakyReLU.py", GEMM_KB))
+    assert task.name == "gemm_multiply_leaky_relu"
+    assert task.inputs[0].dims == ("batch_size", "in_features")
+    assert task.outputs[0].dims == ("batch_size", "out_features"), "out_features equals in_features in value"
+    assert task.sizes == {"batch_size": 32, "in_features": 48, "out_features": 48}
+    assert task.attrs == {"multiplier": 2.0, "negative_slope": 0.1}, "size-following init args are not attrs"
+    model = make_model(task, {"out_features": 5})
+    (out,) = reference_outputs(task, build_inputs(task, {"out_features": 5}, seed=0), {"out_features": 5})
+    assert out.shape == (32, 5) and model.gemm.out_features == 5
+    mse = load_task(write(tmp_path / "level1", "94_MSELoss.py", RELU_KB))
+    assert mse.name == "mse_loss" and mse.category == "loss"
+
+
 def test_plain_kernelbench_file_is_inferred(tmp_path: Path) -> None:
     task = load_task(write(tmp_path / "level1", "19_ReLU.py", RELU_KB))
     assert task.name == "relu" and task.level == 1 and task.category == "activation"

@@ -49,9 +49,14 @@ def list_tasks(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """List the tasks of a suite or directory (files that fail to load are skipped; see `check`)."""
-    from sagekernel.tasks.suites import load_suite
+    from sagekernel.tasks.suites import suite_report
 
-    tasks = load_suite(str(directory) if directory is not None else suite, strict=False)
+    report = suite_report(str(directory) if directory is not None else suite)
+    tasks = report.tasks
+    if report.problems:
+        err = Console(stderr=True)
+        err.print(f"[yellow]{len(report.problems)} file(s) failed to load and are not listed; "
+                  f"see `sage tasks check {escape(str(report.root))}`[/]")
     if as_json:
         typer.echo(json.dumps([_task_json(t) for t in tasks], indent=2))
         return

@@ -104,6 +104,14 @@ class LocalModel(BackendModel):
         self._llm, self.model_path = llm, path
         self.load_s = time.perf_counter() - started
 
+    def clear_cache(self) -> None:
+        """Forget the cached prompt state, so the next call computes its whole prompt."""
+        with self._lock:
+            if self._llm is not None:
+                self._llm.reset()
+                if self._llm.cache is not None:
+                    self._llm.set_cache(type(self._llm.cache)(capacity_bytes=self._llm.cache.capacity_bytes))
+
     def close(self) -> None:
         with self._lock:
             if self._llm is not None:

@@ -51,16 +51,23 @@ _CATEGORY_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
 
 
 def guess_category(name: str) -> str:
-    words = set(re.split(r"[_\W]+", name.lower()))
+    """Whole-word keyword match first, then a substring match on keywords of 4+ letters."""
+    lowered = name.lower()
+    words = set(re.split(r"[_\W]+", lowered))
     for keys, category in _CATEGORY_RULES:
         if words & set(keys):
+            return category
+    for keys, category in _CATEGORY_RULES:
+        if any(len(k) >= 4 and k in lowered for k in keys):
             return category
     return "math"
 
 
 def name_from_stem(stem: str) -> str:
-    """``19_ReLU`` -> ``relu``; ``23_Conv3d_GELU`` -> ``conv3d_gelu``."""
+    """``19_ReLU`` -> ``relu``; ``94_MSELoss`` -> ``mse_loss``; ``23_Conv3d_GELU`` -> ``conv3d_gelu``."""
     name = re.sub(r"^\d+[_\-\s]*", "", stem)
+    name = re.sub(r"(?<=[a-z])(?=[A-Z][a-z])", "_", name)  # HingeLoss -> Hinge_Loss, LeakyReLU -> Leaky_ReLU
+    name = re.sub(r"(?<=[A-Z])(?=[A-Z][a-z])", "_", name)  # MSELoss -> MSE_Loss, RMSNorm -> RMS_Norm
     name = re.sub(r"[^0-9A-Za-z]+", "_", name).strip("_").lower()
     return name or ("task_" + re.sub(r"[^0-9a-z]+", "_", stem.lower()).strip("_"))
 
@@ -97,9 +104,9 @@ def infer_task(path: Path, module: ModuleType) -> Task:
     base_in = _shapes(base_inputs)
     base_out = _shapes(base_outputs)
 
-    # Which module ints do the input shapes (and init inputs) depend on?
+    # Which module ints do the input shapes, the init inputs and the output shapes depend on?
     in_deps: dict[str, set[tuple[int, int]]] = {}
-    init_follow: set[int] = set()
+    init_changes: dict[str, set[int]] = {}
     perturbed_value: dict[str, int] = {}
     for sym, value in ints.items():
         for trial in _perturbations(value):
@@ -110,6 +117,7 @@ def infer_task(path: Path, module: ModuleType) -> Task:
                     init = call_init_inputs(module, path)
             except TaskError:
                 continue
+            perturbed_value[sym] = trial
             changed = {(i, j) for i, (a, b) in enumerate(zip(base_in, shapes, strict=False))
                        for j in range(min(len(a), len(b))) if a[j] != b[j]}
             ranks_differ = any(len(a) != len(b) for a, b in zip(base_in, shapes, strict=False))
@@ -117,11 +125,22 @@ def infer_task(path: Path, module: ModuleType) -> Task:
                 changed.add((-1, -1))  # rank/count change: still a size symbol, just not a plain dim
             if changed:
                 in_deps[sym] = changed
-                perturbed_value[sym] = trial
-            init_follow |= {k for k, (a, b) in enumerate(zip(base_init, init, strict=False)) if a != b}
+            init_changed = {k for k, (a, b) in enumerate(zip(base_init, init, strict=False)) if a != b}
+            if init_changed:
+                init_changes[sym] = init_changed
             break
 
-    sizes: dict[str, int] = {s: ints[s] for s in ints if s in in_deps}
+    # An int that only reaches Model.__init__ (e.g. out_features) is a size when it changes the outputs.
+    out_deps: dict[str, list[tuple[int, ...]]] = {}
+    for sym in init_changes:
+        if sym not in in_deps:
+            shapes_out = _output_shapes(path, module, sym, perturbed_value[sym])
+            if shapes_out is not None and shapes_out != base_out:
+                out_deps[sym] = shapes_out
+    size_syms = [s for s in ints if s in in_deps or s in out_deps]
+    init_follow = set().union(*(init_changes.get(s, set()) for s in size_syms))
+
+    sizes: dict[str, int] = {s: ints[s] for s in size_syms}
     in_specs: list[tuple[str, tuple[str, ...]]] = []
     for i, shape in enumerate(base_in):
         dims = []
@@ -138,16 +157,17 @@ def infer_task(path: Path, module: ModuleType) -> Task:
         in_specs.append((f"in{i}", tuple(dims)))
 
     out_specs: list[tuple[str, tuple[str, ...]]] = []
-    out_deps: dict[str, list[tuple[int, ...]]] | None = None
     for i, shape in enumerate(base_out):
         dims = []
         for j, n in enumerate(shape):
-            matches = [s for s in in_deps if sizes[s] == n]
+            matches = [s for s in size_syms if ints[s] == n]
             if len(matches) != 1:
-                if out_deps is None:
-                    out_deps = _output_dependencies(path, module, perturbed_value, base_out)
-                deps = [s for s in out_deps if _out_dim_changed(out_deps[s], base_out, i, j)]
-                matches = [s for s in deps if sizes[s] == n]
+                for sym in size_syms:  # resolve by perturbing the forward pass (once per symbol)
+                    if sym not in out_deps:
+                        shapes_out = _output_shapes(path, module, sym, perturbed_value[sym])
+                        out_deps[sym] = shapes_out if shapes_out is not None else base_out
+                deps = [s for s in size_syms if _out_dim_changed(out_deps[s], base_out, i, j)]
+                matches = [s for s in deps if ints[s] == n]
                 if not deps:
                     dims.append(_constant_symbol(sizes, n))
                     continue
@@ -182,19 +202,15 @@ def _constant_symbol(sizes: dict[str, int], n: int) -> str:
     return sym
 
 
-def _output_dependencies(path: Path, module: ModuleType, perturbed: dict[str, int],
-                         base_out: list[tuple[int, ...]]) -> dict[str, list[tuple[int, ...]]]:
-    """Output shapes after perturbing each size symbol (only run when dims are ambiguous)."""
-    deps = {}
-    for sym, trial in perturbed.items():
-        try:
-            with bound_sizes(module, {sym: trial}), torch.random.fork_rng(devices=[]):
-                torch.manual_seed(0)
-                inputs = call_get_inputs(module, path)
-                deps[sym] = _shapes(call_forward(instantiate(module, path), inputs, path))
-        except TaskError:
-            continue
-    return deps
+def _output_shapes(path: Path, module: ModuleType, sym: str, trial: int) -> list[tuple[int, ...]] | None:
+    """Output shapes with one module int perturbed (None if the file cannot run that way)."""
+    try:
+        with bound_sizes(module, {sym: trial}), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            inputs = call_get_inputs(module, path)
+            return _shapes(call_forward(instantiate(module, path), inputs, path))
+    except TaskError:
+        return None
 
 
 def _out_dim_changed(shapes: list[tuple[int, ...]], base: list[tuple[int, ...]], i: int, j: int) -> bool:

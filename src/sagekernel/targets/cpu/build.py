@@ -20,6 +20,7 @@ from pathlib import Path
 from sagekernel.harness import sandbox
 from sagekernel.harness.verdict import LintFinding
 from sagekernel.targets.base import BuildResult
+from sagekernel.targets.cpu import elf
 from sagekernel.targets.cpu.contract import KERNEL_SYMBOL
 
 COMMON_FLAGS = (
@@ -315,13 +316,22 @@ def _nm(library: Path, *flags: str) -> list[tuple[str, str]]:
     return rows
 
 
+#: `nm` type letters of the defined symbols that are checked against libc names.
+DEFINED_KINDS = "TtWwDdBbVviIuG"
+
+
 def _is_libc_symbol(name: str) -> bool:
     if name.startswith("_Z"):
         return False
     try:
-        return hasattr(ctypes.CDLL(None), name) or hasattr(_libm(), name)
+        return hasattr(_libc(), name) or hasattr(_libm(), name)
     except OSError:
         return False
+
+
+@lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None)
 
 
 @lru_cache(maxsize=1)
@@ -329,10 +339,23 @@ def _libm() -> ctypes.CDLL:
     return ctypes.CDLL("libm.so.6")
 
 
+def _symbols(library: Path) -> tuple[list[str], list[str], int]:
+    """(undefined names, defined names, constructor-section bytes): parsed in-process (elf.py),
+    falling back to `nm -D` / `readelf -SW` for objects the parser does not handle."""
+    parsed = elf.read(library)
+    if parsed is not None:
+        defined = [name for kind, name in parsed.defined if kind in DEFINED_KINDS]
+        return parsed.undefined, defined, parsed.constructor_bytes
+    undefined = [name for _, name in _nm(library, "--undefined-only")]
+    defined = [name for kind, name in _nm(library, "--defined-only") if kind in DEFINED_KINDS]
+    return undefined, defined, _init_array_size(library)
+
+
 def check_library(library: Path, language: str) -> tuple[list[LintFinding], str]:
     """(findings, load problem). Findings reject the object; a load problem means it is unusable."""
     findings: list[LintFinding] = []
-    for _, name in _nm(library, "--undefined-only"):
+    undefined, defined, ctor_bytes = _symbols(library)
+    for name in undefined:
         if name in ALLOWED_UNDEFINED or _ALLOWED_PATTERNS.match(name):
             continue
         for rule, pattern, reason in SYMBOL_RULES:
@@ -343,7 +366,6 @@ def check_library(library: Path, language: str) -> tuple[list[LintFinding], str]
             findings.append(
                 LintFinding("symbol_not_allowed", f"{NOT_ALLOWED_REASON} (symbol {name})", None, name)
             )
-    defined = [name for kind, name in _nm(library, "--defined-only") if kind in "TtWwDdBbVviIuG"]
     if KERNEL_SYMBOL not in defined:
         hint = ' (in C++, declare it extern "C")' if language == "c++" else ""
         return findings, f"the library does not export `{KERNEL_SYMBOL}`{hint}"
@@ -358,7 +380,7 @@ def check_library(library: Path, language: str) -> tuple[list[LintFinding], str]
                     name,
                 )
             )
-    extra = _init_array_size(library) - _baseline_init_array_size(language)
+    extra = ctor_bytes - _baseline_init_array_size(language)
     if extra > 0:
         findings.append(
             LintFinding(
@@ -400,4 +422,5 @@ def _baseline_init_array_size(language: str) -> int:
             timeout=60,
             check=True,
         )
-        return _init_array_size(out)
+        parsed = elf.read(out)
+        return parsed.constructor_bytes if parsed is not None else _init_array_size(out)

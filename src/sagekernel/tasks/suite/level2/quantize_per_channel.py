@@ -10,13 +10,11 @@ SAGE_TASK = {
     "name": "quantize_per_channel", "level": 2, "category": "quantization",
     "description": "Per-channel (per column) symmetric int8 quantisation: "
                    "q[m, n] = clamp(round_half_even(x[m, n] / scale[n]), -128, 127) as int8. Scales are "
-                   "positive; some columns saturate. The division is a float32 division (x / scale, not a "
-                   "multiply by 1 / scale), and the result must match exactly.",
+                   "positive; some columns saturate.",
     "inputs": {"x": ["M", "N"], "scale": ["N"]},
     "outputs": {"q": ["M", "N"]},
     "sizes": {"M": 128, "N": 256},
     "variants": [{"M": 7, "N": 1531}, {"M": 1000, "N": 33}],
-    "fp64_reference": False,
     "dtype": "float32", "atol": 0.0, "rtol": 0.0,
 }
 
@@ -44,6 +42,11 @@ def make_inputs(sizes, gen, distribution):
     x = _draw((sizes["M"], sizes["N"]), gen, distribution)
     amax = x.abs().amax(dim=0).clamp_min(1e-6)
     scale = amax / 127 * (0.6 + 0.6 * torch.rand(sizes["N"], generator=gen))
+    # Keep x / scale at least ~0.008 away from a rounding tie (x.5), where float32 rounding error
+    # could legitimately flip the int8 result: then the int8 output is exact.
+    v = x.double() / scale.double()
+    near_tie = ((v - torch.floor(v)) - 0.5).abs() < 5e-3
+    x = torch.where(near_tie, ((v + 0.01 * torch.sign(v)) * scale.double()).float(), x)
     return [x, scale]
 
 

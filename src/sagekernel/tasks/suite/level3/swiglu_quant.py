@@ -11,12 +11,12 @@ SAGE_TASK = {
     "name": "swiglu_quant", "level": 3, "category": "fused",
     "description": "y = silu(gate) * up with silu(g) = g * sigmoid(g), then per-channel (per column) int8 "
                    "quantisation q[m, h] = clamp(round_half_even(y[m, h] / scale[h]), -128, 127). Scales are "
-                   "positive; some columns saturate. A difference of 1 at rounding ties is tolerated.",
+                   "positive; some columns saturate.",
     "inputs": {"gate": ["M", "H"], "up": ["M", "H"], "scale": ["H"]},
     "outputs": {"q": ["M", "H"]},
     "sizes": {"M": 128, "H": 512},
     "variants": [{"M": 7, "H": 1531}, {"M": 1000, "H": 33}],
-    "dtype": "float32", "atol": 1.0, "rtol": 0.0,
+    "dtype": "float32", "atol": 0.0, "rtol": 0.0,
 }
 
 
@@ -46,6 +46,11 @@ def make_inputs(sizes, gen, distribution):
     up = _draw(shape, gen, distribution)
     amax = (F.silu(gate) * up).abs().amax(dim=0).clamp_min(1e-6)
     scale = amax / 127 * (0.6 + 0.6 * torch.rand(sizes["H"], generator=gen))
+    # Keep y / scale at least ~0.008 away from a rounding tie (x.5), where float32 rounding error
+    # could legitimately flip the int8 result: then the int8 output is exact.
+    v = F.silu(gate.double()) * up.double() / scale.double()
+    near_tie = ((v - torch.floor(v)) - 0.5).abs() < 5e-3
+    up = torch.where(near_tie, (up.double() * (v + 0.01 * torch.sign(v)) / v).float(), up)
     return [gate, up, scale]
 
 
