@@ -3,7 +3,8 @@
     python3 benchmarks/bench_harness.py [--repeats 5] [--json] [TASK_FILE ...]
 
 For each task's hand-written CPU kernel: the harness's build / correctness / timing / total time
-(warm timing server, as the agent uses it; the first call that starts the server is excluded), and
+(warm timing server and correctness zygote, as the agent uses them; the first call that starts them
+is excluded; `--cold-correctness` starts a fresh sandboxed process per correctness run), and
 the bare minimum: the same gcc command run directly, plus the same number of timed candidate and
 reference calls in this process (no sandbox, no checks). Medians over repeats; ratio = total / bare.
 """
@@ -72,9 +73,12 @@ def main() -> int:
     parser.add_argument("tasks", nargs="*", type=Path)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--cold-correctness", action="store_true", help="a fresh sandboxed process per correctness run"
+    )
     ns = parser.parse_args()
     tasks = ns.tasks or DEFAULT_TASKS
-    config = HarnessConfig()
+    config = HarnessConfig(warm_correctness=not ns.cold_correctness)
     target = get_target("cpu")
     rows = []
     warm = load_task(tasks[0])

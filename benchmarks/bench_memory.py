@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -61,7 +62,7 @@ class RandomEmbedder:
         return self.encode([text])[0]
 
 
-def build(ws: Path, n: int, emb: RandomEmbedder, rng: np.random.Generator):  # type: ignore[no-untyped-def]
+def build(ws: Path, n: int, emb: RandomEmbedder, rng: np.random.Generator) -> sqlite3.Connection:
     conn = db.connect(ws)
     texts = [" ".join(rng.choice(WORDS, size=12)) for _ in range(n)]
     vecs = emb.encode(texts)
@@ -117,7 +118,8 @@ def bench_size(n: int, queries: int, rng: np.random.Generator) -> dict[str, floa
             dense.append(t3 - t2)
             truth = exact._dense_top(q, mask, 15)
             recall.append(len(set(top.tolist()) & set(truth.tolist())) / 15)
-        learn, learn_item = [], []
+        learn: list[float] = []
+        learn_item: list[float] = []
         for e in range(12):
             rounds = []
             for r in range(3):
@@ -136,8 +138,8 @@ def bench_size(n: int, queries: int, rng: np.random.Generator) -> dict[str, floa
             (learn_item if drafts else learn).append(time.perf_counter() - t0)
         conn.close()
     return {"items": n, "score_ms": med(score), "lexical_ms": med(lex), "dense_ms": med(dense),
-            "recall_at_15": statistics.mean(recall),
-            "exact_share": statistics.mean(certified), "learn_ms": med(learn), "learn_item_ms": med(learn_item)}
+            "recall_at_15": statistics.mean(recall), "exact_share": statistics.mean(certified),
+            "learn_ms": med(learn), "learn_item_ms": med(learn_item)}
 
 
 def main() -> None:

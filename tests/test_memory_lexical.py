@@ -14,8 +14,9 @@ from sagekernel.memory.lexical import WEIGHTS, LexicalIndex, tokenize
 from sagekernel.memory.retrieval import query_terms
 
 COLS = ("title", "error_message", "category", "type", "wrong_code", "correct_code")
-WORDS = ["tile", "size", "tile_size", "Reduction", "loop", "out", "of", "bounds", "expf", "x", "_mm256_add_ps",
-         "mm256", "float4", "2d", "café", "cafe", "__restrict__", "a.b", "a-b", "256x", "Tile", "SIZE", "__"]
+WORDS = ["tile", "size", "tile_size", "Reduction", "loop", "out", "of", "bounds", "expf", "x",
+         "_mm256_add_ps", "mm256", "float4", "2d", "café", "cafe", "__restrict__", "a.b", "a-b", "256x",
+         "Tile", "SIZE", "__"]
 text = st.lists(st.sampled_from(WORDS), max_size=8).map(lambda ws: " ".join(ws))
 doc = st.tuples(*[text] * len(COLS))
 
@@ -40,7 +41,8 @@ def ours(index: LexicalIndex, query: str) -> dict[int, float]:
 
 
 def test_tokenizer_matches_unicode61_on_code_text() -> None:
-    assert tokenize("_mm256_add_ps(a.b, Tile-SIZE) café") == ["mm256", "add", "ps", "a", "b", "tile", "size", "cafe"]
+    assert tokenize("_mm256_add_ps(a.b, Tile-SIZE) café") == ["mm256", "add", "ps", "a", "b", "tile", "size",
+                                                             "cafe"]
 
 
 @settings(max_examples=150, deadline=None)
@@ -57,7 +59,8 @@ def test_scores_equal_fts5_bm25(docs: list[tuple[str, ...]], query: str) -> None
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(doc, min_size=1, max_size=30), st.integers(0, 30), st.lists(text, min_size=1, max_size=4))
-def test_incremental_appends_equal_a_rebuild(docs: list[tuple[str, ...]], split: int, queries: list[str]) -> None:
+def test_incremental_appends_equal_a_rebuild(docs: list[tuple[str, ...]], split: int,
+                                             queries: list[str]) -> None:
     split = min(split, len(docs))
     grown = LexicalIndex()
     grown.add_many(docs[:split])

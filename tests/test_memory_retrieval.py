@@ -123,7 +123,8 @@ def test_approximate_dense_scoring_matches_exact_top_on_clustered_data(workspace
 
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(0, 40), st.integers(4, 24))
-def test_projected_search_is_exact_when_certified_and_after_appends(seed: int, n_add: int, dim_p: int) -> None:
+def test_projected_search_is_exact_when_certified_and_after_appends(seed: int, n_add: int,
+                                                                    dim_p: int) -> None:
     """The cosine upper bound of the PCA prefilter: a search reported exact equals the brute
     force top (also after `add` appends rows to the projection), and dedup (`any_similar`) is
     always exact."""
@@ -134,14 +135,16 @@ def test_projected_search_is_exact_when_certified_and_after_appends(seed: int, n
 
     rng = np.random.default_rng(seed)
     centers = rng.normal(size=(8, 32))
-    vecs = centers[rng.integers(0, 8, 400 + n_add)] + rng.uniform(0.1, 1.0) * rng.normal(size=(400 + n_add, 32))
+    noise = rng.uniform(0.1, 1.0) * rng.normal(size=(400 + n_add, 32))
+    vecs = centers[rng.integers(0, 8, 400 + n_add)] + noise
     vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
     conn = sqlite3.connect(":memory:")
     conn.executescript(MIGRATION)
     store = Store(conn)
 
     def put(i: int) -> Item:
-        item = Item(id=0, title=f"t{i}", type="x", category="", error_message="", wrong_code="", correct_code="")
+        item = Item(id=0, title=f"t{i}", type="x", category="", error_message="", wrong_code="",
+                    correct_code="")
         item.id = store.insert_item(item)
         store.set_embedding(item.id, "test", vecs[i])
         return item

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from sagekernel.errors import TaskError
-from sagekernel.harness import protocol, sandbox
+from sagekernel.harness import protocol, sandbox, zygote
 from sagekernel.harness.compare import SENTINELS, Mismatch, compare, tensor_from_bytes
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.verdict import Stage
@@ -114,9 +114,12 @@ def scalar_args(task: Task, sizes: dict[str, int]) -> list[list[Any]]:
 
 
 def build_request(
-    task: Task, trials: list[Trial], lib: str, nonce: str
+    task: Task, trials: list[Trial], lib: str, nonce: str, lib_bytes: bytes | None = None
 ) -> tuple[bytes, list[tuple[Trial, str]]]:
-    """The child's request and, per call, the trial it runs and its slot ("dup" = repeat of trial 0)."""
+    """The child's request and, per call, the trial it runs and its slot ("dup" = repeat of trial 0).
+
+    With `lib_bytes` the library travels in the blob (a warm zygote's child has no mount of the
+    build directory) and `lib` is ignored."""
     blob = bytearray()
     calls: list[dict[str, Any]] = []
     plan: list[tuple[Trial, str]] = [(t, f"shape:{t.shape_label}") for t in trials]
@@ -140,13 +143,17 @@ def build_request(
                 "scalars": scalar_args(task, trial.sizes),
             }
         )
-    header = {
+    header: dict[str, Any] = {
         "nonce": nonce,
-        "lib": lib,
         "symbol": "sage_kernel",
         "calls": calls,
         "site": sandbox.site_paths(),
     }
+    if lib_bytes is None:
+        header["lib"] = lib
+    else:
+        header["lib_span"] = [len(blob), len(lib_bytes)]
+        blob.extend(lib_bytes)
     return protocol.encode_request(header, blob), plan
 
 
@@ -170,6 +177,15 @@ def run_child(
     task: Task, trials: list[Trial], library: Path, config: HarnessConfig, kind: str, scratch: Path
 ) -> tuple[sandbox.SandboxResult, protocol.ParsedChannel, list[tuple[Trial, str]]]:
     nonce = protocol.new_nonce()
+    limits = sandbox.Limits(
+        wall_s=config.run_timeout_s,
+        cpu_s=int(config.run_timeout_s * config.threads) + 1,
+        address_space_bytes=config.memory_limit_bytes,
+    )
+    if config.warm_correctness:
+        request, plan = build_request(task, trials, "", nonce, lib_bytes=library.read_bytes())
+        result = zygote.run(kind, config.threads, limits, nonce, request)
+        return result, protocol.parse_frames(result.channel, nonce), plan
     cmd = sandbox.SandboxCommand(
         argv=sandbox.python_argv("/box/children/kernel_runner.py"),
         ro_binds=[(str(CHILDREN_DIR), "/box/children"), (str(library.parent), "/box/lib")],
@@ -177,11 +193,6 @@ def run_child(
     )
     lib_path = sandbox.translate(kind, f"/box/lib/{library.name}", cmd)
     request, plan = build_request(task, trials, lib_path, nonce)
-    limits = sandbox.Limits(
-        wall_s=config.run_timeout_s,
-        cpu_s=int(config.run_timeout_s * config.threads) + 1,
-        address_space_bytes=config.memory_limit_bytes,
-    )
     result = sandbox.run(cmd, kind=kind, limits=limits, stdin_data=request, scratch_dir=scratch)
     return result, protocol.parse_frames(result.channel, nonce), plan
 
@@ -298,8 +309,8 @@ def judge(
         previous[slot] = outputs[i]
     checks["calls"] = len(plan)
     if config.canaries:
-        passing = passing_canaries(task, trials)
-        checks["canaries"] = {"checked": list(CANARIES), "passing": passing}
+        passing, cached = task_canaries(task, config, trials)
+        checks["canaries"] = {"checked": list(CANARIES), "passing": passing, "cached": cached}
         if passing:
             return Outcome(
                 Stage.BROKEN_TASK,
@@ -367,6 +378,35 @@ def canary_outputs(name: str, task: Task, trial: Trial, anchor: Trial | None = N
     return outs
 
 
+#: Canary conclusions per (task file, its mtime, tolerances, trial plan): a property of the task and
+#: the harness settings, not of a candidate, so it is computed on the first candidate of a task in
+#: this process and reused (selfcheck also runs the C canaries through the full harness).
+_CANARY_CACHE: dict[tuple[Any, ...], list[str]] = {}
+
+
+def task_canaries(task: Task, config: HarnessConfig, trials: list[Trial]) -> tuple[list[str], bool]:
+    """(null kernels that pass every trial, whether the answer came from the cache)."""
+    try:
+        mtime = Path(task.source_path).stat().st_mtime_ns
+    except OSError:
+        mtime = None
+    key = (
+        str(Path(task.source_path).resolve()),
+        mtime,
+        task.atol,
+        task.rtol,
+        config.trials,
+        config.variant_trials,
+        config.held_out_shape,
+    )
+    cached = _CANARY_CACHE.get(key)
+    if cached is not None:
+        return list(cached), True
+    passing = passing_canaries(task, trials)
+    _CANARY_CACHE[key] = list(passing)
+    return passing, False
+
+
 def passing_canaries(task: Task, trials: list[Trial]) -> list[str]:
     passing = []
     for name in CANARIES:
@@ -394,4 +434,5 @@ __all__ = [
     "passing_canaries",
     "plan_trials",
     "run_child",
+    "task_canaries",
 ]

@@ -48,8 +48,10 @@ def terminal_score(trace: EpisodeTrace, cfg: MemoryConfig) -> float | None:
         # RECONSTRUCTED: success is binary (1); failure −δ with no partial compile credit.
         return 1.0 if any(r.correct for r in trace.rounds) or trace.success else -cfg.delta
     t_first = trace.t_first_ms
+    # The agent's T_best already ignores re-measured kernels and gains below its noise margin
+    # (agent/state.py MIN_GAIN); fall back to raw round latencies only for traces without it.
     latencies = [r.latency_ms for r in trace.rounds if r.correct and r.latency_ms]
-    t_best = min([*latencies, *([trace.t_best_ms] if trace.t_best_ms else [])], default=None)
+    t_best = trace.t_best_ms if trace.t_best_ms else min(latencies, default=None)
     if t_first and t_best and t_best < t_first:
         return 1.0 - t_best / t_first  # SECONDARY (S3)
     # RECONSTRUCTED: no strictly faster kernel is the unsuccessful opt episode (knob opt_no_gain_score).

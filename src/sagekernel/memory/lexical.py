@@ -45,7 +45,7 @@ class _Buf:
     """A growable 1-d numpy array (amortised O(1) append)."""
 
     def __init__(self, dtype: type, cap: int = 1024) -> None:
-        self.a = np.empty(cap, dtype=dtype)
+        self.a: np.ndarray = np.empty(cap, dtype=dtype)
         self.n = 0
 
     def extend(self, values: Sequence[float] | np.ndarray) -> None:
@@ -168,7 +168,8 @@ class LexicalIndex:
         return np.concatenate(parts_d), np.concatenate(parts_w)
 
     def _positions(self, t: int) -> np.ndarray:
-        out = self._pos[self._pos_ptr[t]: self._pos_ptr[t + 1]] if t < len(self._pos_ptr) - 1 else self._pos[:0]
+        base = t < len(self._pos_ptr) - 1
+        out = self._pos[self._pos_ptr[t]: self._pos_ptr[t + 1]] if base else self._pos[:0]
         if self._tok.n > self._base_t:
             tail = self._base_t + np.flatnonzero(self._tok.a[self._base_t: self._tok.n] == t)
             out = np.concatenate([out, tail])

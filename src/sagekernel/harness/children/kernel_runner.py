@@ -11,14 +11,16 @@ addresses, new contents), so a kernel that caches results by pointer returns sta
 from __future__ import annotations
 
 import ctypes
+import json
 import mmap
 import os
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from guard import Channel, lock_files, lock_process, read_request
+from guard import Channel, lock_files, lock_process, preload, read_request, reap
 
 GUARD = 64
 GUARD_BYTE = 0xA5
@@ -64,15 +66,25 @@ class Buffer:
         return memoryview(self.mem)[GUARD : GUARD + self.nbytes]
 
 
-def main() -> int:
-    header, blob = read_request(sys.stdin.buffer)
-    sys.path.extend(header.get("site", []))  # run with -S: only the paths the parent names
+def main(stdin: Any = None, result_fd: int | None = None, workdir: str | None = None) -> int:
+    """One request: from `stdin` (default: this process's stdin), results to `result_fd` (default:
+    env SAGE_RESULT_FD). A request carrying `lib_span` brings the library's bytes in its blob; they
+    are written to `workdir` (this child's private directory) and loaded from there."""
+    header, blob = read_request(stdin if stdin is not None else sys.stdin.buffer)
+    sys.path.extend(p for p in header.get("site", []) if p not in sys.path)  # run with -S
     blob_addr = ctypes.addressof(ctypes.c_char.from_buffer(blob)) if len(blob) else 0
-    chan = Channel(int(os.environ["SAGE_RESULT_FD"]), header["nonce"])
+    fd = result_fd if result_fd is not None else int(os.environ["SAGE_RESULT_FD"])
+    chan = Channel(fd, header["nonce"])
+    lib_path = header.get("lib", "")
+    if "lib_span" in header:
+        off, n = header["lib_span"]
+        lib_path = os.path.join(workdir or os.getcwd(), "kernel.so")
+        with open(lib_path, "wb") as f:
+            f.write(blob[off : off + n])
     seccomp = lock_process()
     chan.send({"kind": "hello", "seccomp": seccomp})
     try:
-        lib = ctypes.CDLL(header["lib"], mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        lib = ctypes.CDLL(lib_path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
         fn = getattr(lib, header["symbol"])
     except (OSError, AttributeError) as exc:
         chan.send({"kind": "load_error", "error": str(exc)})
@@ -124,5 +136,151 @@ def main() -> int:
     return 0
 
 
+# ---- warm mode: a zygote that forks one child per candidate ----------------------------------
+
+#: Bytes of the child's stdout/stderr log returned to the parent.
+TAIL_BYTES = 2000
+
+
+def _limit(which: int, value: int) -> None:
+    import resource
+
+    _soft, hard = resource.getrlimit(which)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(which, (value, value))
+
+
+def _child(job: dict[str, Any], req_fd: int, res_fd: int, workdir: str) -> int:
+    """In the forked child, before any candidate byte is read: own session and process group,
+    lowered rlimits, a private working/temporary directory, stdout/stderr into a log there, and no
+    fd but the request pipe, the log and the result pipe. Then the same code as a cold child."""
+    import resource
+    import tempfile
+
+    os.setsid()
+    _limit(resource.RLIMIT_CPU, int(job["cpu_s"]))
+    if job.get("as_bytes"):
+        _limit(resource.RLIMIT_AS, int(job["as_bytes"]))
+    _limit(resource.RLIMIT_FSIZE, int(job["fsize_bytes"]))
+    _limit(resource.RLIMIT_NOFILE, int(job["nofile"]))
+    _limit(resource.RLIMIT_CORE, 0)
+    log = os.open(os.path.join(workdir, "child.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    # keep only 0-2, the request pipe and the result pipe (the control socket is closed here)
+    keep = sorted({0, 1, 2, req_fd, res_fd})
+    for lo, hi in zip(keep, [*keep[1:], 1 << 16], strict=True):
+        os.closerange(lo + 1, hi)
+    os.chdir(workdir)
+    os.environ["TMPDIR"] = workdir
+    os.environ["HOME"] = workdir
+    tempfile.tempdir = workdir
+    with os.fdopen(req_fd, "rb") as stdin:
+        return main(stdin, res_fd, workdir)
+
+
+def _wipe(directory: str) -> None:
+    """Remove everything under `directory` (what one candidate left for the next)."""
+    import shutil
+
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return
+    for name in entries:
+        path = os.path.join(directory, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def serve(kind: str, site: list[str]) -> int:
+    """Warm mode. The control socket (env SAGE_RESULT_FD, a SOCK_SEQPACKET socket) brings one job
+    per packet: a small JSON record (nonce, limits) plus two fds, the read end of a request pipe
+    and the write end of a fresh result pipe. This process forks a child per job and never reads
+    the request, loads a library or calls a kernel itself; it reaps the child (killing its
+    process group after the wall limit), wipes the temporary directories, and answers with an
+    "exit" frame (status, signal, timeout, log tail) on the control socket."""
+    import signal
+    import socket
+    import tempfile
+
+    sys.path.extend(p for p in site if p not in sys.path)
+    preload()  # pay for the seccomp bindings once, not per candidate
+    ctl = socket.socket(fileno=int(os.environ["SAGE_RESULT_FD"]))
+    base = tempfile.gettempdir()
+    scratch = [base]
+    if kind == "bwrap" and os.access("/dev/shm", os.W_OK):  # the sandbox's own /dev, never the host's
+        scratch.append("/dev/shm")
+    while True:
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(ctl, 1 << 16, 2)
+        except OSError:
+            return 0
+        if not msg:
+            return 0
+        job = json.loads(msg)
+        if len(fds) != 2 or not str(job.get("nonce", "")).isalnum():
+            for fd in fds:
+                os.close(fd)
+            continue
+        req_fd, res_fd = fds
+        workdir = os.path.join(base, f"sage-run-{job['nonce']}")
+        os.mkdir(workdir, 0o700)
+        pid = os.fork()
+        if pid == 0:
+            status = 0
+            try:
+                ctl.close()
+                status = _child(job, req_fd, res_fd, workdir)
+            except BaseException as exc:  # report, never fall back into the server loop
+                try:
+                    Channel(res_fd, job["nonce"]).send({"kind": "error", "error": f"{type(exc).__name__}: {exc}"})
+                except BaseException:
+                    pass
+                status = 1
+            finally:
+                os._exit(status)
+        os.close(req_fd)
+        os.close(res_fd)
+        timed_out, wstatus = reap(pid, float(job["wall_s"]))
+        try:
+            os.killpg(pid, signal.SIGKILL)  # anything the child left in its process group
+        except OSError:
+            pass
+        tail = b""
+        try:
+            with open(os.path.join(workdir, "child.log"), "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - TAIL_BYTES))
+                tail = f.read()
+        except OSError:
+            pass
+        for directory in scratch:
+            _wipe(directory)
+        record = {
+            "kind": "exit",
+            "nonce": job["nonce"],
+            "status": os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else None,
+            "signal": os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else None,
+            "timed_out": timed_out,
+            "tail": tail.decode("utf-8", "replace"),
+        }
+        head = json.dumps(record).encode() + b"\n"
+        try:
+            ctl.sendall(len(head).to_bytes(8, "little") + head)
+        except OSError:
+            return 0
+
+
 if __name__ == "__main__":
+    if len(sys.argv) >= 2 and sys.argv[1] == "--serve":
+        sys.exit(serve(sys.argv[2], sys.argv[3:]))
     sys.exit(main())

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import contextlib
 
-from guard import Channel, lock_files, lock_process, read_request
+from guard import Channel, lock_files, lock_process, preload, read_request, reap
 
 
 def _prepare_paths(pkg: str, site: list[str]) -> None:
@@ -189,7 +189,6 @@ def serve(pkg: str, site: list[str]) -> int:
     """
     import resource
     import shutil
-    import signal
     import tempfile
 
     _prepare_paths(pkg, site)
@@ -197,6 +196,7 @@ def serve(pkg: str, site: list[str]) -> int:
 
     import sagekernel.tasks.inputs  # noqa: F401
 
+    preload()  # the seccomp bindings, so no child pays for finding libseccomp
     fd = int(os.environ["SAGE_RESULT_FD"])
     stdin = sys.stdin.buffer
     while True:
@@ -220,21 +220,7 @@ def serve(pkg: str, site: list[str]) -> int:
                 status = 1
             finally:
                 os._exit(status)
-        deadline = time.monotonic() + float(header["wall_s"])
-        timed_out = False
-        while True:
-            done, wstatus = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                timed_out = True
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except OSError:
-                    os.kill(pid, signal.SIGKILL)
-                _, wstatus = os.waitpid(pid, 0)
-                break
-            time.sleep(0.001)
+        timed_out, wstatus = reap(pid, float(header["wall_s"]))
         shutil.rmtree(Path(tempfile.gettempdir()) / f"sage-timing-{header['nonce']}", ignore_errors=True)
         sig = os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else None
         code = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else None
