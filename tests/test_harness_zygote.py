@@ -74,7 +74,8 @@ def test_a_hung_child_is_killed_and_the_zygote_serves_the_next_candidate() -> No
 
 
 def test_a_candidate_cannot_signal_the_zygote() -> None:
-    kill_parent = HEAD + SIG + " { kill(getppid(), SIGKILL); kill(0, SIGKILL); kill(1, SIGKILL); " + RELU + " }\n"
+    kills = "kill(getppid(), SIGKILL); kill(0, SIGKILL); kill(1, SIGKILL);"
+    kill_parent = HEAD + SIG + " { " + kills + " " + RELU + " }\n"
     _run("#include <stdint.h>\n" + SIG + " { " + RELU + " }\n")  # make sure one zygote is idle
     before = _zygote_pids()
     v = _run(kill_parent)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import httpx
 import pytest
 
 from openai_server import Failure, OpenAITestServer
@@ -193,3 +194,25 @@ def test_cost_budget(workspace: Path) -> None:
         with pytest.raises(BudgetExhausted, match=r"\$14.0000 of \$10.0000"):
             model.complete(USER)
     assert len(server.requests) == 2
+
+
+class _ToLocal(httpx.BaseTransport):
+    """Sends requests addressed to api.openai.com to the local test server instead (real HTTP)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.inner = httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.url = request.url.copy_with(scheme="http", host="127.0.0.1", port=self.port)
+        return self.inner.handle_request(request)
+
+
+def test_official_endpoint_gets_max_completion_tokens_and_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with OpenAITestServer(replies=["hi"]) as server:
+        model = OpenAIModel("test-model", transport=_ToLocal(server.port))
+        assert model.base_url == "https://api.openai.com/v1"
+        model.complete(USER, max_tokens=50)
+    assert server.requests[0]["max_completion_tokens"] == 50 and "max_tokens" not in server.requests[0]
+    assert server.headers[0]["authorization"] == "Bearer sk-test"

@@ -43,13 +43,15 @@ def test_parse_retry_after_forms() -> None:
 
 
 def test_classification() -> None:
-    kw = {"endpoint": "http://h/v1/chat/completions", "model": "m"}
+    def classify(status: int, detail: str) -> Exception:
+        return status_error(status, detail, endpoint="http://h/v1/chat/completions", model="m")
+
     for status in (408, 409, 425, 429, 500, 502, 503, 504, 529):
-        assert isinstance(status_error(status, "busy", **kw), TransientError), status
-    assert isinstance(status_error(429, "too many tokens per minute", **kw), TransientError)
+        assert isinstance(classify(status, "busy"), TransientError), status
+    assert isinstance(classify(429, "too many tokens per minute"), TransientError)
     for status in (400, 401, 403, 404, 422):
-        err = status_error(status, "nope", **kw)
+        err = classify(status, "nope")
         assert isinstance(err, ModelError) and not isinstance(err, ContextLengthError), status
-    assert isinstance(status_error(400, "maximum context length is 8192 tokens", **kw), ContextLengthError)
-    assert isinstance(status_error(500, "input exceeds the available context size", **kw), ContextLengthError)
-    assert isinstance(status_error(413, "payload too large", **kw), ContextLengthError)
+    assert isinstance(classify(400, "maximum context length is 8192 tokens"), ContextLengthError)
+    assert isinstance(classify(500, "input exceeds the available context size"), ContextLengthError)
+    assert isinstance(classify(413, "payload too large"), ContextLengthError)

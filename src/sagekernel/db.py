@@ -80,10 +80,12 @@ def connect(workspace: Path | str, *, create: bool = True, readonly: bool = Fals
 def _explain(exc: sqlite3.DatabaseError, path: Path) -> WorkspaceError:
     text = str(exc).lower()
     if "locked" in text or "busy" in text:
-        return WorkspaceError(f"the workspace database {path} is locked by another process; wait for it or stop it")
+        return WorkspaceError(
+            f"the workspace database {path} is locked by another process; wait for it or stop it")
     if "not a database" in text or "malformed" in text or "corrupt" in text:
-        return WorkspaceError(f"the workspace database {path} is corrupted ({exc}); restore it from an export "
-                              "(`sage memory import`) or move it aside")
+        return WorkspaceError(
+            f"the workspace database {path} is corrupted ({exc}); restore it from an export "
+            "(`sage memory import`) or move it aside")
     if "readonly" in text or "read-only" in text or "unable to open" in text:
         return WorkspaceError(f"cannot open the workspace database {path}: {exc}")
     return WorkspaceError(f"workspace database {path}: {exc}")

@@ -6,13 +6,12 @@ targets: cpu, memory: the SQLite-backed policies), so every path runs in CI.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from sagekernel.harness.verdict import LintFinding
 from sagekernel.models.base import Message, Model, Reply
-from collections.abc import Sequence
-
 from sagekernel.records import EpisodeKind, EpisodeTrace, ItemDraft, ResidentRule, RetrievedItem
 from sagekernel.tasks.task import Task
 

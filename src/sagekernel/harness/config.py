@@ -28,5 +28,5 @@ class HarnessConfig:
     canaries: bool = True  #: check that null kernels (zeros, constant, input copy) fail this task's trials
     timing_pool: int = 2  #: distinct input sets the timed calls rotate through (contents permuted per round)
     warm_timing: bool = True  #: reuse a sandboxed server that imported torch once (forks per request)
-    warm_correctness: bool = True  #: fork each correctness child from a warm sandboxed zygote (else a cold process)
-    parent_threads: int = 1  #: torch threads in the harness process for inputs, references, comparisons (restored after)
+    warm_correctness: bool = True  #: fork each correctness child from a warm sandboxed zygote (zygote.py)
+    parent_threads: int = 1  #: torch threads of this process for inputs/references/comparisons (restored)

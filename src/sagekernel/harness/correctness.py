@@ -12,7 +12,10 @@ What is checked (eval_integrity.md §0 items 2-5 and §2):
   pointer come out stale; the first trial is repeated in fresh buffers and must give the same
   bits (uninitialised reads, hidden state);
 - null-kernel canaries (zeros, the reference's mean, a copy of an input) are run through the
-  same comparison: one that passes every trial marks the task broken.
+  same comparison: one that passes every trial marks the task broken. They judge the task, not
+  the candidate, so the conclusion is computed once per task and settings in a process and cached.
+
+The child is forked from a warm sandboxed zygote (zygote.py, `warm_correctness`) or started cold.
 """
 
 from __future__ import annotations

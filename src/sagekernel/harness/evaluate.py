@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -90,6 +91,32 @@ def parent_threads(n: int) -> Iterator[None]:
             torch.set_num_threads(before)
 
 
+class _Planner:
+    """`correctness.plan_trials` on a background thread; `result()` joins and re-raises."""
+
+    def __init__(self, task: Task, config: HarnessConfig) -> None:
+        self.trials: list[correctness.Trial] | None = None
+        self.error: BaseException | None = None
+        self.seconds = 0.0
+        self.thread = threading.Thread(target=self._run, args=(task, config), daemon=True)
+        self.thread.start()
+
+    def _run(self, task: Task, config: HarnessConfig) -> None:
+        t0 = time.perf_counter()
+        try:
+            self.trials = correctness.plan_trials(task, config)
+        except BaseException as exc:  # handed to the caller in result()
+            self.error = exc
+        self.seconds = time.perf_counter() - t0
+
+    def result(self) -> list[correctness.Trial]:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        assert self.trials is not None
+        return self.trials
+
+
 def _run_stages(
     task: Task,
     source: str,
@@ -99,6 +126,26 @@ def _run_stages(
     verdict: Verdict,
     workdir: Path,
     t_start: float,
+) -> Verdict:
+    # The parent's inputs and float64 references (fresh secret seeds) do not depend on the
+    # candidate: compute them on a thread while the compiler runs in its sandbox.
+    planner = _Planner(task, config)
+    try:
+        return _stages_after_planning(task, source, target, config, kind, verdict, workdir, t_start, planner)
+    finally:
+        planner.thread.join()  # never leave tensor work running after the verdict (failed builds)
+
+
+def _stages_after_planning(
+    task: Task,
+    source: str,
+    target: NativeTarget,
+    config: HarnessConfig,
+    kind: str,
+    verdict: Verdict,
+    workdir: Path,
+    t_start: float,
+    planner: _Planner,
 ) -> Verdict:
     t0 = time.perf_counter()
     built = target.build(source, task, workdir, sandbox_kind=kind, timeout_s=config.build_timeout_s)
@@ -116,13 +163,14 @@ def _run_stages(
     library = workdir / "build" / "kernel.so"
     t0 = time.perf_counter()
     try:
-        trials = correctness.plan_trials(task, config)
+        trials = planner.result()
     except TaskError as exc:
         verdict.stage = Stage.BROKEN_TASK
         verdict.flags.append("broken_task")
         verdict.message = f"the task's reference failed: {exc}"
         return _finish(verdict, t_start)
-    verdict.durations_s["reference"] = time.perf_counter() - t0
+    verdict.durations_s["reference"] = time.perf_counter() - t0  # wait beyond the build
+    verdict.durations_s["reference_compute"] = planner.seconds
     t0 = time.perf_counter()
     scratch = workdir / "run"
     scratch.mkdir()

@@ -17,6 +17,9 @@ pipe passed as the only extra fd. Inside the child, ``children/guard.py`` adds t
 deny-list. RLIMIT_NPROC does not bind root (measured, eval_integrity.md §4a.3), so process
 creation is denied by seccomp instead (clone without CLONE_THREAD, fork, vfork, execve).
 
+The warm servers (timing_server.py, zygote.py) start through the same layers and then fork one
+child per candidate, which re-applies the per-candidate parts (session, rlimits, seccomp).
+
 Nothing the child prints or returns as exit status decides anything; callers parse the channel
 bytes (framed, with a nonce) and judge them in the parent.
 """

@@ -148,7 +148,7 @@ class Zygote:
         return bytes(channel), exit_record, exit_record is None
 
     def close(self) -> None:
-        sandbox.kill_group(self.proc)  # type: ignore[arg-type]
+        sandbox.kill_group(self.proc)
         with contextlib.suppress(OSError):
             self.ctl.close()
         self.log.close()

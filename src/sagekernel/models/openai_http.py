@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from typing import Any
+from urllib.parse import urlparse
 
 import httpx
 
@@ -54,7 +55,7 @@ class OpenAIModel(BackendModel):
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": m.role, "content": m.content} for m in request.messages],
-            "max_tokens": request.max_tokens,
+            self._max_tokens_field: request.max_tokens,
             "temperature": request.temperature,
         }
         if request.stop:
@@ -65,6 +66,13 @@ class OpenAIModel(BackendModel):
         if "max_completion_tokens" in self.config.extra_body:
             body.pop("max_tokens", None)  # newer OpenAI models reject both together
         return body
+
+    @property
+    def _max_tokens_field(self) -> str:
+        # api.openai.com deprecated `max_tokens` (its reasoning models reject it); every compatible
+        # server (vLLM, SGLang, Ollama, llama.cpp) accepts `max_tokens`, and some only that.
+        official = urlparse(self.base_url).hostname == "api.openai.com"
+        return "max_completion_tokens" if official else "max_tokens"
 
     def _post(self, path: str, body: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         url = f"{self.base_url}/{path}"
@@ -144,7 +152,7 @@ class OpenAIModel(BackendModel):
             raise ModelError(f"the endpoint {self.base_url} does not serve model {self.model!r}; it serves: "
                              f"{', '.join(served) or '(none)'}. Use openai:<one of these>@{self.base_url}")
         try:
-            self._post("chat/completions", {**self._body(_PROBE_REQUEST), "max_tokens": 1},
+            self._post("chat/completions", {**self._body(_PROBE_REQUEST), self._max_tokens_field: 1},
                        timeout=min(self.config.timeout_s, PROBE_TIMEOUT_S))
         except TransientError as exc:
             raise ModelError(f"probe of model {self.model!r} at {self.base_url} failed: {exc}") from exc

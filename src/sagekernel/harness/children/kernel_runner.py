@@ -10,6 +10,7 @@ addresses, new contents), so a kernel that caches results by pointer returns sta
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import mmap
@@ -195,10 +196,8 @@ def _wipe(directory: str) -> None:
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, ignore_errors=True)
         else:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(path)
-            except OSError:
-                pass
 
 
 def serve(kind: str, site: list[str]) -> int:
@@ -241,20 +240,17 @@ def serve(kind: str, site: list[str]) -> int:
                 ctl.close()
                 status = _child(job, req_fd, res_fd, workdir)
             except BaseException as exc:  # report, never fall back into the server loop
-                try:
-                    Channel(res_fd, job["nonce"]).send({"kind": "error", "error": f"{type(exc).__name__}: {exc}"})
-                except BaseException:
-                    pass
+                with contextlib.suppress(BaseException):
+                    error = f"{type(exc).__name__}: {exc}"
+                    Channel(res_fd, job["nonce"]).send({"kind": "error", "error": error})
                 status = 1
             finally:
                 os._exit(status)
         os.close(req_fd)
         os.close(res_fd)
         timed_out, wstatus = reap(pid, float(job["wall_s"]))
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)  # anything the child left in its process group
-        except OSError:
-            pass
         tail = b""
         try:
             with open(os.path.join(workdir, "child.log"), "rb") as f:

@@ -51,7 +51,8 @@ def c_parameters(task: Task) -> list[str]:
 
 
 def c_signature(task: Task) -> str:
-    """The full prototype, e.g. `void sage_kernel(const float* restrict x, float* restrict out, int64_t N)`."""
+    """The full prototype, e.g.
+    `void sage_kernel(const float* restrict x, float* restrict out, int64_t N)`."""
     return f"void {KERNEL_SYMBOL}(" + ", ".join(c_parameters(task)) + ")"
 
 
@@ -61,7 +62,8 @@ def contract_text(task: Task) -> str:
     for t in task.inputs:
         lines.append(f"// input  {t.name}: {t.dtype} {_shape_comment(t)}, contiguous row-major, read-only")
     for t in task.outputs:
-        lines.append(f"// output {t.name}: {t.dtype} {_shape_comment(t)}, contiguous row-major, write every element")
+        lines.append(f"// output {t.name}: {t.dtype} {_shape_comment(t)}, contiguous row-major, "
+                     "write every element")
     for s in task.sizes:
         lines.append(f"// size   {s}: runtime value; never assume the example value {task.sizes[s]}")
     for k, v in task.attrs.items():
