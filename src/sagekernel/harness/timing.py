@@ -188,7 +188,7 @@ def run_timing(
                 mism = compare(
                     tensor_from_bytes(raw, dtype, tuple(exp.shape)),
                     exp,
-                    task.atol,
+                    trial.atol,
                     task.rtol,
                     spec.dtype,
                     raw,

@@ -12,7 +12,10 @@ Tags come from three places, later ones winning: the log's own `run_id`/`tags`, 
     with log.context(operator="softmax", round=3, episode="opt"):
         model.complete(messages)
 
-Each write is a single autocommitted INSERT, so a crash loses at most the attempt in flight.
+Each write is a single autocommitted INSERT, so a crash loses at most the attempt in flight —
+unless the caller has a transaction open on the same connection while it calls the model: the
+rows then commit (or roll back) with that transaction, since a second connection could not write
+while it is held. Call models outside transactions where losing their log on rollback matters.
 A connection is only used by the thread that created it: other threads get their own connection
 to the same file (sqlite3 objects cannot cross threads).
 """
