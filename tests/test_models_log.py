@@ -153,3 +153,12 @@ def test_reading_needs_no_write_access(workspace: Path) -> None:
     assert get_exchange(ro, 1) is not None
     with pytest.raises(sqlite3.OperationalError):
         ro.execute("DELETE FROM exchanges")
+
+
+def test_sage_log_is_wired_into_the_root_command(workspace: Path) -> None:
+    from sagekernel.cli import app
+
+    ScriptedModel(["hello"], log=ExchangeLog(db.connect(workspace))).complete([Message("user", "hi")])
+    res = CliRunner().invoke(app, ["log", "list", "--workspace", str(workspace), "--json"])
+    assert res.exit_code == 0, res.output
+    assert [r["reply_text"] for r in json.loads(res.output)] == ["hello"]

