@@ -495,3 +495,29 @@ def test_frozen_run_with_another_workspace_memory(
     assert query(ws, "SELECT count(*) FROM episode_updates") == [(0,)]
     with pytest.raises(Exception, match="needs --frozen"):
         RunConfig(workspace=ws, memory_from=donor)
+
+
+def test_model_settings_reach_the_endpoint(tmp_path: Path, server: OpenAITestServer,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Configuration alone points `sage run` at an endpoint: the key comes from the env var the
+    model config names, and extra_body fields reach the request."""
+    monkeypatch.setenv("MY_VLLM_KEY", "sk-test-123")
+    settings = tmp_path / "model.toml"
+    settings.write_text('api_key_env = "MY_VLLM_KEY"\ntimeout_s = 30\n[extra_body]\ntop_k = 7\n')
+    from sagekernel.cli.run import _parse_overrides
+    from sagekernel.models.config import load_model_options
+
+    options = {**load_model_options(settings), **_parse_overrides(["max_retries=1"], "--model-opt", "")}
+    cfg = config(tmp_path / "ws", server, method="refinement").model_copy(
+        update={"model_options": options, "limit": 1})
+    assert run(cfg).done == 1
+    assert server.headers and all(h.get("authorization") == "Bearer sk-test-123" for h in server.headers)
+    chats = [r for r in server.requests if "messages" in r]
+    assert chats and all(r.get("top_k") == 7 for r in chats)
+
+
+def test_bad_model_settings_are_named(tmp_path: Path, server: OpenAITestServer) -> None:
+    cfg = config(tmp_path / "ws", server, method="refinement").model_copy(
+        update={"model_options": {"timeout_seconds": 5}})
+    with pytest.raises(Exception, match="invalid model settings: timeout_seconds"):
+        run(cfg)

@@ -18,12 +18,13 @@ _BUDGET_HELP = (
     "needs ~1.5-2 minutes per round, so the 3-operator demo suite finishes in ~25 minutes.")
 
 
-def _parse_overrides(pairs: list[str]) -> dict[str, Any]:
+def _parse_overrides(pairs: list[str], option: str = "--harness",
+                     example: str = "iters=20") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise SageError(f"--harness expects KEY=VALUE (e.g. iters=20), got {pair!r}")
+            raise SageError(f"{option} expects KEY=VALUE (e.g. {example}), got {pair!r}")
         try:
             out[key.strip()] = json.loads(value)
         except ValueError:
@@ -59,31 +60,50 @@ def run_command(
     hot_budget: int = typer.Option(10000, help="Resident-rule token budget B."),
     k: int = typer.Option(5, "-k", help="Experiences retrieved per round."),
     max_reasks: int = typer.Option(2, help="Trace-completeness re-asks per round."),
-    max_tokens: int = typer.Option(2048, help="Completion-token cap of one model call."),
+    max_tokens: int | None = typer.Option(None, help="Completion-token cap of one model call. Default: "
+                                                     "2048; 1024 for the embedded `local` model."),
     temperature: float = typer.Option(0.2, help="Sampling temperature."),
     distill: bool = typer.Option(True, help="Distil new memory items after each episode."),
     max_total_tokens: int | None = typer.Option(None, help="Stop cleanly after this many tokens in all."),
     max_cost: float | None = typer.Option(None, help="Stop cleanly after this many USD (priced backends)."),
     harness: list[str] = typer.Option([], "--harness", help="Harness override KEY=VALUE (repeatable), "
                                                             "e.g. --harness iters=20."),
+    model_config: Path | None = typer.Option(
+        None, "--model-config", help="TOML or JSON file of model settings (ModelConfig): api_key_env, "
+                                     "timeout_s, extra_body, max_retries, price_input_per_mtok, "
+                                     "price_output_per_mtok, n_ctx, n_threads, ..."),
+    model_opt: list[str] = typer.Option([], "--model-opt", help="Model setting KEY=VALUE (repeatable; "
+                                                                "overrides --model-config), e.g. "
+                                                                "--model-opt api_key_env=VLLM_KEY."),
     as_json: bool = typer.Option(False, "--json", help="Print the final summary as JSON on stdout."),
     progress: bool = typer.Option(True, help="Show the live progress display (on stderr)."),
 ) -> None:
     """Run the agent over a stream of operators, learning as it goes (resumable: rerun to continue)."""
     from sagekernel.agent.exceptions import RunInterrupted
-    from sagekernel.runner.config import LOCAL_DEFAULT_BUDGET, PAPER_BUDGET, RunConfig
+    from sagekernel.models.config import load_model_options
+    from sagekernel.runner.config import (
+        LOCAL_DEFAULT_BUDGET,
+        LOCAL_DEFAULT_MAX_TOKENS,
+        PAPER_BUDGET,
+        RunConfig,
+    )
     from sagekernel.runner.progress import QuietProgress, RichProgress
     from sagekernel.runner.run import RunSummary, run
 
+    model_options = {**load_model_options(model_config), **_parse_overrides(model_opt, "--model-opt",
+                                                                           "timeout_s=300")}
+    is_local = model.strip().split(":")[0] == "local"
     if budget is None:
-        budget = LOCAL_DEFAULT_BUDGET if model.strip().split(":")[0] == "local" else PAPER_BUDGET
+        budget = LOCAL_DEFAULT_BUDGET if is_local else PAPER_BUDGET
+    if max_tokens is None:
+        max_tokens = LOCAL_DEFAULT_MAX_TOKENS if is_local else 2048
     cfg = RunConfig(workspace=workspace, suite=suite, target=target, model=model, method=method,
                     schedule=schedule, limit=limit, budget=budget, run_id=run_id, resume=resume, new=new,
                     memory_from=memory_from, frozen=frozen, seed=seed, embedder=embedder, gamma=gamma,
                     hot_budget=hot_budget,
                     k=k, max_reasks=max_reasks, max_tokens_per_call=max_tokens, temperature=temperature,
                     distill=distill, max_total_tokens=max_total_tokens, max_cost_usd=max_cost,
-                    harness=_parse_overrides(harness), progress=progress)
+                    harness=_parse_overrides(harness), model_options=model_options, progress=progress)
     console = Console()
     try:
         summary = run(cfg, progress=RichProgress() if progress and not as_json else QuietProgress())

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import threading
+import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sagekernel.errors import BudgetExhausted
+from sagekernel.errors import BudgetExhausted, SageError
 from sagekernel.models.base import Reply
 from sagekernel.models.retry import RetryPolicy
 
@@ -39,6 +41,9 @@ class ModelConfig(BaseModel):
     """Local model: context window in tokens (prompt + completion)."""
     n_threads: int | None = Field(default=None, ge=1)
     """Local model: CPU threads (default: all cores)."""
+    repeat_penalty: float = Field(default=1.1, ge=1.0)
+    """Local model: llama.cpp repetition penalty (1.0 = off). Without it the 1.5B model often
+    repeats one sentence until the token cap, seen in a demo run (2048 tokens of one diagnosis)."""
     prefix_cache: bool = True
     """Local model: reuse the KV state of the longest common prompt prefix across calls."""
     prompt_cache_mb: int = Field(default=0, ge=0)
@@ -110,3 +115,30 @@ class Budget:
             self.used_tokens += reply.prompt_tokens + reply.completion_tokens
             if reply.cost_usd is not None:
                 self.used_cost_usd += reply.cost_usd
+
+
+def load_model_options(path: Path | None) -> dict[str, Any]:
+    """Model settings from a TOML or JSON file (a table of ModelConfig fields); {} for no file."""
+    if path is None:
+        return {}
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        data = json.loads(text) if Path(path).suffix == ".json" else tomllib.loads(text)
+    except OSError as exc:
+        raise SageError(f"cannot read the model config {path}: {exc.strerror or exc}") from exc
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        kind = "JSON" if Path(path).suffix == ".json" else "TOML"
+        raise SageError(f"the model config {path} is not valid {kind}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SageError(f"the model config {path} must hold a table of settings")
+    return data
+
+
+def model_config_from(options: dict[str, Any]) -> ModelConfig:
+    """Validate settings into a ModelConfig, naming every bad or unknown field."""
+    try:
+        return ModelConfig(**options)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        known = ", ".join(ModelConfig.model_fields)
+        raise SageError(f"invalid model settings: {problems} (known: {known})") from None

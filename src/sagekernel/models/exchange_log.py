@@ -29,7 +29,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -157,7 +157,7 @@ class ExchangeLog:
         round_value = columns["round"]
         extra = dict(reply.extra) if reply else {}
         row = (
-            datetime.now(timezone.utc).isoformat(timespec="milliseconds"), call_id, attempt, status,
+            datetime.now(UTC).isoformat(timespec="milliseconds"), call_id, attempt, status,
             _str_or_none(columns["run_id"]), _str_or_none(columns["operator"]),
             int(round_value) if round_value is not None else None,
             _dumps({k: v for k, v in merged.items() if v is not None}), model_spec,

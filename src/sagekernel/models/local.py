@@ -131,6 +131,7 @@ class LocalModel(BackendModel):
                 out = llm.create_chat_completion(
                     messages=[{"role": m.role, "content": m.content} for m in request.messages],
                     max_tokens=request.max_tokens, temperature=request.temperature,
+                    repeat_penalty=self.config.repeat_penalty,
                     stop=list(request.stop) or None, seed=request.seed)
             except ValueError as exc:
                 if "context window" in str(exc) or "exceed" in str(exc):

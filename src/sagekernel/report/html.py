@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
@@ -156,7 +156,7 @@ def render_html(reports: Sequence[RunReport], notes: Sequence[str] = ()) -> str:
         memory=memory_rows(reports) if has_memory else None,
         top_items=[(r.label, top_items_rows(r)) for r in reports if r.memory is not None],
         p=reports[0].metrics.p if reports else 1.0, version=__version__,
-        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"))
 
 
 def write_html(path: Path, reports: Sequence[RunReport], notes: Sequence[str] = ()) -> Path:

@@ -13,12 +13,15 @@ from sagekernel.memory.policies import METHODS
 #: Rounds per operator for the embedded 1.5B model at ~5 tokens/s: one round (a ~400-token
 #: reply plus prompt processing) takes ~1.5-2 min, so the 3-operator demo stays within ~25 min.
 LOCAL_DEFAULT_BUDGET = 4
+#: Completion cap per call for the embedded model: a demo kernel needs a few hundred tokens, and a
+#: 1.5B model that loses the format would otherwise spend minutes filling 2048 tokens.
+LOCAL_DEFAULT_MAX_TOKENS = 1024
 #: T of the paper (spec §1, SOURCED) for every other model.
 PAPER_BUDGET = 30
 
 
 # Fields that do not change what a run computes; they are not part of its identity.
-_NOT_IDENTITY = {"workspace", "run_id", "resume", "new", "progress"}
+_NOT_IDENTITY = {"workspace", "run_id", "resume", "new", "progress", "model_options"}
 
 
 class RunConfigError(SageError):
@@ -80,6 +83,9 @@ class RunConfig(BaseModel):
     """Stop the run cleanly once this many tokens were used (prompt + completion)."""
     max_cost_usd: float | None = Field(default=None, gt=0)
     """Stop the run cleanly once this much was spent (priced backends)."""
+    model_options: dict[str, Any] = Field(default_factory=dict)
+    """ModelConfig settings (endpoint key variable, timeouts, prices, extra_body, local n_ctx ...).
+    Not part of the run's identity: changing a timeout or key must not stop a resume."""
     harness: dict[str, Any] = Field(default_factory=dict)
     """Overrides of HarnessConfig fields (e.g. {"iters": 20}); part of the run's identity."""
     progress: bool = True

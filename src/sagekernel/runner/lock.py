@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
@@ -52,7 +52,7 @@ class WorkspaceLock:
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         body = json.dumps({"pid": os.getpid(), "run_id": self.run_id, "host": socket.gethostname(),
-                           "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+                           "started_at": datetime.now(UTC).isoformat(timespec="seconds")})
         for _ in range(3):
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)

@@ -248,7 +248,7 @@ def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None
     `after_episode` is called after each episode's update is committed (tests use it to crash)."""
     from sagekernel.memory.io import load_seed
     from sagekernel.memory.policies import make_policy
-    from sagekernel.models.config import Budget
+    from sagekernel.models.config import Budget, model_config_from
     from sagekernel.models.registry import make_model, probe
     from sagekernel.targets import get_target
     from sagekernel.tasks.suites import load_suite
@@ -284,7 +284,8 @@ def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None
         log = ExchangeLog(conn, run_id=run_id)
         budget = Budget(cfg.max_total_tokens, cfg.max_cost_usd) \
             if cfg.max_total_tokens or cfg.max_cost_usd else None
-        model = model or make_model(cfg.model, log=log, budget=budget)
+        model = model or make_model(cfg.model, config=model_config_from(cfg.model_options), log=log,
+                                    budget=budget)
         probe(model)
         mem_conn = _memory_connection(cfg, conn, run_id)
         prompts = Prompts()
