@@ -77,6 +77,18 @@ def test_conflicting_decisions_are_unresolved():
     assert r.unresolved([12]) == [12]
 
 
+@pytest.mark.parametrize("line", [
+    "- E12: ADOPTED or NOT ADOPTED - Include <math.h>",
+    "E12: adopted / not adopted - unsure",
+    "* E12: ADOPTED | NOT ADOPTED",
+])
+def test_an_echoed_format_line_is_a_conflict_not_an_adoption(line: str):
+    """Seen with the 1.5B model: it copies the format line; that says both, so it is re-asked."""
+    r = parse(f"ADOPTION:\n{line}\n```c\n{KERNEL}```", items=(12,))
+    assert r.conflicts == {12}
+    assert r.unresolved([12]) == [12]
+
+
 def test_rules_none_and_rule_decision_lines():
     assert parse("RULES USED: NONE").resident_used == []
     assert parse("R2: USED - helps").resident_used == [2]

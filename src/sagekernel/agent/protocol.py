@@ -142,6 +142,8 @@ def _clean(line: str) -> str:
     return _LINE_NOISE.sub("", line).strip()
 
 
+#: The format line echoed back ("ADOPTED or NOT ADOPTED - ..."): both answers, so no decision.
+_TEMPLATE_ECHO = re.compile(r"(?<![A-Za-z])adopted\s*(?:\bor\b|/|\|)\s*not[\s_-]*adopted\b", re.IGNORECASE)
 _ECHO = re.compile(r"^\s*[:\-–—=>|]*\s*(?:\([^)]*\)|\[[^\]]*\]|\"[^\"]*\"|“[^”]*”|'[^']*')")
 _AFTER_SEP = re.compile(r"(?::|\s[-–—]+\s|\|)\s*")
 
@@ -256,8 +258,13 @@ def _parse_adoption_line(line: str, items: set[int], votes: dict[int, list[tuple
                 decision = (lead.group("neg") is None, rest[later.end():].strip(_RATIONALE_TRIM))
     if decision is None:
         return
+    # A 1.5B model often copies the format line verbatim (seen in a demo run): that line says both
+    # things, so it counts as a conflict and the gate re-asks for one answer.
+    echoed = bool(ids) and _TEMPLATE_ECHO.search(line) is not None
     for item_id in ids:
         if item_id in items:
             votes.setdefault(item_id, []).append(decision)
+            if echoed:
+                votes[item_id].append((not decision[0], decision[1]))
         elif f"E{item_id}" not in out.unknown_ids:
             out.unknown_ids.append(f"E{item_id}")
