@@ -109,16 +109,20 @@ def apply_credit(items: Mapping[int, Item], sets: EpisodeSets, z: float, operato
         if old is None:
             continue
         u, n_upd = update_utility(old.u, old.n_upd, xi, cfg.eta_min)
-        new = replace(old, u=u, n_upd=n_upd, adopting_ops=set(old.adopting_ops),
-                      retrieving_ops=set(old.retrieving_ops))
-        if m in sets.retrieved:
-            new.n_ret += 1
-            new.retrieving_ops.add(operator)
-        if m in sets.adopted:
-            new.n_ado += 1
-            new.adopting_ops.add(operator)
-        out[m] = new
+        out[m] = _counted(replace(old, u=u, n_upd=n_upd), m, sets, operator)
     return out
+
+
+def _counted(item: Item, m: int, sets: EpisodeSets, operator: str) -> Item:
+    """A copy of `item` with the episode's deduplicated counters applied (spec §4.3)."""
+    new = replace(item, adopting_ops=set(item.adopting_ops), retrieving_ops=set(item.retrieving_ops))
+    if m in sets.retrieved:
+        new.n_ret += 1
+        new.retrieving_ops.add(operator)
+    if m in sets.adopted:
+        new.n_ado += 1
+        new.adopting_ops.add(operator)
+    return new
 
 
 def count_only(items: Mapping[int, Item], sets: EpisodeSets, operator: str) -> dict[int, Item]:
@@ -128,14 +132,7 @@ def count_only(items: Mapping[int, Item], sets: EpisodeSets, operator: str) -> d
         old = items.get(m)
         if old is None:
             continue
-        new = replace(old, adopting_ops=set(old.adopting_ops), retrieving_ops=set(old.retrieving_ops))
-        if m in sets.retrieved:
-            new.n_ret += 1
-            new.retrieving_ops.add(operator)
-        if m in sets.adopted:
-            new.n_ado += 1
-            new.adopting_ops.add(operator)
-        out[m] = new
+        out[m] = _counted(old, m, sets, operator)
     return out
 
 
