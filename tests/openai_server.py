@@ -19,7 +19,8 @@ Replies are consumed in order, one per chat request that is not failed by `fail_
 - a string: the assistant content;
 - a dict: `content`, `finish_reason` ("stop"), `model`, `usage` (a dict, or None to omit the field
   like some servers do), `delay_s` (sleep before answering), or `status` + `error` (+ `retry_after`)
-  to answer with an HTTP error instead;
+  to answer with an HTTP error instead, or `raw` (any JSON value) to answer HTTP 200 with exactly
+  that body (malformed responses);
 - a `Failure(status, message, retry_after=...)`;
 - a callable taking the request body and returning any of the above.
 When the script is used up, `fallback` answers (if given), else HTTP 400 "script exhausted".
@@ -202,6 +203,8 @@ class OpenAITestServer(JSONTestServer):
             spec = {"content": spec}
         if spec.get("delay_s"):
             time.sleep(float(spec["delay_s"]))
+        if "raw" in spec:
+            return 200, spec["raw"], {}
         if "status" in spec:
             return _error(Failure(int(spec["status"]), str(spec.get("error", "error")),
                                   spec.get("retry_after")))

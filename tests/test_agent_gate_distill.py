@@ -176,3 +176,35 @@ correct_code: for (i = 0; i + 3 <= N; i += 3)
     assert [d.title for d in drafts] == ["Use fmaxf for ReLU", "Unroll by 3"]  # small literals are not shapes
     assert drafts[0].type == "performance" and drafts[0].category == "activation"
     assert drafts[0].source_operator == "relu"
+
+
+def _round_prompt(tmp_path: Path, sizes: dict[str, int], with_item: bool) -> str:
+    from sagekernel.agent.prompt import RoundContext
+    from sagekernel.records import RetrievedItem
+    from sagekernel.targets import get_target
+    from sagekernel.tasks.task import TensorSpec
+
+    (tmp_path / "swish.py").write_text("# the reference\n")
+    dims = tuple(sizes)
+    task = Task(name="swish", level=2, category="activation", description="Swish.",
+                source_path=tmp_path / "swish.py", inputs=[TensorSpec("x", dims, "float32")],
+                outputs=[TensorSpec("out", dims, "float32")], sizes=sizes)
+    items = [RetrievedItem(7, "Use expf", "correctness", "activation", "", "", "expf(x)", 1.0, 0.0, 1.0)]
+    ctx = RoundContext(round=1, budget=4, rounds_left=3, episode=EpisodeKind.CORR,
+                       items=items if with_item else [], rules=[], current_code=None, feedback=None,
+                       history=[])
+    return Prompts().round_messages(task, get_target("cpu"), ctx)[1].content
+
+
+def test_round_prompt_names_the_size_parameters_and_asks_for_helpers(tmp_path: Path):
+    """A 1.5B model wrote `N` for sizes `B, D` and called an undeclared `sigmoid` (demo run): the
+    prompt names the size parameters right under the contract and says helpers must be defined."""
+    text = _round_prompt(tmp_path, {"B": 64, "D": 1000}, with_item=True)
+    contract_end = text.index("```", text.index("## Kernel contract") + 40)
+    sizes_line = text.index("The sizes are the parameters B, D: use exactly these names (there is no N).")
+    assert contract_end < sizes_line < text.index("## Your goal")
+    assert "Define every helper function you call" in text
+    assert text.rstrip().endswith("keep only ONE of the two answers: ADOPTED or NOT ADOPTED.")
+    plain = _round_prompt(tmp_path, {"N": 4096}, with_item=False)
+    assert "The sizes are the parameters N: use exactly these names.\n" in plain
+    assert "ADOPTION" not in plain  # no items, no adoption section or reminder

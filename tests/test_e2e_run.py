@@ -521,3 +521,31 @@ def test_bad_model_settings_are_named(tmp_path: Path, server: OpenAITestServer) 
         update={"model_options": {"timeout_seconds": 5}})
     with pytest.raises(Exception, match="invalid model settings: timeout_seconds"):
         run(cfg)
+
+
+def test_token_budget_counts_what_the_run_spent_before_a_resume(
+    tmp_path: Path, server: OpenAITestServer
+) -> None:
+    """The token cap is per run, not per process: a resumed run starts with what it already spent,
+    and the same command with a raised cap continues the stopped run instead of starting anew."""
+    ws = tmp_path / "budget"
+    prepare(ws)
+    cfg = config(ws, server, method="refinement").model_copy(update={"max_total_tokens": 1})
+    first = run(cfg)  # the first reply crosses the cap; the next call stops the run
+    assert first.status == "interrupted" and "token budget spent" in first.message
+    sent = len(server.requests)
+    again = run(cfg)  # the same command: resumes, and its budget is already spent
+    assert again.resumed and again.status == "interrupted" and "token budget spent" in again.message
+    assert len(server.requests) == sent  # no request sent on a spent budget
+    raised = run(cfg.model_copy(update={"max_total_tokens": 10_000_000}))
+    assert raised.resumed and raised.status == "finished" and raised.done == 3
+    assert len(query(ws, "SELECT run_id FROM runs")) == 1
+
+
+def test_explicit_run_id_uses_this_commands_spend_cap(tmp_path: Path, server: OpenAITestServer) -> None:
+    ws = tmp_path / "run-id"
+    prepare(ws)
+    cfg = config(ws, server, method="refinement").model_copy(update={"max_total_tokens": 1, "run_id": "r1"})
+    assert run(cfg).status == "interrupted"
+    raised = run(cfg.model_copy(update={"max_total_tokens": 10_000_000}))
+    assert raised.run_id == "r1" and raised.resumed and raised.status == "finished" and raised.done == 3

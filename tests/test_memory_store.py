@@ -133,9 +133,14 @@ def test_export_import_refuse_and_merge(workspace: Path, tmp_path: Path) -> None
     assert import_jsonl(fresh, out) == {"imported": 30, "skipped": 0}
     a = [m.to_dict() for m in Store(conn).all_items()]
     b = [m.to_dict() for m in Store(fresh).all_items()]
-    strip = ("id", "born_episode", "created_at")
+    strip = ("id", "born_episode", "created_at", "eligible_episodes")
     assert [{k: v for k, v in x.items() if k not in strip} for x in a] == \
         [{k: v for k, v in x.items() if k not in strip} for x in b]
+    # eligible episodes (the column is only refreshed for retrieved items) survive as clock − born − resident
+    def eligible(store: Store, xs: list[dict]) -> list[int]:  # type: ignore[type-arg]
+        return [store.clock() - x["born_episode"] - x["resident_episodes"] for x in xs]
+
+    assert eligible(Store(conn), a) == eligible(Store(fresh), b) and eligible(Store(conn), a)[0] == 1
     with pytest.raises(SageError, match="already has 30 items"):
         import_jsonl(fresh, out, mode="refuse")
     extra = tmp_path / "extra.jsonl"

@@ -216,3 +216,48 @@ def test_official_endpoint_gets_max_completion_tokens_and_the_key(monkeypatch: p
         model.complete(USER, max_tokens=50)
     assert server.requests[0]["max_completion_tokens"] == 50 and "max_tokens" not in server.requests[0]
     assert server.headers[0]["authorization"] == "Bearer sk-test"
+
+
+def _choice(message: object, **extra: object) -> dict[str, object]:
+    return {"id": "x", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}], **extra}
+
+
+@pytest.mark.parametrize(("raw", "match"), [
+    ({"choices": []}, "returned no choices"),
+    ({"choices": {"0": "not a list"}}, "returned no choices"),
+    (_choice("just a string"), "message is not an object"),
+])
+def test_malformed_responses_are_model_errors_and_logged(raw: object, match: str, workspace: Path) -> None:
+    """A body the protocol does not allow stops with a ModelError (never an AttributeError/KeyError
+    traceback), is not retried, and leaves an `error` row in the exchange log."""
+    log = ExchangeLog(db.connect(workspace), run_id="r")
+    with OpenAITestServer(replies=[{"raw": raw}]) as server:
+        model = OpenAIModel("test-model", server.base_url, config=FAST, log=log, sleep=lambda s: None)
+        with pytest.raises(ModelError, match=match):
+            model.complete(USER)
+    assert len(server.requests) == 1
+    rows = log.conn.execute("SELECT status, error FROM exchanges").fetchall()
+    assert [r[0] for r in rows] == ["error"] and match in rows[0][1]
+
+
+def test_error_with_http_200_is_retried_unless_it_is_a_context_overflow() -> None:
+    with OpenAITestServer(replies=[{"raw": {"error": {"message": "engine overloaded"}}}, "ok"]) as server:
+        model, sleeps = _model(server)
+        assert model.complete(USER).text == "ok"
+    assert len(server.requests) == 2 and len(sleeps) == 1
+    overflow = {"error": {"message": "This model's maximum context length is 4096 tokens."}}
+    with OpenAITestServer(replies=[{"raw": overflow}, "never"]) as server:
+        model, sleeps = _model(server)
+        with pytest.raises(ContextLengthError, match="HTTP 200"):
+            model.complete(USER)
+    assert len(server.requests) == 1 and sleeps == []
+
+
+def test_empty_content_and_odd_usage_give_an_empty_reply_with_estimated_usage() -> None:
+    raw = _choice({"role": "assistant", "content": None},
+                  usage={"prompt_tokens": "many", "completion_tokens": None})
+    with OpenAITestServer(replies=[{"raw": raw}]) as server:
+        model, _ = _model(server)
+        reply = model.complete(USER)
+    assert reply.text == "" and reply.extra["usage_estimated"] is True
+    assert reply.prompt_tokens > 0 and reply.completion_tokens == 0

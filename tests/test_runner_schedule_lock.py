@@ -50,6 +50,7 @@ def test_lock_excludes_a_live_run_and_names_it(tmp_path: Path):
         with pytest.raises(RunLocked, match="other-run") as info:
             WorkspaceLock(tmp_path, "mine").acquire()
         assert str(holder.pid) in str(info.value)
+        assert f"delete {tmp_path / LOCK_NAME}" in str(info.value)  # the way out when the pid was reused
     finally:
         holder.kill()
         holder.wait()

@@ -46,7 +46,7 @@ class _Adoption(BaseModel):
 class _ItemLine(BaseModel):
     """One item line; also the seed format (only title and type are required)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)  # a NaN u/Q would spread to reranking
     id: int = 0
     title: str = Field(min_length=1)
     type: str = Field(min_length=1)
@@ -92,19 +92,26 @@ class _ItemLine(BaseModel):
 
 
 def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    if not path.exists():
-        raise MemoryStoreError(f"no such memory file: {path}")
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise MemoryStoreError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
-            if not isinstance(data, dict):
-                raise MemoryStoreError(f"{path}:{number}: expected a JSON object per line")
-            yield number, data
+    if not path.is_file():
+        raise MemoryStoreError(f"no such memory file: {path}" if not path.exists()
+                               else f"{path} is not a file (pass a .jsonl memory file)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        bad = path.read_bytes()[:exc.start].count(b"\n") + 1
+        raise MemoryStoreError(f"{path}:{bad}: not UTF-8 text (is this a JSON Lines memory file?)") from exc
+    except OSError as exc:
+        raise MemoryStoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise MemoryStoreError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
+        if not isinstance(data, dict):
+            raise MemoryStoreError(f"{path}:{number}: expected a JSON object per line")
+        yield number, data
 
 
 def _parse(path: Path, number: int, data: dict[str, Any]) -> _ItemLine:
@@ -148,14 +155,21 @@ def export_jsonl(conn: sqlite3.Connection, path: Path | str) -> int:
     store = Store(conn)
     items = store.all_items()
     path = Path(path)
+    if path.is_dir():
+        raise MemoryStoreError(f"{path} is a directory; name the export file (e.g. {path / 'memory.jsonl'})")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
+    clock = store.clock()
     with tmp.open("w", encoding="utf-8") as fh:
         header = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "exported_at": now_iso(),
-                  "items": len(items), "tokenizer": tokenizer_name(), "episodes": store.clock()}
+                  "items": len(items), "tokenizer": tokenizer_name(), "episodes": clock}
         fh.write(json.dumps(header) + "\n")
         for m in items:
             data = m.to_dict()
+            # `items.eligible_episodes` is only materialised for touched/retrieved items (see
+            # store.refresh_retrieved); clock − born − resident is its true value in every state,
+            # and import rebuilds born_episode from it.
+            data["eligible_episodes"] = max(0, clock - m.born_episode - m.resident_episodes)
             for key in ("born_episode", "content_hash"):
                 data.pop(key)
             data["kind"] = "item"

@@ -16,7 +16,7 @@ import random
 import re
 import sqlite3
 from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -146,8 +146,7 @@ class StorePolicy:
         """One episode's update (spec §7): credit, adoption records, new items, UGC, snapshot."""
         if self.frozen or self.variant.credit == "none" or not trace.rounds:
             return
-        conn = self.store.conn
-        with (nullcontext(conn) if conn.in_transaction else db.transaction(conn)):
+        with _transaction(self.store.conn):
             changed, added = self._learn(trace, new_items, forbidden_literals)
         self.index.update(changed.values())
         for item, vec in added:
@@ -272,6 +271,8 @@ class StorePolicy:
 
 @contextmanager
 def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """`db.transaction`, or join the caller's when it already holds one (the runner marks
+    `episode_updates` in the same unit)."""
     if conn.in_transaction:
         yield
     else:
@@ -300,7 +301,7 @@ def make_policy(method: str, conn: sqlite3.Connection, *, run_id: str, frozen: b
 
     `embedder="auto"` loads all-MiniLM-L6-v2 when installed (lexical-only otherwise, with a
     warning); pass None to force lexical-only. `frozen=True` makes `learn` a no-op (transfer and
-    fixed-bank runs).
+    fixed-bank runs). `gamma` and `budget_tokens` always override the same fields of `config`.
     """
     if method not in METHODS:
         raise UnknownMethod(f"unknown memory method {method!r}; choose one of {', '.join(METHODS)}")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sagekernel import db
-from sagekernel.memory.atu import CreditRule, apply_credit, episode_sets, terminal_score
+from sagekernel.memory.atu import CreditRule, apply_credit, episode_sets, terminal_score, valid_latency
 from sagekernel.memory.io import export_jsonl, import_jsonl
 from sagekernel.memory.records import Item, MemoryConfig
 from sagekernel.memory.retrieval import Candidate, rerank
@@ -41,24 +41,39 @@ def load_episodes(conn: sqlite3.Connection, run_id: str | None = None) -> list[E
     grouped: dict[tuple[str, str, str], list[RoundTrace]] = defaultdict(list)
     for run, op, ep, text in rows:
         grouped[(run, op, ep)].append(RoundTrace.from_dict(json.loads(text)))
+    recorded = _recorded_times(conn, run_id)
     t_first: dict[tuple[str, str], float | None] = {}
     episodes: list[EpisodeTrace] = []
     for (run, op, ep), rounds in grouped.items():  # dicts keep first-insertion (stream) order
         rounds.sort(key=lambda r: r.round)
         kind = EpisodeKind(ep)
         first = next((r.latency_ms for r in rounds if r.correct), None)
+        first = first if valid_latency(first) else None
         if kind is EpisodeKind.CORR:
             t_first[(run, op)] = first
         trace = EpisodeTrace(operator=op, category="", level=0, episode=kind, rounds=rounds,
                              success=any(r.correct for r in rounds))
         if kind is EpisodeKind.OPT:
-            trace.t_first_ms = t_first.get((run, op))
-            lat = [r.latency_ms for r in rounds if r.correct and r.latency_ms]
-            trace.t_best_ms = min(lat) if lat else None
+            # The live update scored the agent's T_first/T_best (5 % noise margin, re-measured
+            # kernels ignored), recorded in operator_results; raw round minima only without it.
+            rec_first, rec_best = recorded.get((run, op), (None, None))
+            trace.t_first_ms = rec_first if valid_latency(rec_first) else t_first.get((run, op))
+            lat = [r.latency_ms for r in rounds
+                   if r.correct and r.latency_ms is not None and valid_latency(r.latency_ms)]
+            trace.t_best_ms = rec_best if valid_latency(rec_best) else min(lat, default=None)
         else:
             trace.t_first_ms = trace.t_best_ms = first
         episodes.append(trace)
     return episodes
+
+
+def _recorded_times(conn: sqlite3.Connection, run_id: str | None) -> dict[tuple[str, str], tuple[Any, Any]]:
+    """(run, operator) -> (T_first, T_best) as the runner recorded them, if it did."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'operator_results'").fetchone():
+        return {}
+    sql = "SELECT run_id, operator, t_first_ms, t_best_ms FROM operator_results"
+    rows = conn.execute(sql + " WHERE run_id = ?", (run_id,)) if run_id else conn.execute(sql)
+    return {(r[0], r[1]): (r[2], r[3]) for r in rows}
 
 
 @dataclass(frozen=True)
@@ -122,25 +137,29 @@ def replay_workspace(workspace: Path | str, run_id: str | None = None, *, gamma:
                 for v in ("uniform", "atu")},
     }
     if write_to is not None:
-        _write_copy(workspace, Path(write_to), items, result.utilities[variant])
+        _write_copy(workspace, Path(write_to), result.utilities[variant])
         out["written_to"] = str(write_to)
         out["written_variant"] = variant
     return out
 
 
-def _write_copy(workspace: Path | str, target: Path, items: dict[int, Item], u: dict[int, float]) -> None:
+def _write_copy(workspace: Path | str, target: Path, u: dict[int, float]) -> None:
+    """Export the bank, put the replayed u into the dump, and import it in ONE transaction, so the
+    copy never holds the bank with its original utilities (a crash leaves it empty)."""
     src = db.connect(workspace, create=False, readonly=True)
     dst = db.connect(target)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             dump = Path(tmp) / "bank.jsonl"
             export_jsonl(src, dump)
+            lines = dump.read_text(encoding="utf-8").splitlines()
+            out = [lines[0]]
+            for line in lines[1:]:
+                data = json.loads(line)
+                data["u"] = u.get(data["id"], 0.0)
+                out.append(json.dumps(data, ensure_ascii=False))
+            dump.write_text("\n".join(out) + "\n", encoding="utf-8")
             import_jsonl(dst, dump, mode="refuse")
-        by_hash = {m.content_hash: u[i] for i, m in items.items()}
-        with db.transaction(dst):
-            rows = dst.execute("SELECT id, content_hash FROM items").fetchall()
-            dst.executemany("UPDATE items SET u = ? WHERE id = ?",
-                            [(by_hash.get(h, 0.0), i) for i, h in rows])
     finally:
         src.close()
         dst.close()

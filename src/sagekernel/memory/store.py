@@ -210,9 +210,6 @@ class Store:
         self._add_ops(new_id, item.adopting_ops, item.retrieving_ops)
         return new_id
 
-    def insert_draft(self, draft: ItemDraft, *, source: str, born_episode: int) -> int:
-        return self.insert_item(draft_to_item(draft, source=source, born_episode=born_episode))
-
     def save(self, items: Iterable[Item]) -> None:
         """Write back the statistics, state and rule of existing items (content is immutable)."""
         rows = []
@@ -236,10 +233,6 @@ class Store:
                               [(item_id, op) for op in adopters])
         self.conn.executemany("INSERT OR IGNORE INTO item_retrievers VALUES (?, ?)",
                               [(item_id, op) for op in retrievers])
-
-    def set_q(self, values: dict[int, tuple[float, float]]) -> None:
-        self.conn.executemany("UPDATE items SET q1 = ?, q2 = ? WHERE id = ?",
-                              [(q1, q2, i) for i, (q1, q2) in values.items()])
 
     def add_adoptions(self, records: Iterable[AdoptionRecord]) -> None:
         stamp = now_iso()

@@ -17,6 +17,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sagekernel.memory.atu import valid_latency
 from sagekernel.memory.retrieval import Candidate
 from sagekernel.records import EpisodeKind, EpisodeTrace
 
@@ -62,20 +63,23 @@ class PopArt:
 def round_rewards(trace: EpisodeTrace, popart: PopArt) -> list[tuple[list[int], float]]:
     """(items retrieved in the round, reward) per round, in round order."""
     out: list[tuple[list[int], float]] = []
-    best = trace.t_first_ms
+    best = trace.t_first_ms if valid_latency(trace.t_first_ms) else None
     for rt in sorted(trace.rounds, key=lambda r: r.round):
         ids = [r.item_id for r in rt.retrieved]
         if trace.episode is EpisodeKind.CORR:
             out.append((ids, 1.0 if rt.correct else -1.0))
             continue
-        if not rt.correct or not rt.latency_ms or rt.latency_ms <= 0:
+        # A NaN/inf/non-positive latency is a failed measurement: infeasible (r = −1), and it never
+        # becomes b_t — one NaN reward would poison the persisted PopArt statistics for good.
+        latency = rt.latency_ms if rt.correct and valid_latency(rt.latency_ms) else None
+        if latency is None:
             r = -1.0
-        elif best is None or best <= 0:
+        elif best is None:
             r = 0.0  # no reference latency: a feasible kernel with unknown gain
         else:
-            r = math.tanh(math.log(best) - math.log(rt.latency_ms))
-        if rt.correct and rt.latency_ms and rt.latency_ms > 0:
-            best = rt.latency_ms if best is None else min(best, rt.latency_ms)
+            r = math.tanh(math.log(best) - math.log(latency))
+        if latency is not None:
+            best = latency if best is None else min(best, latency)
         out.append((ids, popart.observe(r)))
     return out
 

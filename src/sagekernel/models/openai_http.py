@@ -21,7 +21,7 @@ from sagekernel.models.backend import BackendModel, Request, estimate_tokens
 from sagekernel.models.base import Message, Reply
 from sagekernel.models.config import Budget, ModelConfig
 from sagekernel.models.exchange_log import ExchangeLog
-from sagekernel.models.retry import TransientError, parse_retry_after, status_error
+from sagekernel.models.retry import TransientError, is_context_error, parse_retry_after, status_error
 
 DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
 PROBE_TIMEOUT_S = 10.0
@@ -98,18 +98,27 @@ class OpenAIModel(BackendModel):
 
     def _complete_once(self, request: Request) -> Reply:
         data = self._post("chat/completions", self._body(request))
-        choices = data.get("choices") or []
-        if not choices or not isinstance(choices[0], dict):
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             if "error" in data:  # some servers report errors with HTTP 200
-                raise ModelError(f"{self.base_url} returned an error for {self.model!r}: {data['error']}")
+                # a context overflow cannot be fixed by retrying; anything else is treated as a 5xx
+                detail = _error_text(data["error"])
+                if is_context_error(detail):
+                    raise status_error(200, detail, endpoint=self.base_url, model=self.model)
+                raise TransientError(f"{self.base_url} answered HTTP 200 with an error for {self.model!r}: "
+                                     f"{detail[:300]}")
             raise ModelError(f"{self.base_url} returned no choices for {self.model!r}: {str(data)[:300]}")
         choice = choices[0]
-        message = choice.get("message") or {}
+        message = choice.get("message")
+        if message is not None and not isinstance(message, dict):
+            raise ModelError(f"{self.base_url} returned a choice whose message is not an object for "
+                             f"{self.model!r}: {str(choice)[:300]}")
+        message = message or {}
         text = _content_text(message.get("content"))
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
         extra: dict[str, Any] = {"response_id": data.get("id")}
-        prompt_tokens = usage.get("prompt_tokens") if usage else None
-        completion_tokens = usage.get("completion_tokens") if usage else None
+        prompt_tokens = _count(usage.get("prompt_tokens")) if usage else None
+        completion_tokens = _count(usage.get("completion_tokens")) if usage else None
         if prompt_tokens is None or completion_tokens is None:
             extra["usage_estimated"] = True
             prompt_tokens = sum(estimate_tokens(m.content) + 4 for m in request.messages)
@@ -118,9 +127,10 @@ class OpenAIModel(BackendModel):
             extra["usage"] = usage
         if message.get("reasoning_content"):
             extra["reasoning_content"] = message["reasoning_content"]
-        return Reply(text=text, model=str(data.get("model") or self.model), prompt_tokens=int(prompt_tokens),
-                     completion_tokens=int(completion_tokens), finish_reason=choice.get("finish_reason"),
-                     extra=extra)
+        finish = choice.get("finish_reason")
+        return Reply(text=text, model=str(data.get("model") or self.model), prompt_tokens=prompt_tokens,
+                     completion_tokens=completion_tokens, extra=extra,
+                     finish_reason=None if finish is None else str(finish))
 
     def served_models(self) -> list[str]:
         """Model ids from `GET /models`; ModelError if the endpoint cannot be reached or refuses."""
@@ -166,14 +176,24 @@ def _content_text(content: Any) -> str:
     return str(content)
 
 
+def _count(value: Any) -> int | None:
+    """A usage count as an int, or None when the server sent something else (then it is estimated)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        return None
+    return int(value)
+
+
+def _error_text(err: Any) -> str:
+    if isinstance(err, dict):
+        return str(err.get("message") or err)
+    return str(err)
+
+
 def _error_detail(response: httpx.Response) -> str:
     try:
         data = response.json()
     except ValueError:
         return response.text[:500]
     if isinstance(data, dict):
-        err = data.get("error", data)
-        if isinstance(err, dict):
-            return str(err.get("message") or err)
-        return str(err)
+        return _error_text(data.get("error", data))
     return str(data)[:500]

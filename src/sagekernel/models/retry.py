@@ -91,6 +91,11 @@ def parse_retry_after(headers: object) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def is_context_error(detail: str) -> bool:
+    """Whether an error text says the prompt does not fit the context window."""
+    return _CONTEXT_PATTERNS.search(detail) is not None
+
+
 def is_retryable_status(status: int) -> bool:
     return status in RETRYABLE_STATUS or 500 <= status <= 599
 

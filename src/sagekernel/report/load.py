@@ -15,6 +15,7 @@ tables) gets a `ReportError` that says what is missing.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -200,9 +201,18 @@ def _results(conn: sqlite3.Connection, run_id: str) -> list[OperatorResult]:
         run_id=r["run_id"], position=int(r["position"]), operator=r["operator"], level=int(r["level"]),
         category=r["category"], compiled=bool(r["compiled"]), correct=bool(r["correct"]),
         rounds_used=int(r["rounds_used"]), first_correct_round=r["first_correct_round"],
-        t_first_ms=r["t_first_ms"], t_best_ms=r["t_best_ms"], t_ref_ms=r["t_ref_ms"],
+        t_first_ms=_latency(r["t_first_ms"]), t_best_ms=_latency(r["t_best_ms"]),
+        t_ref_ms=_latency(r["t_ref_ms"]),
         prompt_tokens=int(r["prompt_tokens"] or 0), completion_tokens=int(r["completion_tokens"] or 0),
         cost_usd=r["cost_usd"], wall_s=float(r["wall_s"] or 0.0)) for r in rows]
+
+
+def _latency(value: object) -> float | None:
+    """A stored latency, or None when it is not a finite positive number (SQLite keeps ±inf; a
+    0 or inf T_best would otherwise give an infinite speedup, or crash the geometric mean)."""
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        return None
+    return float(value)
 
 
 def _memory(conn: sqlite3.Connection, run_id: str, tables: set[str]) -> MemoryData:

@@ -61,7 +61,7 @@ def execution_rate_by_level(results: Sequence[OperatorResult]) -> dict[int, floa
 
 def is_fast(result: OperatorResult, p: float) -> bool:
     s = result.speedup
-    return s is not None and s > p
+    return _ratio(s) and s is not None and s > p
 
 
 def fast_p(results: Sequence[OperatorResult], p: float = 1.0, *, over: str = "solved") -> float | None:
@@ -77,9 +77,14 @@ def fast_p(results: Sequence[OperatorResult], p: float = 1.0, *, over: str = "so
     return rate(n_fast, len(ok) if over == "solved" else len(results))
 
 
+def _ratio(value: float | None) -> bool:
+    """A usable speedup: finite and positive (records built from bad latencies are not)."""
+    return value is not None and math.isfinite(value) and value > 0
+
+
 def self_speedup_median(results: Sequence[OperatorResult]) -> float | None:
     """S_self: median over solved operators of T_first/T_best (None if none has both times)."""
-    values = [s for r in results if (s := r.self_speedup) is not None]
+    values = [s for r in results if _ratio(s := r.self_speedup) and s is not None]
     return statistics.median(values) if values else None
 
 
@@ -104,7 +109,7 @@ class Distribution:
 
 def speedup_distribution(results: Sequence[OperatorResult]) -> Distribution:
     """Speedup over the reference (T_ref/T_best) across solved operators that have one."""
-    values = [s for r in results if (s := r.speedup) is not None]
+    values = [s for r in results if _ratio(s := r.speedup) and s is not None]
     if not values:
         return Distribution(0, None, None, None, None)
     return Distribution(len(values), statistics.median(values), geometric_mean(values),

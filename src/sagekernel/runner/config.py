@@ -20,8 +20,10 @@ LOCAL_DEFAULT_MAX_TOKENS = 1024
 PAPER_BUDGET = 30
 
 
-# Fields that do not change what a run computes; they are not part of its identity.
-_NOT_IDENTITY = {"workspace", "run_id", "resume", "new", "progress", "model_options"}
+# Fields that do not change what a run computes; they are not part of its identity. The spend caps
+# only say where the run stops: the same command with a raised cap continues the stopped run.
+_NOT_IDENTITY = {"workspace", "run_id", "resume", "new", "progress", "model_options", "max_total_tokens",
+                 "max_cost_usd"}
 
 
 class RunConfigError(SageError):

@@ -67,7 +67,8 @@ class WorkspaceLock:
                     raise RunLocked(
                         f"the workspace {self.path.parent} is in use by run {info.get('run_id')!r} "
                         f"(pid {pid} on {info.get('host')}, since {info.get('started_at')}); wait for it "
-                        f"to finish or stop it, or use another --workspace") from None
+                        f"to finish or stop it, or use another --workspace. If no such run is active (the "
+                        f"pid was reused, or it ran on another host), delete {self.path}") from None
                 self.path.unlink(missing_ok=True)  # stale: its process is gone
                 continue
             with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -148,10 +148,7 @@ class StreamRunner:
         self.agent = Agent(model, target, policy, self._evaluate, AgentConfig(
             rounds=cfg.budget, k=cfg.k, max_reasks=cfg.max_reasks, history=cfg.history,
             max_tokens=cfg.max_tokens_per_call, temperature=cfg.temperature), self.prompts)
-
-    def ask(self, messages: list[Message]) -> Reply:
-        return self.model.complete(messages, max_tokens=self.cfg.max_tokens_per_call,
-                                   temperature=self.cfg.temperature)
+        self.ask = _asker(model, cfg)
 
     def _evaluate(self, task: Task, source: str) -> Verdict:
         from sagekernel.harness.evaluate import evaluate
@@ -169,6 +166,14 @@ class StreamRunner:
             self.store.restart_operator(self.run_id, task.name)
             self.progress.operator_started(planned, task)
             self.agent.run_operator(task, _Hooks(self, planned, task))
+
+
+def _asker(model: Model, cfg: RunConfig) -> Callable[[list[Message]], Reply]:
+    """One model call with the run's settings (distillation and rule abstraction)."""
+    def ask(messages: list[Message]) -> Reply:
+        return model.complete(messages, max_tokens=cfg.max_tokens_per_call, temperature=cfg.temperature)
+
+    return ask
 
 
 @contextmanager
@@ -206,10 +211,12 @@ def choose_run(store: RunStore, cfg: RunConfig) -> tuple[RunConfig, RunInfo | No
                 raise RunNotFound(f"no run {cfg.run_id!r} in {cfg.workspace} to resume")
             return cfg, None
         stored = RunConfig.model_validate({**info.config["cfg"], "workspace": cfg.workspace})
-        if not cfg.resume and stored.key() != cfg.key():
+        if cfg.resume:
+            return stored.model_copy(update={"progress": cfg.progress}), info
+        if stored.key() != cfg.key():
             raise RunNotFound(f"run {cfg.run_id!r} exists with another configuration; resume it with "
                               f"`sage run --resume --run-id {cfg.run_id}` or pick a new --run-id")
-        return stored.model_copy(update={"progress": cfg.progress}), info
+        return cfg, info  # same identity: this command's settings (spend caps, model options) apply
     if cfg.resume:
         info = store.latest_unfinished()
         if info is None:
@@ -284,19 +291,18 @@ def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None
         log = ExchangeLog(conn, run_id=run_id)
         budget = Budget(cfg.max_total_tokens, cfg.max_cost_usd) \
             if cfg.max_total_tokens or cfg.max_cost_usd else None
+        if budget is not None:  # a resumed run has already spent part of its budget
+            budget.used_tokens, budget.used_cost_usd, budget.calls = store.model_usage(run_id)
         model = model or make_model(cfg.model, config=model_config_from(cfg.model_options), log=log,
                                     budget=budget)
         probe(model)
         mem_conn = _memory_connection(cfg, conn, run_id)
         prompts = Prompts()
 
-        def ask(messages: list[Message]) -> Reply:
-            return model.complete(messages, max_tokens=cfg.max_tokens_per_call, temperature=cfg.temperature)
-
         policy = make_policy(cfg.method, mem_conn, run_id=run_id, frozen=cfg.frozen, seed=cfg.seed,
                              gamma=cfg.gamma, budget_tokens=cfg.hot_budget,
                              **({"embedder": None} if cfg.embedder == "none" else {}),
-                             abstract_rule=make_rule_abstractor(ask, prompts, target.name))
+                             abstract_rule=make_rule_abstractor(_asker(model, cfg), prompts, target.name))
         runner = StreamRunner(cfg, conn, info, model, target, policy, by_name, progress, after_episode)
         status, message = "failed", ""
         try:
@@ -312,6 +318,8 @@ def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None
                 conn.execute("ROLLBACK")
             store.set_status(run_id, status)
             progress.close()
+            if mem_conn is not conn:
+                mem_conn.close()
         final = store.run(run_id)
         assert final is not None
         summary = summarize(store, final, workspace, resumed=resumed, message=message)

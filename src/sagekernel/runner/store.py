@@ -156,6 +156,14 @@ class RunStore:
         row = self.conn.execute("SELECT source FROM candidates WHERE hash = ?", (digest,)).fetchone()
         return None if row is None else str(row[0])
 
+    def model_usage(self, run_id: str) -> tuple[int, float, int]:
+        """(tokens, USD, calls) of the run's answered model calls so far, from the exchange log."""
+        row = self.conn.execute(
+            "SELECT coalesce(sum(prompt_tokens), 0) + coalesce(sum(completion_tokens), 0), "
+            "coalesce(sum(cost_usd), 0.0), count(*) FROM exchanges WHERE run_id = ? AND status = 'ok'",
+            (run_id,)).fetchone()
+        return int(row[0]), float(row[1]), int(row[2])
+
     # ---- episode markers --------------------------------------------------------------------------
     def episode_applied(self, run_id: str, operator: str, episode: str) -> bool:
         return self.conn.execute(

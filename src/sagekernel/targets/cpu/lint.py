@@ -81,9 +81,25 @@ RULES: tuple[Rule, ...] = (
         "constructor",
         "code that runs when the library is loaded or unloaded runs outside the harness's view",
         _rx(
-            r"__attribute__\s*\(\([^)]*\b(?:__)?(?:constructor|destructor)(?:__)?\b|"
+            r"__attribute__\s*\(\([^)]*\b(?:__)?(?:constructor|destructor|ifunc|section)(?:__)?\b|"
             r"#\s*pragma\s+init\b|#\s*pragma\s+fini\b"
         ),
+    ),
+    Rule(
+        "fp_environment",
+        "changes the floating-point environment (rounding mode, flush-to-zero, exception masks); "
+        "the setting outlives the call and changes later results and the reference's arithmetic",
+        _rx(
+            r"\b(?:_mm_setcsr|__builtin_ia32_ldmxcsr|__builtin_aarch64_set_fp[cs]r\w*|fesetround|"
+            r"fesetenv|feupdateenv|feholdexcept|fesetexceptflag|feenableexcept|fedisableexcept)\s*\(|"
+            r"\b_MM_SET_\w+\s*\("
+        ),
+    ),
+    Rule(
+        "omp_state",
+        "changes OpenMP settings (omp_set_*): they persist between calls (hidden state) and the "
+        "thread count is fixed by the harness; use a num_threads clause or the defaults instead",
+        _rx(r"\bomp_set_(?!lock\b|nest_lock\b)\w+\s*\(|\bomp_(?:init_allocator|pause_resource\w*)\s*\("),
     ),
     Rule(
         "fallback",
@@ -207,8 +223,11 @@ def _excerpt(source_lines: list[str], line: int) -> str:
     return source_lines[line - 1].strip()[:160] if 0 < line <= len(source_lines) else ""
 
 
-def lint_source(source: str, task: Task | None = None) -> list[LintFinding]:
-    """Every rule violation in `source`, at most one finding per (rule, line)."""
+def lint_source(source: str, task: Task | None = None, *, check_strings: bool = True) -> list[LintFinding]:
+    """Every rule violation in `source`, at most one finding per (rule, line).
+
+    `check_strings=False` skips the file-path check of string literals (for preprocessed text,
+    where `assert` brings in `__FILE__`)."""
     code, strings = strip_source(source)
     lines = source.splitlines()
     findings: list[LintFinding] = []
@@ -226,7 +245,11 @@ def lint_source(source: str, task: Task | None = None) -> list[LintFinding]:
         header = m.group(2).strip()
         if m.group(1) == '"' or not (header in ALLOWED_HEADERS or _INTRIN_HEADER.match(header)):
             add("include", f"{INCLUDE_REASON} (found {m.group(1)}{header})", _line_of(source, m.start()))
-    for line, text in strings:
+    for m in re.finditer(r"^[ \t]*#[ \t]*(include|include_next|import|embed)\b[ \t]*(.?)", code, re.MULTILINE):
+        if m.group(1) != "include" or m.group(2) not in ("<", '"'):
+            add("include", f"{INCLUDE_REASON} (found #{m.group(1)} {m.group(2)}...: a computed or "
+                "non-standard include)", _line_of(code, m.start()))
+    for line, text in strings if check_strings else []:
         if re.match(r"\s*/(?:proc|dev|sys|tmp|etc|home|root|var|usr|box|work|run)\b|\s*\.\.?/", text):
             add("filesystem_path", PATH_REASON, line)
     for line in _global_state_lines(code):
@@ -251,14 +274,14 @@ def _global_state_lines(code: str) -> Iterator[int]:
     code = re.sub(r"^[ \t]*#.*$", lambda m: " " * len(m.group(0)), code, flags=re.MULTILINE)
     stack: list[str] = []  # "ns" for namespace / extern "C" braces, "fn" for function bodies, "blk" others
     stmt: list[str] = []
-    stmt_start = 0
+    stmt_start = -1  # -1 until the current statement has a visible character
     for pos, c in enumerate(code):
         in_scope = all(kind == "ns" for kind in stack)
         if c == "{":
             head = "".join(stmt).strip()
             if in_scope and re.search(r"(?:\bnamespace\b[\w\s:]*|\bextern\s*\"\s*\")$", head):
                 stack.append("ns")
-                stmt, stmt_start = [], pos + 1
+                stmt, stmt_start = [], -1
             elif (
                 in_scope
                 and re.search(r"\)\s*(?:const|noexcept|override|final|->[\w\s:<>*&]+)*\s*$", head)
@@ -274,17 +297,17 @@ def _global_state_lines(code: str) -> Iterator[int]:
             kind = stack.pop() if stack else "blk"
             if all(k == "ns" for k in stack):
                 if kind in ("fn", "ns"):
-                    stmt, stmt_start = [], pos + 1
+                    stmt, stmt_start = [], -1
                 else:
                     stmt.append("}")
         elif in_scope:
-            if not stmt and not c.isspace():
-                stmt_start = pos
+            if stmt_start < 0 and not c.isspace():
+                stmt_start = pos  # the statement's first visible character (for its line number)
             if c == ";":
                 text = re.sub(r"\s+", " ", "".join(stmt)).strip()
                 if _is_mutable_definition(text):
-                    yield _line_of(code, stmt_start)
-                stmt = []
+                    yield _line_of(code, max(stmt_start, 0))
+                stmt, stmt_start = [], -1
             else:
                 stmt.append(c)
     for m in re.finditer(r"\b(?:static|thread_local|_Thread_local|__thread)\b(?!_)", code):
@@ -301,7 +324,9 @@ def _is_mutable_definition(text: str) -> bool:
     if not text or _TYPE_ONLY.match(text) or _TYPE_DEF.match(text):
         return False
     before_eq = text.split("=", 1)[0]
-    if "(" in before_eq:  # a prototype or function pointer declaration
+    if re.search(r"\(\s*\*+\s*(?!const\b)\w+\s*(?:\[[^\]]*\]\s*)*\)\s*\(", before_eq):
+        return True  # a function-pointer variable (not `* const`): mutable, can carry any pointer
+    if "(" in before_eq:  # a prototype
         return False
     return not re.search(r"\bconst(?:expr)?\b", before_eq)
 
