@@ -3,8 +3,9 @@
 Flags are fixed (never -ffast-math); C++ is detected from the source and built with g++. After
 linking, `nm -D` must show only allowed undefined symbols (libc memory/maths, libm, libmvec,
 OpenMP, the C++ runtime), `sage_kernel` must be defined, no defined symbol may shadow a libc
-function (clock interposition), and `.init_array` may hold nothing beyond what an empty kernel
-built with the same flags holds (no load-time constructors).
+function (clock interposition), `.init_array` / `.fini_array` may hold nothing beyond what an
+empty kernel built with the same flags holds (no load-time constructors, no destructors), and the
+source rules hold again on the preprocessed unit (preprocessed.py: nothing hidden behind macros).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from sagekernel.harness import sandbox
 from sagekernel.harness.verdict import LintFinding
 from sagekernel.targets.base import BuildResult
-from sagekernel.targets.cpu import elf
+from sagekernel.targets.cpu import elf, preprocessed
 from sagekernel.targets.cpu.contract import KERNEL_SYMBOL
 
 COMMON_FLAGS = (
@@ -73,6 +74,7 @@ def build(source: str, workdir: Path, *, sandbox_kind: str = "auto", timeout_s: 
     kind = sandbox.best_kind(sandbox_kind)
     argv = [
         *compiler_command(language),
+        "-save-temps=obj",  # keeps the preprocessed unit: the rules run again after macro expansion
         f"/box/build/kernel.{suffix}",
         "-o",
         "/box/build/kernel.so",
@@ -102,6 +104,7 @@ def build(source: str, workdir: Path, *, sandbox_kind: str = "auto", timeout_s: 
     if result.returncode != 0 or not library.exists():
         return BuildResult(False, None, trim_compiler_log(log, suffix), info)
     findings, problem = check_library(library, language)
+    findings = check_preprocessed(build_dir) + findings
     if problem:
         return BuildResult(False, None, problem, info, stage="load")
     if findings:
@@ -130,6 +133,14 @@ def trim_compiler_log(log: str, suffix: str) -> str:
     text = "\n".join(dict.fromkeys(keep)) if keep else log.strip()
     text = text[:MAX_MESSAGE_CHARS]
     return "compilation failed:\n" + (text or "(the compiler printed nothing)")
+
+
+def check_preprocessed(build_dir: Path) -> list[LintFinding]:
+    """The source rules on the compiler's preprocessed unit (macros expanded, includes resolved)."""
+    saved = sorted(build_dir.glob("kernel.so-kernel.i*"))
+    if not saved:
+        return [LintFinding("preprocessed", "the compiler kept no preprocessed source to check", None, "")]
+    return preprocessed.lint_preprocessed(saved[0].read_text("utf-8", "replace"))
 
 
 # ---- object checks -------------------------------------------------------------------------------
@@ -261,7 +272,7 @@ ALLOWED_UNDEFINED = frozenset(
     ]
 )
 _ALLOWED_PATTERNS = re.compile(
-    r"^(?:GOMP_\w+|omp_(?!get_wtime|get_wtick)\w+|_ZGV\w+|_Znw\w*|_Zna\w*|_ZdlPv\w*|_ZdaPv\w*|"
+    r"^(?:GOMP_\w+|omp_(?!get_wtime|get_wtick|set_(?!lock$|nest_lock$)|init_allocator|pause_resource)\w+|_ZGV\w+|_Znw\w*|_Zna\w*|_ZdlPv\w*|_ZdaPv\w*|"
     r"_ZSt\d+__throw_\w+|_ZTVN10__cxxabiv\w+|_ZTI\w+|_ZTS\w+)$"
 )
 
@@ -273,6 +284,11 @@ SYMBOL_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
             r"omp_get_wtime|omp_get_wtick|_ZNSt6chrono\w*)$"
         ),
         "the library calls a clock; timing belongs to the harness",
+    ),
+    (
+        "symbol_omp_state",
+        re.compile(r"^omp_(?:set_\w+|init_allocator|pause_resource\w*)$"),
+        "the library changes OpenMP settings, which persist between calls; the harness fixes the threads",
     ),
     (
         "symbol_library_op",
@@ -385,8 +401,8 @@ def check_library(library: Path, language: str) -> tuple[list[LintFinding], str]
         findings.append(
             LintFinding(
                 "constructor",
-                "the library runs code when it is loaded (constructor / "
-                f".init_array, {extra // 8} extra entries); a kernel may only run when called",
+                "the library runs code when it is loaded or unloaded (constructor / destructor, "
+                f".init_array / .fini_array: {extra // 8} extra entries); a kernel may only run when called",
                 None,
                 ".init_array",
             )

@@ -1,7 +1,8 @@
 """Read a built shared object's dynamic symbols and constructor sections in-process.
 
 The object checks in build.py need three facts: the undefined dynamic symbols, the defined ones
-(with an `nm`-style type letter) and the byte size of `.init_array` / `.preinit_array` / `.ctors`.
+(with an `nm`-style type letter) and the byte size of the load/unload hook sections
+(`.init_array`, `.preinit_array`, `.ctors`, `.fini_array`, `.dtors`).
 Running `nm -D` twice and `readelf -SW` once cost three process starts (~50 ms on a 2-core box);
 parsing the ELF64 section headers and `.dynsym` here takes well under a millisecond.
 
@@ -22,14 +23,15 @@ SHF_WRITE = 0x1
 SHF_EXECINSTR = 0x4
 STB_WEAK = 2
 STT_OBJECT, STT_FUNC, STT_SECTION, STT_FILE, STT_GNU_IFUNC = 1, 2, 3, 4, 10
-CONSTRUCTOR_SECTIONS = (".init_array", ".preinit_array", ".ctors")
+#: Code run when the object is loaded or unloaded (destructors run outside the harness's view too).
+CONSTRUCTOR_SECTIONS = (".init_array", ".preinit_array", ".ctors", ".fini_array", ".dtors")
 
 
 @dataclass(frozen=True)
 class DynamicSymbols:
     undefined: list[str]  # undefined (and weak undefined) dynamic symbols, versions stripped
     defined: list[tuple[str, str]]  # (nm type letter, name) of defined dynamic symbols
-    constructor_bytes: int  # total size of .init_array, .preinit_array and .ctors
+    constructor_bytes: int  # total size of the CONSTRUCTOR_SECTIONS (load and unload hooks)
 
 
 def read(path: Path) -> DynamicSymbols | None:
