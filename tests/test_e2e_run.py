@@ -444,13 +444,14 @@ def test_crash_inside_the_runner_then_resume(
 
 def test_second_run_on_a_locked_workspace_is_refused(tmp_path: Path, server: OpenAITestServer):
     from sagekernel.errors import RunLocked
-    from sagekernel.runner.lock import LOCK_NAME
 
     ws = tmp_path / "locked"
     prepare(ws)
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    hold = ("import sys, time\nfrom sagekernel.runner.lock import WorkspaceLock\n"
+            "WorkspaceLock(sys.argv[1], 'someone-else').acquire()\nprint('held', flush=True)\ntime.sleep(30)")
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(ws)], stdout=subprocess.PIPE, text=True)
     try:
-        (ws / LOCK_NAME).write_text(json.dumps({"pid": holder.pid, "run_id": "someone-else"}))
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         with pytest.raises(RunLocked, match="someone-else"):
             run(config(ws, server))
     finally:

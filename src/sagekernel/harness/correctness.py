@@ -198,7 +198,7 @@ def run_child(
     cmd = sandbox.SandboxCommand(
         argv=sandbox.python_argv("/box/children/kernel_runner.py"),
         ro_binds=[(str(CHILDREN_DIR), "/box/children"), (str(library.parent), "/box/lib")],
-        env={"OMP_NUM_THREADS": str(config.threads), "OMP_DYNAMIC": "false"},
+        env=sandbox.thread_env(config.threads),
     )
     lib_path = sandbox.translate(kind, f"/box/lib/{library.name}", cmd)
     request, plan = build_request(task, trials, lib_path, nonce)
@@ -274,7 +274,8 @@ def judge(
                 return out(
                     Stage.CORRECTNESS,
                     f"the kernel wrote outside the bounds of {what} '{names[pos]}' "
-                    f"(guard bytes next to the buffer changed) on the {trial.describe()}",
+                    f"(guard bytes around the buffer changed) on the {trial.describe()}; check loop bounds "
+                    "and vector tails against the sizes passed in",
                 )
         sizes = [len(_raw(e)) for e in trial.expected]
         payload, pieces, pos = frame.payload, [], 0

@@ -148,6 +148,20 @@ def site_paths() -> list[str]:
     return [p for p in site.getsitepackages() if p.startswith(python_prefix())]
 
 
+def thread_env(threads: int) -> dict[str, str]:
+    """Environment that holds a candidate process to `threads` threads. OMP_THREAD_LIMIT caps every
+    OpenMP team for the whole process, so a `num_threads(64)` clause cannot exceed the budget (it
+    is read once when libgomp loads; a kernel has no API to raise it)."""
+    n = str(max(1, threads))
+    return {
+        "OMP_NUM_THREADS": n,
+        "OMP_THREAD_LIMIT": n,
+        "OMP_DYNAMIC": "false",
+        "MKL_NUM_THREADS": n,
+        "OPENBLAS_NUM_THREADS": n,
+    }
+
+
 def _prlimit_prefix(limits: Limits) -> list[str]:
     exe = shutil.which("prlimit")
     if exe is None:

@@ -131,12 +131,7 @@ def run_timing(
         cmd = sandbox.SandboxCommand(
             argv=sandbox.python_argv("/box/children/timing_runner.py"),
             ro_binds=[(str(CHILDREN_DIR), "/box/children"), (str(PACKAGE_DIR), "/box/pkg/sagekernel")],
-            env={
-                "OMP_NUM_THREADS": str(config.threads),
-                "OMP_DYNAMIC": "false",
-                "MKL_NUM_THREADS": str(config.threads),
-                "OPENBLAS_NUM_THREADS": str(config.threads),
-            },
+            env=sandbox.thread_env(config.threads),
         )
         limits = sandbox.Limits(
             wall_s=config.timing_timeout_s,

@@ -15,6 +15,7 @@ import atexit
 import contextlib
 import os
 import select
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -42,12 +43,7 @@ class TimingServer:
                 *sandbox.site_paths(),
             ],
             ro_binds=[(str(CHILDREN_DIR), "/box/children"), (str(PACKAGE_DIR), "/box/pkg/sagekernel")],
-            env={
-                "OMP_NUM_THREADS": str(threads),
-                "OMP_DYNAMIC": "false",
-                "MKL_NUM_THREADS": str(threads),
-                "OPENBLAS_NUM_THREADS": str(threads),
-            },
+            env=sandbox.thread_env(threads),
         )
         limits = sandbox.Limits(wall_s=0, cpu_s=24 * 3600, address_space_bytes=memory_limit_bytes)
         argv, env, cwd = sandbox.command_line(
@@ -109,7 +105,11 @@ class TimingServer:
         sandbox.kill_group(self.proc)
         with contextlib.suppress(OSError):
             os.close(self.read_fd)
+        with contextlib.suppress(OSError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
         self.log.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 _SERVERS: dict[tuple[str, int, int], TimingServer] = {}

@@ -61,7 +61,7 @@ class Zygote:
                 *sandbox.site_paths(),
             ],
             ro_binds=[(str(CHILDREN_DIR), "/box/children")],
-            env={"OMP_NUM_THREADS": str(threads), "OMP_DYNAMIC": "false"},
+            env=sandbox.thread_env(threads),
         )
         limits = sandbox.Limits(wall_s=0, cpu_s=24 * 3600, address_space_bytes=memory_limit_bytes)
         argv, env, cwd = sandbox.command_line(

@@ -1,13 +1,14 @@
-"""One writer per workspace: a lock file naming the run and process that hold it.
+"""One writer per workspace: an advisory `flock` on `sage-run.lock`, which names the holder.
 
-`sage-run.lock` in the workspace holds `{"pid", "run_id", "host", "started_at"}`. It is created
-with O_EXCL, so two runs cannot both take it. A lock left by a process that no longer exists on
-this host (kill -9, power loss) is stale and taken over; a live holder makes `RunLocked` name
-the other run and its pid.
+The kernel releases a `flock` when its holder dies (kill -9 included), so there is no stale lock
+to guess about and no pid-reuse race: a run either holds the lock or it does not. The file's
+content, `{"pid", "run_id", "host", "started_at"}`, only serves the error message that names the
+other run. The file itself is left in place on release; its content is rewritten by each holder.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
@@ -20,69 +21,49 @@ from sagekernel.errors import RunLocked
 LOCK_NAME = "sage-run.lock"
 
 
-def pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
-
-
 class WorkspaceLock:
-    """`with WorkspaceLock(ws, run_id):` -- held for the whole run, released on exit."""
+    """`with WorkspaceLock(ws, run_id):` -- held for the whole run, released on exit or death."""
 
     def __init__(self, workspace: Path | str, run_id: str) -> None:
         self.path = Path(workspace) / LOCK_NAME
         self.run_id = run_id
-        self.held = False
+        self._fd: int | None = None
 
-    def holder(self) -> dict[str, object] | None:
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def holder(self) -> dict[str, object]:
+        """What the current holder wrote about itself ({} if unreadable)."""
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
         except (OSError, ValueError):
-            return {}  # unreadable or half-written: treated as stale below
+            return {}
         return data if isinstance(data, dict) else {}
 
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            info = self.holder()
+            raise RunLocked(
+                f"the workspace {self.path.parent} is in use by run {info.get('run_id')!r} "
+                f"(pid {info.get('pid')} on {info.get('host')}, since {info.get('started_at')}); wait "
+                "for it to finish or stop it, or use another --workspace") from None
         body = json.dumps({"pid": os.getpid(), "run_id": self.run_id, "host": socket.gethostname(),
                            "started_at": datetime.now(UTC).isoformat(timespec="seconds")})
-        for _ in range(3):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                info = self.holder()
-                if info is None:
-                    continue  # released between our open and read
-                raw = info.get("pid")
-                pid = raw if isinstance(raw, int) else 0
-                same_host = info.get("host") in (None, socket.gethostname())
-                if pid and (pid_alive(pid) or not same_host) and pid != os.getpid():
-                    raise RunLocked(
-                        f"the workspace {self.path.parent} is in use by run {info.get('run_id')!r} "
-                        f"(pid {pid} on {info.get('host')}, since {info.get('started_at')}); wait for it "
-                        f"to finish or stop it, or use another --workspace. If no such run is active (the "
-                        f"pid was reused, or it ran on another host), delete {self.path}") from None
-                self.path.unlink(missing_ok=True)  # stale: its process is gone
-                continue
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(body)
-            self.held = True
-            return
-        raise RunLocked(f"could not take the workspace lock {self.path}; another run keeps taking it")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, body.encode("utf-8"), 0)
+        self._fd = fd
 
     def release(self) -> None:
-        if self.held:
-            info = self.holder()
-            if info is not None and info.get("pid") == os.getpid():
-                self.path.unlink(missing_ok=True)
-            self.held = False
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
 
     def __enter__(self) -> WorkspaceLock:
         self.acquire()

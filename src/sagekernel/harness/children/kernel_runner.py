@@ -2,7 +2,7 @@
 
 Stdlib only (no torch, no numpy: start-up must stay ~tens of ms). The parent sends every input
 byte and the output sizes; this process owns no reference, no seed and no verdict. For each call
-it copies the inputs into guard-padded buffers, pre-fills outputs with the sentinel, calls
+it copies the inputs into guard-padded buffers (a page before, at least a page after), pre-fills outputs with the sentinel, calls
 `sage_kernel`, and reports the outputs, whether inputs changed and whether guard bytes around
 any buffer were overwritten. Calls naming the same `slot` reuse the same buffers (same
 addresses, new contents), so a kernel that caches results by pointer returns stale data.
@@ -23,7 +23,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from guard import Channel, lock_files, lock_process, preload, read_request, reap
 
-GUARD = 64
+#: Guard bytes before each buffer (a whole page: the buffer stays page- and so 64-byte aligned).
+GUARD = 4096
+#: At least this many guard bytes after each buffer; the rest of the last page is guarded too, so
+#: an unrolled SIMD tail that overshoots by hundreds of bytes is caught, not just the next element.
+TAIL_GUARD = 4096
+PAGE = mmap.PAGESIZE
 GUARD_BYTE = 0xA5
 _libc = ctypes.CDLL(None)
 _memcmp = _libc.memcmp
@@ -32,15 +37,19 @@ _memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
 
 
 class Buffer:
-    """`nbytes` usable bytes, 64-byte aligned, with GUARD bytes of 0xA5 on both sides."""
+    """`nbytes` usable bytes, page aligned, with GUARD bytes of 0xA5 before and at least TAIL_GUARD
+    after (to the end of the mapping)."""
 
     def __init__(self, nbytes: int) -> None:
         self.nbytes = nbytes
-        self.mem = mmap.mmap(-1, GUARD * 2 + max(nbytes, 1))
+        size = -(-(GUARD + max(nbytes, 1) + TAIL_GUARD) // PAGE) * PAGE
+        self.mem = mmap.mmap(-1, size)
+        self.end = GUARD + nbytes
         self.base = ctypes.addressof(ctypes.c_char.from_buffer(self.mem))
         self.addr = self.base + GUARD
         self.mem[:GUARD] = bytes([GUARD_BYTE]) * GUARD
-        self.mem[GUARD + nbytes : GUARD * 2 + nbytes] = bytes([GUARD_BYTE]) * GUARD
+        self.mem[self.end :] = bytes([GUARD_BYTE]) * (size - self.end)
+        self.pad = bytes([GUARD_BYTE]) * max(GUARD, size - self.end)
 
     def fill(self, pattern: bytes) -> None:
         reps = self.nbytes // len(pattern) + 1
@@ -50,8 +59,8 @@ class Buffer:
         self.mem[GUARD : GUARD + self.nbytes] = data
 
     def guards_intact(self) -> bool:
-        pad = bytes([GUARD_BYTE]) * GUARD
-        return self.mem[:GUARD] == pad and self.mem[GUARD + self.nbytes : GUARD * 2 + self.nbytes] == pad
+        tail = len(self.mem) - self.end
+        return self.mem[:GUARD] == self.pad[:GUARD] and self.mem[self.end :] == self.pad[:tail]
 
     def first_difference(self, data: memoryview, data_addr: int) -> int:
         """-1 if the contents equal `data` (at address `data_addr`), else the first differing byte."""

@@ -247,8 +247,9 @@ def lint_source(source: str, task: Task | None = None, *, check_strings: bool = 
             add("include", f"{INCLUDE_REASON} (found {m.group(1)}{header})", _line_of(source, m.start()))
     for m in re.finditer(r"^[ \t]*#[ \t]*(include|include_next|import|embed)\b[ \t]*(.?)", code, re.MULTILINE):
         if m.group(1) != "include" or m.group(2) not in ("<", '"'):
-            add("include", f"{INCLUDE_REASON} (found #{m.group(1)} {m.group(2)}...: a computed or "
-                "non-standard include)", _line_of(code, m.start()))
+            line = _line_of(code, m.start())
+            add("include", f"{INCLUDE_REASON}; write #include <header> (found a computed or non-standard "
+                f"directive: {_excerpt(lines, line)})", line)
     for line, text in strings if check_strings else []:
         if re.match(r"\s*/(?:proc|dev|sys|tmp|etc|home|root|var|usr|box|work|run)\b|\s*\.\.?/", text):
             add("filesystem_path", PATH_REASON, line)
