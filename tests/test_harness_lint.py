@@ -97,3 +97,56 @@ def test_strip_keeps_lines_and_collects_strings() -> None:
     code, strings = strip_source('int a; /* x\ny */ const char* s = "/tmp/x"; // fopen(\n')
     assert code.count("\n") == 2 and "fopen" not in code and "/tmp" not in code
     assert strings == [(2, "/tmp/x")]
+
+
+def test_function_pointer_globals_are_state_and_lines_are_exact() -> None:
+    body = f"{SIG} {{ for (int64_t i = 0; i < B*D; ++i) out[i] = x[i]; }}\n"
+    found = lint_source("#include <stdint.h>\n\nvoid (*slot)(void);\nfloat g;\nint helper(int);\n" + body)
+    assert [(f.rule, f.line) for f in found] == [("global_state", 3), ("global_state", 4)]
+    const_ptr = "#include <stdint.h>\nint (* const fixed)(int) = 0;\n" + body
+    assert "global_state" not in rules(const_ptr)
+
+
+@pytest.mark.parametrize(
+    ("snippet", "rule"),
+    [
+        ("_mm_setcsr(0x9fc0);", "fp_environment"),
+        ("omp_set_num_threads(4);", "omp_state"),
+        ("omp_set_schedule(omp_sched_static, 7);", "omp_state"),
+    ],
+)
+def test_state_outside_the_kernel_is_flagged(snippet: str, rule: str) -> None:
+    src = f"#include <stdint.h>\n{SIG} {{\n    {snippet}\n    out[0] = x[0];\n}}\n"
+    assert rule in rules(src)
+
+
+def test_omp_locks_and_num_threads_clause_stay_allowed() -> None:
+    src = (
+        f"#include <stdint.h>\n#include <omp.h>\n{SIG} {{\n    omp_lock_t l; omp_init_lock(&l);\n"
+        "    omp_set_lock(&l); omp_unset_lock(&l); omp_destroy_lock(&l);\n"
+        "    #pragma omp parallel for num_threads(2)\n"
+        "    for (int64_t i = 0; i < B*D; ++i) out[i] = x[i];\n}\n"
+    )
+    assert rules(src) == set()
+
+
+def test_computed_and_nonstandard_includes_are_flagged() -> None:
+    body = f"{SIG} {{ out[0] = x[0]; }}\n"
+    for directive in ("#include HDR", "#include_next <stdint.h>", '#import "x.h"', "#embed <data>"):
+        src = f"#include <stdint.h>\n#define HDR <stdint.h>\n{directive}\n" + body
+        assert "include" in rules(src), directive
+
+
+def test_preprocessed_text_keeps_the_candidate_lines() -> None:
+    from sagekernel.targets.cpu.preprocessed import lint_preprocessed, main_file_text
+
+    unit = (
+        '# 0 "k.c"\n# 1 "/usr/include/stdint.h" 1 3 4\nstatic int in_header;\n'
+        '# 2 "k.c" 2\n\nvoid f(void) { static int hidden; }\n# 1 "/tmp/ref.c" 1\nint leaked;\n'
+    )
+    text, files = main_file_text(unit)
+    assert text.splitlines()[2] == "void f(void) { static int hidden; }"
+    assert files == ["/usr/include/stdint.h", "/tmp/ref.c"]
+    found = {(f.rule, f.line) for f in lint_preprocessed(unit)}
+    assert ("global_state", 3) in found and ("include", None) in found
+    assert all(f.line != 1 for f in lint_preprocessed(unit))  # the header's own static is not ours

@@ -60,6 +60,17 @@ FULL_HARNESS = [
     ("pthread_worker", "relu_rows", Stage.LINT, "threads", "threads"),
     ("load_constructor", "relu_rows", Stage.LINT, "constructor", "loaded"),
     ("out_of_bounds_write", "relu_rows", Stage.CORRECTNESS, None, "outside the bounds of output 'out'"),
+    ("far_out_of_bounds_write", "relu_rows", Stage.CORRECTNESS, None, "outside the bounds of output 'out'"),
+    # Hidden behind the preprocessor: caught by the rules re-run on the compiler's .i file.
+    ("macro_static_cache", "relu_rows", Stage.LINT, "global_state", "after macro expansion"),
+    ("token_paste_asm", "relu_rows", Stage.LINT, "inline_asm", "after macro expansion"),
+    ("pasted_destructor", "relu_rows", Stage.LINT, "constructor", "loaded or unloaded"),
+    ("computed_include", "relu_rows", Stage.LINT, "include", "computed"),
+    ("function_pointer_global", "relu_rows", Stage.LINT, "global_state", "state"),
+    ("omp_icv_counter", "relu_rows", Stage.LINT, "omp_state", "persist between calls"),
+    ("omp_oversubscribe", "relu_rows", Stage.CORRECTNESS, None, "expected"),  # OMP_THREAD_LIMIT holds
+    ("fp_environment", "relu_rows", Stage.LINT, "fp_environment", "floating-point environment"),
+    ("weak_libc_override", "relu_rows", Stage.LINT, "defines_library_symbol", "C library function"),
 ]
 
 
@@ -89,6 +100,8 @@ RUNTIME_ONLY = [
     ("fork_bomb", Stage.CORRECTNESS, "expected"),  # fork denied
     ("pointer_cache", Stage.CORRECTNESS, "stale or cached"),  # same pointers, new contents
     ("hardcoded_shape", None, ""),  # the variant shape breaks it (wrong values or out of bounds)
+    ("macro_static_cache", Stage.CORRECTNESS, "stale or cached"),  # same pointers, new contents
+    ("omp_oversubscribe", Stage.CORRECTNESS, "expected"),  # OMP_THREAD_LIMIT: a team of one
 ]
 
 
@@ -117,3 +130,25 @@ def test_broken_task_is_detected_by_canaries() -> None:
     assert verdict.stage is Stage.BROKEN_TASK
     assert "broken_task" in verdict.flags
     assert "zeros" in verdict.checks["canaries"]["passing"]
+
+
+def test_call_counting_kernel_is_caught_by_the_timing_recheck() -> None:
+    """Without the omp_state rule, a kernel that counts calls in an OpenMP setting and cuts work in
+    the timing loop still fails: timed outputs are rechecked against the parent's references."""
+    verdict = run("omp_icv_counter", static_checks=False, skip_timing=False, iters=40, rounds=4, warmup=2)
+    assert verdict.stage is Stage.CORRECTNESS, verdict.message
+    assert "wrong result during timing" in verdict.message
+
+
+def test_object_check_catches_a_destructor_the_source_rules_miss(tmp_path: Path) -> None:
+    """The .fini_array size is compared with an empty kernel's, independently of any source rule."""
+    from sagekernel.targets.cpu import build as build_mod
+
+    source = (KERNELS / "pasted_destructor.c").read_text()
+    built = build_mod.build(source, tmp_path)
+    assert not built.ok
+    library = tmp_path / "build" / "kernel.so"
+    findings, problem = build_mod.check_library(library, "c")
+    assert problem == ""
+    assert [f.rule for f in findings] == ["constructor"], findings
+    assert "unloaded" in findings[0].reason

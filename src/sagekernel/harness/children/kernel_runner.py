@@ -2,10 +2,11 @@
 
 Stdlib only (no torch, no numpy: start-up must stay ~tens of ms). The parent sends every input
 byte and the output sizes; this process owns no reference, no seed and no verdict. For each call
-it copies the inputs into guard-padded buffers (a page before, at least a page after), pre-fills outputs with the sentinel, calls
-`sage_kernel`, and reports the outputs, whether inputs changed and whether guard bytes around
-any buffer were overwritten. Calls naming the same `slot` reuse the same buffers (same
-addresses, new contents), so a kernel that caches results by pointer returns stale data.
+it copies the inputs into guard-padded buffers (a page before, at least a page after), pre-fills
+outputs with the sentinel, calls `sage_kernel`, and reports the outputs, whether inputs changed
+and whether guard bytes around any buffer were overwritten. Calls naming the same `slot` reuse the
+same buffers (same addresses, new contents), so a kernel that caches results by pointer returns
+stale data.
 """
 
 from __future__ import annotations

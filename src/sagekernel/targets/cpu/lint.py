@@ -164,6 +164,8 @@ ALLOWED_HEADERS = frozenset(
     }
 )
 _INTRIN_HEADER = re.compile(r"^[a-z0-9_]*intrin\.h$")
+#: Directives that pull in a file; only `#include <...>` / `#include "..."` may (then checked above).
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(include|include_next|import|embed)\b[ \t]*(.?)", re.MULTILINE)
 
 PATH_REASON = "file paths in a kernel mean it reads or writes files, which it may not"
 GLOBAL_STATE_REASON = (
@@ -245,7 +247,7 @@ def lint_source(source: str, task: Task | None = None, *, check_strings: bool = 
         header = m.group(2).strip()
         if m.group(1) == '"' or not (header in ALLOWED_HEADERS or _INTRIN_HEADER.match(header)):
             add("include", f"{INCLUDE_REASON} (found {m.group(1)}{header})", _line_of(source, m.start()))
-    for m in re.finditer(r"^[ \t]*#[ \t]*(include|include_next|import|embed)\b[ \t]*(.?)", code, re.MULTILINE):
+    for m in _DIRECTIVE.finditer(code):
         if m.group(1) != "include" or m.group(2) not in ("<", '"'):
             line = _line_of(code, m.start())
             add("include", f"{INCLUDE_REASON}; write #include <header> (found a computed or non-standard "
