@@ -26,7 +26,7 @@ import torch
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.evaluate import evaluate
 from sagekernel.targets import get_target
-from sagekernel.targets.cpu.build import LINK_LIBS, compiler_command
+from sagekernel.targets.cpu.flags import LINK_LIBS, compiler_command
 from sagekernel.tasks.loader import build_inputs, load_task, make_model
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -148,7 +148,9 @@ def test_object_check_catches_a_destructor_the_source_rules_miss(tmp_path: Path)
     built = build_mod.build(source, tmp_path)
     assert not built.ok
     library = tmp_path / "build" / "kernel.so"
-    findings, problem = build_mod.check_library(library, "c")
+    from sagekernel.targets.cpu.symbols import check_library
+
+    findings, problem = check_library(library, "c")
     assert problem == ""
     assert [f.rule for f in findings] == ["constructor"], findings
     assert "unloaded" in findings[0].reason
