@@ -60,10 +60,16 @@ def evaluate(task: Task, source: str, target: Target, config: HarnessConfig | No
             verdict.message = _lint_message(verdict)
             return _finish(verdict, t_start)
     workdir = Path(tempfile.mkdtemp(prefix="sage-eval-"))
+    # The parent's inputs and float64 references (fresh secret seeds) do not depend on the
+    # candidate: compute them on a thread while the compiler runs in its sandbox.
+    planner: _Planner | None = None
     try:
         with parent_threads(config.parent_threads):
-            return _run_stages(task, source, target, config, kind, verdict, workdir, t_start)
+            planner = _Planner(task, config)
+            return _run_stages(task, source, target, config, kind, verdict, workdir, t_start, planner)
     finally:
+        if planner is not None:
+            planner.thread.join()  # never leave tensor work running after the verdict (failed builds)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -118,25 +124,6 @@ class _Planner:
 
 
 def _run_stages(
-    task: Task,
-    source: str,
-    target: NativeTarget,
-    config: HarnessConfig,
-    kind: str,
-    verdict: Verdict,
-    workdir: Path,
-    t_start: float,
-) -> Verdict:
-    # The parent's inputs and float64 references (fresh secret seeds) do not depend on the
-    # candidate: compute them on a thread while the compiler runs in its sandbox.
-    planner = _Planner(task, config)
-    try:
-        return _stages_after_planning(task, source, target, config, kind, verdict, workdir, t_start, planner)
-    finally:
-        planner.thread.join()  # never leave tensor work running after the verdict (failed builds)
-
-
-def _stages_after_planning(
     task: Task,
     source: str,
     target: NativeTarget,
