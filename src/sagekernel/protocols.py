@@ -10,8 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from sagekernel.candidate import Candidate
 from sagekernel.harness.verdict import LintFinding
 from sagekernel.models.base import Message, Model, Reply
+from sagekernel.targets.base import BuildResult, DeviceInfo, FileSpec, RuntimeSpec
 from sagekernel.records import EpisodeKind, EpisodeTrace, ItemDraft, ResidentRule, RetrievedItem
 from sagekernel.tasks.task import Task
 
@@ -28,11 +30,23 @@ class TargetKnowledge(Protocol):
 
 @runtime_checkable
 class Target(Protocol):
-    """One backend (cpu | triton | cuda | ascendc): what the model sees, and how a candidate is
-    linted and built. Judging correctness and timing belongs to the harness."""
+    """One backend (cpu | triton | cuda | ascendc | a plug-in found through the entry-point group
+    `sagekernel.targets`): what the model sees, the static rules, building, and the runtime that
+    runs in the sandboxed child. Judging correctness and timing belongs to the harness.
+    docs/target_seam.md is the contract in prose."""
 
     name: str
-    language: str  # fenced-code language the model should write, e.g. "c"
+    language: str  # fenced-code language of the main file, e.g. "c"
+
+    def devices(self) -> list[DeviceInfo]: ...
+
+    def available(self, device: str) -> tuple[bool, str]:
+        """(usable here, why or why not). Never raises."""
+        ...
+
+    def files(self, task: Task) -> list[FileSpec]:
+        """The files the model writes, in prompt order (one for single-file targets)."""
+        ...
 
     def contract(self, task: Task) -> str:
         """The kernel contract text for this task (the signature the model must implement)."""
@@ -40,11 +54,18 @@ class Target(Protocol):
 
     def knowledge(self) -> TargetKnowledge: ...
 
-    def lint(self, source: str, task: Task) -> list[LintFinding]: ...
+    def lint(self, candidate: Candidate, task: Task) -> list[LintFinding]: ...
 
     def seed_memory_path(self) -> Path:
         """JSON Lines file of cold-start experience items for this target."""
         ...
+
+    def build(
+        self, candidate: Candidate, task: Task, workdir: Path, *, device: str, sandbox_kind: str,
+        timeout_s: float,
+    ) -> BuildResult: ...
+
+    def runtime(self, built: BuildResult, task: Task, device: str) -> RuntimeSpec: ...
 
 
 @runtime_checkable

@@ -25,7 +25,6 @@ from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.timing import run_timing
 from sagekernel.harness.verdict import Stage, Verdict
 from sagekernel.protocols import Target
-from sagekernel.targets.base import NativeTarget
 from sagekernel.targets.cpu.contract import KERNEL_SYMBOL
 from sagekernel.tasks.task import Task
 
@@ -51,8 +50,6 @@ def evaluate(task: Task, source: str, target: Target, config: HarnessConfig | No
             f"the contract's signature"
         )
         return _finish(verdict, t_start)
-    if not isinstance(target, NativeTarget):
-        raise TypeError(f"target {target.name!r} cannot build candidates for this harness")
     if config.static_checks:
         verdict.lint = target.lint(source, task)
         if verdict.lint:
@@ -126,7 +123,7 @@ class _Planner:
 def _run_stages(
     task: Task,
     source: str,
-    target: NativeTarget,
+    target: Target,
     config: HarnessConfig,
     kind: str,
     verdict: Verdict,

@@ -52,10 +52,22 @@ class Verdict:
     durations_s: dict[str, float] = field(default_factory=dict)  # build / correctness / timing
     sandbox: dict[str, Any] = field(default_factory=dict)  # layer used (bwrap/unshare/process), seccomp
     checks: dict[str, Any] = field(default_factory=dict)  # trials run (shape, distribution, seed), canaries
+    #: Level of evidence reached: "static" (built/lowered only), "emulated" (functional on an
+    #: emulator or interpreter) or "hardware" (ran on the device). targets.base.Evidence.
+    evidence: str = "static"
+    #: Quarantined: an implausible or integrity-flagged timing that a fresh re-measurement did not
+    #: clear. A suspect verdict never counts as a success (credit, distillation, consolidation).
+    suspect: bool = False
+    quarantine: list[str] = field(default_factory=list)  # why it is (or was) quarantined
 
     @property
     def ok(self) -> bool:
         return self.stage is Stage.OK
+
+    @property
+    def counts_as_success(self) -> bool:
+        """Correct and not quarantined: the only verdicts that may earn credit or be distilled."""
+        return self.ok and self.correct and not self.suspect
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -67,7 +79,8 @@ class Verdict:
         fields = dict(data)
         fields["stage"] = Stage(fields["stage"])
         fields["lint"] = [LintFinding(**f) for f in fields.get("lint", [])]
-        return cls(**fields)
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in fields.items() if k in known})
 
     def feedback(self) -> str:
         """The verdict as one block of text for the model's next prompt."""

@@ -1,15 +1,23 @@
-"""Targets by short name (architecture.md: "cpu", later "triton", "cuda", "ascendc")."""
+"""Targets by short name, found through the entry-point group `sagekernel.targets`.
+
+The package's own targets are declared in pyproject.toml like any plug-in's; the built-in table
+below is the fallback when the package runs from a source tree without installed metadata.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib import import_module
+from importlib import import_module, metadata
+from typing import TYPE_CHECKING
 
 from sagekernel.errors import SageError
-from sagekernel.protocols import Target
 
-#: name -> "module:Class", imported on first use.
-_REGISTRY: dict[str, str] = {"cpu": "sagekernel.targets.cpu.target:CpuTarget"}
+if TYPE_CHECKING:
+    from sagekernel.protocols import Target
+
+ENTRY_POINT_GROUP = "sagekernel.targets"
+#: name -> "module:Class" for the package's own targets (also declared as entry points).
+BUILTIN: dict[str, str] = {"cpu": "sagekernel.targets.cpu.target:CpuTarget"}
 _INSTANCES: dict[str, Target] = {}
 
 
@@ -17,19 +25,27 @@ class UnknownTarget(SageError):
     """No target is registered under that name."""
 
 
+def _registry() -> dict[str, str]:
+    found = dict(BUILTIN)
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        found[ep.name] = ep.value
+    return found
+
+
 def target_names() -> list[str]:
-    return sorted(_REGISTRY)
+    return sorted(_registry())
 
 
 def get_target(name: str) -> Target:
     """The target registered as `name` (one shared instance per name)."""
-    if name not in _REGISTRY:
-        raise UnknownTarget(f"unknown target {name!r}; available: {', '.join(target_names())}")
+    registry = _registry()
+    if name not in registry:
+        raise UnknownTarget(f"unknown target {name!r}; available: {', '.join(sorted(registry))}")
     if name not in _INSTANCES:
-        module_name, cls_name = _REGISTRY[name].split(":")
+        module_name, cls_name = registry[name].split(":")
         factory: Callable[[], Target] = getattr(import_module(module_name), cls_name)
         _INSTANCES[name] = factory()
     return _INSTANCES[name]
 
 
-__all__ = ["UnknownTarget", "get_target", "target_names"]
+__all__ = ["ENTRY_POINT_GROUP", "UnknownTarget", "get_target", "target_names"]

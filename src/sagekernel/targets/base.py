@@ -1,19 +1,45 @@
-"""What the harness needs from a target beyond the `Target` protocol: building a candidate.
+"""The records of the target seam (docs/target_seam.md): what a target declares and returns.
 
-`Target` (protocols.py) covers what the model sees and the static lint. A target whose candidates
-are native code also implements `NativeTarget.build`, which compiles in the sandbox and checks
-the built object; the harness then loads and judges it.
+The `Target` protocol itself is in protocols.py. A target owns what the model is told, its
+static rules, building, and a runtime that runs inside the sandboxed child; the harness owns
+seeds, inputs, references, comparison, integrity checks, the timing protocol and the verdict.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from sagekernel.harness.verdict import LintFinding
-from sagekernel.protocols import Target
-from sagekernel.tasks.task import Task
+
+
+class Evidence(str, Enum):
+    """How far a verdict's evidence reaches (targets.md §6)."""
+
+    STATIC = "static"  # parsed, lowered or compiled; nothing ran
+    EMULATED = "emulated"  # functional on an emulator or interpreter (never timed)
+    HARDWARE = "hardware"  # ran on the device itself
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """One file the model writes for this target and task."""
+
+    path: str  # relative path, as the reply protocol names it
+    language: str  # fenced-code language ("c", "python", "cpp", ...)
+    role: str = "kernel"  # kernel | host | tiling | model | ...
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One device a target can run on."""
+
+    name: str  # "cpu", "interpreter", "cuda", "npu", "cpu-twin", ...
+    evidence: Evidence  # what a run there proves
+    timed: bool  # whether the harness may time on it
 
 
 @dataclass
@@ -21,15 +47,29 @@ class BuildResult:
     """The outcome of building one candidate."""
 
     ok: bool
-    library: Path | None  # the built shared object (host path) when ok
     message: str  # for the model: trimmed compiler errors, or why the object was rejected
+    artifacts: dict[str, Path] = field(default_factory=dict)  # "library" -> host path, ...
     info: dict[str, Any] = field(default_factory=dict)  # compiler, flags, language, seconds, sandbox
     findings: list[LintFinding] = field(default_factory=list)  # rejected symbols / sections
-    stage: str = "compile"  # "compile" or "load" (object built but unusable) when not ok
+    stage: str = "compile"  # "compile", "load" (built but unusable) or "lint" when not ok
+
+    @property
+    def library(self) -> Path | None:
+        return self.artifacts.get("library")
 
 
-@runtime_checkable
-class NativeTarget(Target, Protocol):
-    def build(
-        self, source: str, task: Task, workdir: Path, *, sandbox_kind: str = "auto", timeout_s: float = 60.0
-    ) -> BuildResult: ...
+@dataclass(frozen=True)
+class RuntimeSpec:
+    """How the harness starts a target's runtime inside the sandbox (the wire: docs/target_seam.md)."""
+
+    argv: list[str]  # paths as the sandbox sees them
+    ro_binds: list[tuple[str, str]] = field(default_factory=list)  # (host path, sandbox path)
+    env: dict[str, str] = field(default_factory=dict)
+    python: bool = False  # a Python runtime: bind the interpreter prefix, venv and site dirs
+    device_nodes: list[str] = field(default_factory=list)  # e.g. /dev/nvidia0; only for that device
+    address_space_bytes: int | None = 4 << 30  # RLIMIT_AS; None for GPU drivers' huge reservations
+    reference_in_process: bool = False  # device targets time the reference in the same process
+    name: str = ""  # shown in verdicts ("cpu-native-driver", "triton-interpreter", ...)
+
+
+__all__ = ["BuildResult", "DeviceInfo", "Evidence", "FileSpec", "RuntimeSpec"]

@@ -59,25 +59,25 @@ def build(source: str, workdir: Path, *, sandbox_kind: str = "auto", timeout_s: 
     }
     library = build_dir / "kernel.so"
     if result.timed_out:
-        return BuildResult(False, None, f"the compiler did not finish within {timeout_s:.0f} s", info)
+        return BuildResult(False, f"the compiler did not finish within {timeout_s:.0f} s", {}, info)
     log = (scratch / "child.log").read_text("utf-8", "replace")
     if result.returncode != 0 or not library.exists():
-        return BuildResult(False, None, trim_compiler_log(log, suffix), info)
+        return BuildResult(False, trim_compiler_log(log, suffix), {}, info)
     findings, problem = check_library(library, language)
     findings = check_preprocessed(build_dir) + findings
     if problem:
-        return BuildResult(False, None, problem, info, stage="load")
+        return BuildResult(False, problem, {}, info, stage="load")
     if findings:
         names = ", ".join(sorted({f.rule for f in findings}))
         return BuildResult(
             False,
-            None,
             f"the built library was rejected ({names}): " + findings[0].reason,
+            {},
             info,
             findings=findings,
             stage="lint",
         )
-    return BuildResult(True, library, "built", info)
+    return BuildResult(True, "built", {"library": library}, info)
 
 
 def trim_compiler_log(log: str, suffix: str) -> str:
