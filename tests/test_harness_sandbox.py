@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sagekernel.harness import protocol, sandbox
+from sagekernel.harness import sandbox
+from sagekernel.harness.wire import FrameStream
 
 KINDS = [k for k in ("bwrap", "process") if k != "bwrap" or sandbox.bwrap_works()]
 
@@ -48,9 +49,10 @@ def test_channel_frames_need_the_nonce(tmp_path: Path, kind: str) -> None:
         (tmp_path / "box" / "s.py").write_text(body)
     (tmp_path / "s").mkdir()
     res = sandbox.run(cmd, kind=kind, limits=sandbox.Limits(wall_s=20), scratch_dir=tmp_path / "s")
-    parsed = protocol.parse_frames(res.channel, "abc")
+    parsed = FrameStream("abc")
+    parsed.feed(res.channel)
     assert [f.record["kind"] for f in parsed.frames] == ["x"] and parsed.frames[0].payload == b"pay"
-    assert parsed.problem == "frame with a wrong nonce"
+    assert parsed.problem == "a frame with a wrong nonce"
 
 
 @pytest.mark.skipif(not sandbox.bwrap_works(), reason="bubblewrap unavailable")
@@ -60,7 +62,7 @@ def test_bwrap_has_no_network_and_a_read_only_view(tmp_path: Path) -> None:
         "try:\n    socket.create_connection(('1.1.1.1', 80), timeout=2); print('NET')\n"
         "except OSError:\n    print('nonet')\n"
         "print('etc' if os.path.exists('/etc/passwd') else 'noetc')\n"
-        "print('home' if os.path.exists('/work') else 'nowork')\n"
+        f"print('home' if os.path.exists({str(Path(__file__).resolve())!r}) else 'nowork')\n"
         "try:\n    open('/usr/x', 'w'); print('RW')\nexcept OSError:\n    print('ro')\n"
     )
     cmd = _script(tmp_path, body)

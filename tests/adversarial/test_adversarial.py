@@ -21,7 +21,7 @@ from sagekernel.tasks.loader import load_task
 HERE = Path(__file__).resolve().parent
 KERNELS = HERE / "kernels"
 TASKS = HERE.parent / "fixtures" / "tasks"
-FAST = {"skip_timing": True, "held_out_shape": False, "run_timeout_s": 8.0}
+FAST = {"skip_timing": True, "held_out_shape": False, "call_timeout_s": 4.0}
 
 
 def run(kernel: str, task: str = "relu_rows", **overrides: object) -> Verdict:
@@ -78,7 +78,7 @@ FULL_HARNESS = [
     ("kernel", "task", "stage", "rule", "words"), FULL_HARNESS, ids=[row[0] for row in FULL_HARNESS]
 )
 def test_full_harness_rejects(kernel: str, task: str, stage: Stage, rule: str | None, words: str) -> None:
-    overrides = {"run_timeout_s": 3.0} if kernel == "infinite_loop" else {}
+    overrides = {"call_timeout_s": 1.0, "start_timeout_s": 2.0} if kernel == "infinite_loop" else {}
     verdict = run(kernel, task, **overrides)
     assert verdict.stage is stage, verdict.message
     assert not verdict.ok and not verdict.correct
@@ -94,13 +94,12 @@ def test_suite_has_at_least_fifteen_cheats() -> None:
 
 # Static checks off: the sandbox and the buffer checks alone must stop the attack.
 RUNTIME_ONLY = [
-    ("read_proc_memory", Stage.CORRECTNESS, "expected"),  # fopen denied -> zeros written
-    ("read_reference_file", Stage.CORRECTNESS, "expected"),  # open denied and nothing visible
-    ("network", Stage.CORRECTNESS, "expected"),  # socket denied
-    ("fork_bomb", Stage.CORRECTNESS, "expected"),  # fork denied
-    ("pointer_cache", Stage.CORRECTNESS, "stale or cached"),  # same pointers, new contents
+    # The native driver's seccomp allow-list stops the system call itself (SIGSYS, reported).
+    ("read_proc_memory", Stage.INTEGRITY, "system call the sandbox forbids"),  # openat
+    ("read_reference_file", Stage.INTEGRITY, "system call the sandbox forbids"),  # openat
+    ("network", Stage.INTEGRITY, "system call the sandbox forbids"),  # socket
+    ("fork_bomb", Stage.INTEGRITY, "system call the sandbox forbids"),  # clone/fork
     ("hardcoded_shape", None, ""),  # the variant shape breaks it (wrong values or out of bounds)
-    ("macro_static_cache", Stage.CORRECTNESS, "stale or cached"),  # same pointers, new contents
     ("omp_oversubscribe", Stage.CORRECTNESS, "expected"),  # OMP_THREAD_LIMIT: a team of one
 ]
 

@@ -10,15 +10,21 @@ class HarnessConfig:
     """How one candidate is judged."""
 
     warmup: int = 5  #: untimed calls of each side before timing
-    iters: int = 100  #: timed calls of each side, split evenly over `rounds`
+    iters: int = 100  #: timed calls of each side, split evenly over `rounds` (each on never-seen inputs)
     rounds: int = 10  #: interleaved A/B rounds (random order per round); speedup = median of per-round ratios
+    recheck_per_round: int = 2  #: timed calls per round whose outputs are checked, drawn after the round
+    timing_input_budget_bytes: int = 256 << 20  #: distinct timed inputs held at once; fewer calls if larger
+    calibration_rounds: int = 3  #: reference rounds timed before the candidate is loaded (disturbance check)
+    fresh_process_recheck: bool = True  #: re-run the default shape reversed in a fresh process (cross-call state)
+    quarantine_remeasure: bool = True  #: re-measure a flagged timing in fresh processes before deciding
     threads: int = 1  #: OpenMP / torch threads for candidate and reference alike
     trials: int = 3  #: correctness trials on the default shape (fresh secret seed and distribution each)
     variant_trials: int = 2  #: trials on every shape variant
     held_out_shape: bool = True  #: also test one shape derived at random from the defaults (odd sizes)
     build_timeout_s: float = 60.0  #: wall-clock limit for the compiler
-    run_timeout_s: float = 20.0  #: wall-clock limit for the correctness process (all calls together)
-    timing_timeout_s: float = 120.0  #: wall-clock limit for the timing process
+    call_timeout_s: float = 20.0  #: wall-clock allowance per kernel call (a round may take calls x this)
+    start_timeout_s: float = 15.0  #: allowance for a runtime process to start and load its artifact
+    timing_timeout_s: float = 300.0  #: wall-clock limit for a whole timing run (both processes)
     memory_limit_bytes: int = 4 << 30  #: address-space limit (RLIMIT_AS) of the correctness process
     timing_memory_limit_bytes: int = 16 << 30  #: the timing process also holds torch
     speedup_ceiling: float = 10.0  #: speedups above this are flagged "speedup_audit"
@@ -26,7 +32,4 @@ class HarnessConfig:
     sandbox: str = "auto"  #: "auto" (strongest available), "bwrap", "unshare" or "process"
     static_checks: bool = True  #: source lint + symbol checks; False only in tests of the runtime defences
     canaries: bool = True  #: check that null kernels (zeros, constant, input copy) fail this task's trials
-    timing_pool: int = 2  #: distinct input sets the timed calls rotate through (contents permuted per round)
-    warm_timing: bool = True  #: reuse a sandboxed server that imported torch once (forks per request)
-    warm_correctness: bool = True  #: fork each correctness child from a warm sandboxed zygote (zygote.py)
     parent_threads: int = 1  #: torch threads of this process for inputs/references/comparisons (restored)

@@ -1,16 +1,16 @@
-"""compile -> correctness -> timing for one candidate; the parent builds the verdict.
+"""parse -> lint -> build -> correctness -> timing -> quarantine, for one candidate on any target.
 
-    evaluate(task, source, target, config) -> Verdict
+    evaluate(task, candidate, target, config, device=None) -> Verdict
 
-Stages stop at the first failure (the verdict's `stage` names it): parse, lint (source rules),
-compile (plus symbol/section checks of the object), load, runtime (crash, signal, limit, timeout),
-correctness, broken_task (a null-kernel canary passed), timing. Every candidate process is
-sandboxed (sandbox.py); seeds, inputs, references and all judgements stay in this process.
+The target supplies the static rules, the build and the runtime (docs/target_seam.md); every
+judgement is made here: seeds, inputs and float64 references (computed on a thread while the
+compiler runs), the comparison, the timing protocol, and quarantine of implausible or
+integrity-flagged timings (re-measured in fresh processes; a verdict that stays flagged is
+`suspect` and never counts as a success). Each verdict records the level of evidence it reached.
 """
 
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 import threading
@@ -19,16 +19,26 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sagekernel.errors import TaskError
-from sagekernel.harness import correctness, sandbox
+from sagekernel.candidate import Candidate
+from sagekernel.errors import SageError, TaskError
+from sagekernel.harness import sandbox
 from sagekernel.harness.config import HarnessConfig
-from sagekernel.harness.timing import run_timing
+from sagekernel.harness.correctness import run_correctness
+from sagekernel.harness.timing import QUARANTINE_FLAGS, TimingOutcome, run_timing
+from sagekernel.harness.trials import Trial, plan_trials
 from sagekernel.harness.verdict import Stage, Verdict
 from sagekernel.protocols import Target
-from sagekernel.targets.cpu.contract import KERNEL_SYMBOL
+from sagekernel.targets.base import Evidence
 from sagekernel.tasks.task import Task
 
-__all__ = ["HarnessConfig", "evaluate"]
+__all__ = ["HarnessConfig", "as_candidate", "evaluate"]
+
+
+def as_candidate(target: Target, task: Task, source: Candidate | str) -> Candidate:
+    """A plain source string is the single file of a single-file target."""
+    if isinstance(source, Candidate):
+        return source
+    return Candidate.single(target.files(task)[0].path, source)
 
 
 def _lint_message(verdict: Verdict) -> str:
@@ -38,47 +48,55 @@ def _lint_message(verdict: Verdict) -> str:
     return f"static check '{first.rule}' failed{where}: {first.reason}{more}"
 
 
-def evaluate(task: Task, source: str, target: Target, config: HarnessConfig | None = None) -> Verdict:
-    """Judge one candidate kernel `source` for `task` on `target`."""
+def evaluate(
+    task: Task, source: Candidate | str, target: Target, config: HarnessConfig | None = None,
+    device: str | None = None,
+) -> Verdict:
+    """Judge one candidate for `task` on `target` (its first device unless `device` is given)."""
     config = config or HarnessConfig()
     t_start = time.perf_counter()
+    candidate = as_candidate(target, task, source)
+    device_info = next((d for d in target.devices() if device in (None, d.name)), None)
     kind = sandbox.best_kind(config.sandbox)
-    verdict = Verdict(stage=Stage.PARSE, message="", sandbox={"kind": kind})
-    if not source.strip() or not re.search(rf"\b{KERNEL_SYMBOL}\s*\(", source):
-        verdict.message = (
-            f"no function named `{KERNEL_SYMBOL}` in the submitted source; implement exactly "
-            f"the contract's signature"
-        )
+    verdict = Verdict(stage=Stage.PARSE, message="", sandbox={"kind": kind}, evidence=Evidence.STATIC.value)
+    if device_info is None:
+        verdict.message = f"target {target.name!r} has no device {device!r}"
+        return _finish(verdict, t_start)
+    ok, why = target.available(device_info.name)
+    if not ok:
+        verdict.message = f"target {target.name!r} cannot run on {device_info.name!r} here: {why}"
+        return _finish(verdict, t_start)
+    wanted = [f.path for f in target.files(task)]
+    missing = [p for p in wanted if not candidate.files.get(p, "").strip()]
+    if candidate.is_empty() or (len(wanted) > 1 and missing):
+        verdict.message = ("the reply had no usable source" if candidate.is_empty() else
+                           f"the reply is missing the file(s) {', '.join(missing)}")
         return _finish(verdict, t_start)
     if config.static_checks:
-        verdict.lint = target.lint(source, task)
+        verdict.lint = target.lint(candidate, task)
         if verdict.lint:
             verdict.stage = Stage.LINT
             verdict.message = _lint_message(verdict)
             return _finish(verdict, t_start)
     workdir = Path(tempfile.mkdtemp(prefix="sage-eval-"))
-    # The parent's inputs and float64 references (fresh secret seeds) do not depend on the
-    # candidate: compute them on a thread while the compiler runs in its sandbox.
     planner: _Planner | None = None
     try:
         with parent_threads(config.parent_threads):
             planner = _Planner(task, config)
-            return _run_stages(task, source, target, config, kind, verdict, workdir, t_start, planner)
+            return _run(task, candidate, target, device_info.name, device_info.timed, config, kind, verdict,
+                        workdir, t_start, planner)
     finally:
         if planner is not None:
-            planner.thread.join()  # never leave tensor work running after the verdict (failed builds)
+            planner.thread.join()  # never leave tensor work running after the verdict
         shutil.rmtree(workdir, ignore_errors=True)
 
 
 @contextmanager
 def parent_threads(n: int) -> Iterator[None]:
-    """Run the parent's tensor work (inputs, float64 references, comparisons) on `n` torch threads.
+    """Run the parent's tensor work on `n` torch threads (restored on exit; `n <= 0`: unchanged).
 
-    Measured on the 2-core box with a neighbour busy: an elementwise op over 1e5 floats took
-    ~13 ms on 2 threads (the OpenMP barrier waits for the loaded core) against ~0.01 ms on one,
-    and the whole reference stage of a Level-1 task went from ~300 ms to ~20 ms. The setting is
-    process-wide, so it is restored on exit. `n <= 0` leaves torch's setting alone.
-    """
+    Measured on the 2-core box with a neighbour busy: an elementwise op over 1e5 floats took ~13 ms
+    on 2 threads (the OpenMP barrier waits for the loaded core) against ~0.01 ms on one."""
     if n <= 0:
         yield
         return
@@ -95,10 +113,10 @@ def parent_threads(n: int) -> Iterator[None]:
 
 
 class _Planner:
-    """`correctness.plan_trials` on a background thread; `result()` joins and re-raises."""
+    """`plan_trials` on a background thread; `result()` joins and re-raises."""
 
     def __init__(self, task: Task, config: HarnessConfig) -> None:
-        self.trials: list[correctness.Trial] | None = None
+        self.trials: list[Trial] | None = None
         self.error: BaseException | None = None
         self.seconds = 0.0
         self.thread = threading.Thread(target=self._run, args=(task, config), daemon=True)
@@ -107,12 +125,12 @@ class _Planner:
     def _run(self, task: Task, config: HarnessConfig) -> None:
         t0 = time.perf_counter()
         try:
-            self.trials = correctness.plan_trials(task, config)
+            self.trials = plan_trials(task, config)
         except BaseException as exc:  # handed to the caller in result()
             self.error = exc
         self.seconds = time.perf_counter() - t0
 
-    def result(self) -> list[correctness.Trial]:
+    def result(self) -> list[Trial]:
         self.thread.join()
         if self.error is not None:
             raise self.error
@@ -120,81 +138,92 @@ class _Planner:
         return self.trials
 
 
-def _run_stages(
-    task: Task,
-    source: str,
-    target: Target,
-    config: HarnessConfig,
-    kind: str,
-    verdict: Verdict,
-    workdir: Path,
-    t_start: float,
-    planner: _Planner,
+def _run(
+    task: Task, candidate: Candidate, target: Target, device: str, timed: bool, config: HarnessConfig, kind: str,
+    verdict: Verdict, workdir: Path, t_start: float, planner: _Planner,
 ) -> Verdict:
     t0 = time.perf_counter()
-    built = target.build(source, task, workdir, sandbox_kind=kind, timeout_s=config.build_timeout_s)
+    built = target.build(candidate, task, workdir, device=device, sandbox_kind=kind,
+                         timeout_s=config.build_timeout_s)
     verdict.durations_s["build"] = time.perf_counter() - t0
     verdict.build = dict(built.info)
-    if not built.ok:
-        if built.stage == "lint" and not config.static_checks:
-            pass  # runtime-defence tests: let the object through to the sandbox
-        else:
-            verdict.stage = {"compile": Stage.COMPILE, "load": Stage.LOAD, "lint": Stage.LINT}[built.stage]
-            verdict.lint = list(built.findings)
-            verdict.message = _lint_message(verdict) if built.stage == "lint" else built.message
-            return _finish(verdict, t_start)
+    if not built.ok and not (built.stage == "lint" and not config.static_checks):
+        verdict.stage = {"compile": Stage.COMPILE, "load": Stage.LOAD, "lint": Stage.LINT}.get(built.stage,
+                                                                                            Stage.COMPILE)
+        verdict.lint = list(built.findings)
+        verdict.message = _lint_message(verdict) if built.stage == "lint" and verdict.lint else built.message
+        return _finish(verdict, t_start)
     verdict.compiled = True
-    library = workdir / "build" / "kernel.so"
     t0 = time.perf_counter()
     try:
         trials = planner.result()
+        spec = target.runtime(built, task, device)
     except TaskError as exc:
         verdict.stage = Stage.BROKEN_TASK
         verdict.flags.append("broken_task")
         verdict.message = f"the task's reference failed: {exc}"
         return _finish(verdict, t_start)
-    verdict.durations_s["reference"] = time.perf_counter() - t0  # wait beyond the build
+    except SageError as exc:  # the target's runtime could not be prepared (not the candidate's fault)
+        verdict.stage = Stage.RUNTIME
+        verdict.message = str(exc)
+        return _finish(verdict, t_start)
+    verdict.durations_s["reference"] = time.perf_counter() - t0
     verdict.durations_s["reference_compute"] = planner.seconds
     t0 = time.perf_counter()
-    scratch = workdir / "run"
-    scratch.mkdir()
-    result, parsed, plan = correctness.run_child(task, trials, library, config, kind, scratch)
-    outcome = correctness.judge(task, config, result, parsed, plan)
+    outcome = run_correctness(task, trials, spec, config, kind, workdir / "run")
     verdict.durations_s["correctness"] = time.perf_counter() - t0
-    verdict.sandbox = outcome.sandbox
-    verdict.checks = outcome.checks
+    verdict.sandbox, verdict.checks = outcome.sandbox, outcome.checks
     verdict.flags.extend(outcome.flags)
     if outcome.stage is not Stage.OK:
-        verdict.stage = outcome.stage
-        verdict.message = outcome.message
+        verdict.stage, verdict.message = outcome.stage, outcome.message
         return _finish(verdict, t_start)
     verdict.correct = True
-    if config.skip_timing:
+    verdict.evidence = next(d.evidence.value for d in target.devices() if d.name == device)
+    if config.skip_timing or not timed:
         verdict.stage = Stage.OK
-        verdict.message = outcome.message + "; timing skipped"
+        verdict.message = outcome.message + ("; timing skipped" if timed else f"; not timed (device {device!r} "
+                                             "is an emulator or interpreter: its times mean nothing)")
         return _finish(verdict, t_start)
     t0 = time.perf_counter()
-    default = [t for t in trials if t.shape_label == "default"][: max(1, config.timing_pool)]
-    tscratch = workdir / "timing"
-    tscratch.mkdir()
-    timed = run_timing(task, default, library, config, kind, tscratch)
+    timed_out = run_timing(task, spec, config, kind, workdir / "timing")
+    attempts = [timed_out]
+    if timed_out.stage is Stage.OK and QUARANTINE_FLAGS & set(timed_out.flags) and config.quarantine_remeasure:
+        # Quarantine: re-measure in fresh processes with fresh inputs before believing it.
+        attempts.append(run_timing(task, spec, config, kind, workdir / "timing-recheck"))
     verdict.durations_s["timing"] = time.perf_counter() - t0
-    verdict.timing = timed.timing
-    verdict.flags.extend(timed.flags)
-    verdict.sandbox["timing"] = timed.sandbox
-    if timed.stage is not Stage.OK:
-        verdict.stage = timed.stage
-        verdict.correct = timed.stage is not Stage.CORRECTNESS
-        verdict.message = timed.message
-        return _finish(verdict, t_start)
-    verdict.candidate_ms, verdict.reference_ms, verdict.speedup = (
-        timed.candidate_ms,
-        timed.reference_ms,
-        timed.speedup,
-    )
+    return _finish(_timing_verdict(verdict, outcome.message, attempts), t_start)
+
+
+def _timing_verdict(verdict: Verdict, correct_message: str, attempts: list[TimingOutcome]) -> Verdict:
+    last = attempts[-1]
+    verdict.sandbox["timing"] = last.sandbox
+    if last.stage is not Stage.OK:
+        verdict.stage = last.stage
+        verdict.correct = last.stage not in (Stage.CORRECTNESS, Stage.INTEGRITY)
+        verdict.message = last.message
+        verdict.flags.extend(last.flags)
+        if len(attempts) > 1:
+            verdict.quarantine = sorted(QUARANTINE_FLAGS & set(attempts[0].flags))
+        return verdict
+    verdict.timing = dict(last.timing)
+    verdict.flags.extend(last.flags)
+    verdict.candidate_ms, verdict.reference_ms, verdict.speedup = last.candidate_ms, last.reference_ms, last.speedup
     verdict.stage = Stage.OK
-    verdict.message = f"{outcome.message}; {timed.message}"
-    return _finish(verdict, t_start)
+    flagged = sorted(QUARANTINE_FLAGS & set(last.flags))
+    if len(attempts) > 1:
+        first = sorted(QUARANTINE_FLAGS & set(attempts[0].flags))
+        verdict.quarantine = first
+        verdict.timing["first_measurement"] = {"speedup": attempts[0].speedup, "flags": attempts[0].flags}
+    if flagged:
+        verdict.suspect = True
+        verdict.quarantine = sorted(set(verdict.quarantine) | set(flagged))
+        verdict.message = (f"{correct_message}; {last.message}. SUSPECT: quarantined ({', '.join(flagged)}) after "
+                           "a fresh re-measurement; this result earns no credit until a person confirms it")
+    else:
+        cleared = " (a first measurement was quarantined and a fresh re-measurement cleared it)" if (
+            verdict.quarantine) else ""
+        verdict.message = f"{correct_message}; {last.message}{cleared}"
+    return verdict
 
 
 def _finish(verdict: Verdict, t_start: float) -> Verdict:

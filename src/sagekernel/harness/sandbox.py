@@ -130,6 +130,52 @@ def python_prefix() -> str:
     return os.path.realpath(sys.base_prefix)
 
 
+#: Packages a Python runtime imports; the directory holding each is put on its path and bound.
+RUNTIME_PACKAGES = ("sagekernel", "torch", "numpy", "triton")
+
+
+@lru_cache(maxsize=1)
+def import_roots() -> list[str]:
+    """The directories a `-I -S` Python runtime must add to its path: this environment's
+    site-packages (a venv's, a conda env's, the base interpreter's, the user site) and the
+    directory each of RUNTIME_PACKAGES is imported from (an editable checkout, a .pth entry).
+    The harness's own script directory and the temporary directory are never among them."""
+    import importlib.util
+    import site
+
+    dirs = list(site.getsitepackages())
+    with contextlib.suppress(AttributeError):
+        dirs.append(site.getusersitepackages())
+    for name in RUNTIME_PACKAGES:
+        with contextlib.suppress(ImportError, ValueError):
+            spec = importlib.util.find_spec(name)
+            if spec is not None and spec.submodule_search_locations:
+                dirs.append(os.path.dirname(next(iter(spec.submodule_search_locations))))
+    out: list[str] = []
+    for d in dirs:
+        real = os.path.realpath(d)
+        if os.path.isdir(real) and real not in out:
+            out.append(real)
+    return out
+
+
+@lru_cache(maxsize=1)
+def python_roots() -> list[str]:
+    """Every directory a Python runtime needs, bound read-only at the same path: the base
+    interpreter's prefix (pyenv, uv-managed or system Python), the environment's own prefix (a
+    venv or conda env), and the import roots (import_roots). Nested paths are dropped: binding
+    the outer one covers them."""
+    candidates = [python_prefix(), os.path.realpath(sys.prefix), os.path.dirname(python_executable()),
+                  *import_roots()]
+    roots: list[str] = []
+    for path in sorted(set(candidates), key=len):
+        if path in ("/", "/usr", "/bin", "/lib", "/lib64", "/tmp") or path.startswith("/usr/"):
+            continue  # already bound, or the sandbox's private tmpfs
+        if not any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots):
+            roots.append(path)
+    return roots
+
+
 def python_executable() -> str:
     return os.path.realpath(sys.executable)
 
@@ -140,12 +186,9 @@ def python_argv(script: str) -> list[str]:
     return [python_executable(), "-I", "-S", script]
 
 
-@lru_cache(maxsize=1)
 def site_paths() -> list[str]:
-    """The interpreter's site-packages directories (inside the bound prefix)."""
-    import site
-
-    return [p for p in site.getsitepackages() if p.startswith(python_prefix())]
+    """The import path a `-I -S` Python runtime adds to `sys.path` (import_roots)."""
+    return import_roots()
 
 
 def thread_env(threads: int) -> dict[str, str]:
@@ -180,7 +223,14 @@ def _prlimit_prefix(limits: Limits) -> list[str]:
 
 
 def _bwrap_prefix(
-    ro_binds: list[tuple[str, str]], rw_binds: list[tuple[str, str]], env: dict[str, str], workdir: str
+    ro_binds: list[tuple[str, str]],
+    rw_binds: list[tuple[str, str]],
+    env: dict[str, str],
+    workdir: str,
+    *,
+    python: bool = True,
+    device_nodes: list[str] | None = None,
+    info_fd: int | None = None,
 ) -> list[str]:
     args = [
         shutil.which("bwrap") or "bwrap",
@@ -206,9 +256,6 @@ def _bwrap_prefix(
         "--ro-bind",
         "/bin",
         "/bin",
-        "--ro-bind",
-        python_prefix(),
-        python_prefix(),
         "--proc",
         "/proc",
         "--dev",
@@ -218,6 +265,13 @@ def _bwrap_prefix(
         "--dir",
         "/box",
     ]
+    if python:
+        for root in python_roots():
+            args += ["--ro-bind", root, root]
+    for node in device_nodes or []:
+        args += ["--dev-bind-try", node, node]
+    if info_fd is not None:
+        args += ["--info-fd", str(info_fd)]
     for key, value in env.items():
         args += ["--setenv", key, value]
     for src, dst in ro_binds:
@@ -241,6 +295,8 @@ class SandboxCommand:
     rw_binds: list[tuple[str, str]] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     workdir: str = "/tmp"
+    python: bool = True  #: bind the interpreter, its environment and import roots (bwrap)
+    device_nodes: list[str] = field(default_factory=list)  #: e.g. /dev/nvidia0, bound for GPU runs only
 
 
 def translate(kind: str, path: str, cmd: SandboxCommand) -> str:
@@ -266,7 +322,13 @@ def _drain(fd: int, sink: bytearray) -> None:
 
 
 def command_line(
-    cmd: SandboxCommand, *, kind: str, limits: Limits, result_fd: int, scratch_dir: Path
+    cmd: SandboxCommand,
+    *,
+    kind: str,
+    limits: Limits,
+    result_fd: int,
+    scratch_dir: Path,
+    info_fd: int | None = None,
 ) -> tuple[list[str], dict[str, str], str | None]:
     """(argv, env for Popen, cwd) that run `cmd` in sandbox `kind` with the result fd `result_fd`."""
     private_tmp = scratch_dir / "tmp"
@@ -281,7 +343,17 @@ def command_line(
     if kind == "bwrap":
         env["TMPDIR"] = "/tmp"
         argv = (
-            _prlimit_prefix(limits) + _bwrap_prefix(cmd.ro_binds, cmd.rw_binds, env, cmd.workdir) + cmd.argv
+            _prlimit_prefix(limits)
+            + _bwrap_prefix(
+                cmd.ro_binds,
+                cmd.rw_binds,
+                env,
+                cmd.workdir,
+                python=cmd.python,
+                device_nodes=cmd.device_nodes,
+                info_fd=info_fd,
+            )
+            + cmd.argv
         )
         return argv, {}, None
     env["TMPDIR"] = str(private_tmp)

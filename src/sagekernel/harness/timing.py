@@ -1,11 +1,22 @@
-"""The timing stage: candidate vs PyTorch reference, interleaved in one sandboxed process.
+"""The timing stage: candidate and reference in two sandboxed processes, rounds interleaved.
 
-Only correct candidates get here. The candidate's timed inputs are the default-shape correctness
-trials (secret seeds, reference outputs already known to the parent), so every rechecked output
-is compared against a reference the child never held. Statistics are computed here: medians of
-per-call latency per side, the median of per-round ratios (the reported speedup), IQRs, and two
-audit flags: `speedup_audit` above the configured ceiling, `below_bandwidth_floor` when the
-candidate moves its bytes faster than one core can (0.5 TB/s per thread: above any L1 bandwidth).
+Only correct candidates get here. The protocol (eval_integrity.md §3b-c):
+- every timed call (warm-up included) sees inputs it has never seen: each call gets its own
+  secret-seeded input set, streamed to the runtime only when its round starts, and outputs freshly
+  filled with the sentinel; fewer calls are timed when the inputs are large (the budget), never
+  fewer distinct inputs;
+- after every round the runtime returns the outputs of `recheck_per_round` calls it draws after
+  the round ran; each is compared with a float64-derived reference computed here;
+- a round's time is the sum of its calls' times (so work shifted from one call to another is
+  still counted); the speedup is the median of per-round ratios;
+- the reference runs in its own process (children/reference_runner.py): `calibration_rounds` of
+  it are timed before the candidate is loaded, and the rest interleaved in random order;
+- the kernel-accounted run time of each process (/proc/PID/schedstat) is read around every
+  round: the candidate's claimed time must account for what it ran (`timer_mismatch`), the
+  candidate's process must be idle while the reference runs (`candidate_active_during_reference`),
+  and the reference must not slow down once the candidate is loaded (`reference_disturbed`).
+Flags in QUARANTINE_FLAGS make the verdict suspect until a fresh re-measurement clears them
+(evaluate.py).
 """
 
 from __future__ import annotations
@@ -18,21 +29,30 @@ from typing import Any
 
 import torch
 
-from sagekernel.harness import protocol, sandbox, timing_server
-from sagekernel.harness.compare import SENTINELS, compare, tensor_from_bytes
+from sagekernel.harness import sandbox
+from sagekernel.harness.compare import compare, tensor_from_bytes
 from sagekernel.harness.config import HarnessConfig
-from sagekernel.harness.correctness import CHILDREN_DIR, Trial, scalar_args
+from sagekernel.harness.runs import Failure, RoundResult, RuntimeRun
+from sagekernel.harness.trials import Trial, kernel_args, pack_sets, raw_bytes
 from sagekernel.harness.verdict import Stage
+from sagekernel.harness.wire import Plan, Round
+from sagekernel.targets.base import RuntimeSpec
+from sagekernel.tasks.inputs import reference_scale
+from sagekernel.tasks.loader import build_inputs, reference_outputs
 from sagekernel.tasks.task import Task
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]  # .../sagekernel
+CHILDREN_DIR = Path(__file__).resolve().parent / "children"
 BYTES_PER_SECOND_PER_THREAD_FLOOR = 0.5e12
-RECHECK_PROBABILITY = 0.2
+QUARANTINE_FLAGS = frozenset({"speedup_audit", "below_bandwidth_floor", "timer_mismatch",
+                              "candidate_active_during_reference", "reference_disturbed"})
+#: Kernel-accounted CPU time of an idle runtime during a reference round stays under this.
+IDLE_NS = 3_000_000
+REFERENCE_DISTURBED_RATIO = 1.6
 
 
 @dataclass
 class TimingOutcome:
-    stage: Stage  # OK, TIMING, RUNTIME or CORRECTNESS (a rechecked output was wrong)
+    stage: Stage
     message: str
     candidate_ms: float | None = None
     reference_ms: float | None = None
@@ -42,203 +62,225 @@ class TimingOutcome:
     sandbox: dict[str, Any] = field(default_factory=dict)
 
 
-def _quartiles(values: list[float]) -> tuple[float, float]:
-    if len(values) < 2:
-        return values[0], values[0]
-    q = statistics.quantiles(values, n=4)
-    return q[0], q[2]
+def call_budget(config: HarnessConfig, set_bytes: int) -> tuple[int, int, int]:
+    """(warm-up calls, rounds, calls per round) such that every call has its own input set and
+    at most `timing_input_budget_bytes` of inputs exist per round."""
+    per_round_cap = max(1, config.timing_input_budget_bytes // max(1, set_bytes))
+    rounds = max(1, min(config.rounds, config.iters))
+    per_round = max(1, min(config.iters // rounds, per_round_cap))
+    return max(1, min(config.warmup, per_round_cap)), rounds, per_round
 
 
 def _task_record(task: Task) -> dict[str, Any]:
-    return {
-        "name": task.name,
-        "level": task.level,
-        "category": task.category,
-        "inputs": [[s.name, list(s.dims), s.dtype] for s in task.inputs],
-        "outputs": [[s.name, list(s.dims), s.dtype] for s in task.outputs],
-        "attrs": task.attrs,
-        "sizes": task.sizes,
-        "dtype": task.dtype,
-        "atol": task.atol,
-        "rtol": task.rtol,
-    }
+    return {"name": task.name, "level": task.level, "category": task.category,
+            "inputs": [[s.name, list(s.dims), s.dtype] for s in task.inputs],
+            "outputs": [[s.name, list(s.dims), s.dtype] for s in task.outputs],
+            "attrs": task.attrs, "sizes": task.sizes, "dtype": task.dtype, "atol": task.atol, "rtol": task.rtol}
 
 
-def _raw(t: torch.Tensor) -> bytes:
-    flat = t.detach().contiguous().reshape(-1)
-    return flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+def _reference_spec() -> RuntimeSpec:
+    return RuntimeSpec(argv=sandbox.python_argv("/box/children/reference_runner.py"),
+                       ro_binds=[(str(CHILDREN_DIR), "/box/children")], python=True,
+                       address_space_bytes=None, name="torch-reference")
 
 
-def run_timing(
-    task: Task, pool: list[Trial], library: Path, config: HarnessConfig, kind: str, scratch: Path
-) -> TimingOutcome:
-    """Time `library` against the reference on the shape of `pool` (trials sharing one shape)."""
-    nonce = protocol.new_nonce()
-    blob = bytearray()
-    contents = []
-    for trial in pool:
-        spans = []
-        for t in trial.inputs:
-            data = _raw(t)
-            spans.append([len(blob), len(data)])
-            blob.extend(data)
-        contents.append(spans)
-    lib_bytes = library.read_bytes()
-    lib_span = [len(blob), len(lib_bytes)]
-    blob.extend(lib_bytes)
-    sizes = pool[0].sizes
-    rounds = max(1, min(config.rounds, config.iters))
-    pkg = "/box/pkg" if kind == "bwrap" else str(PACKAGE_DIR.parent)
-    header = {
-        "nonce": nonce,
-        "lib_span": lib_span,
-        "symbol": "sage_kernel",
-        "pkg": pkg,
-        "site": sandbox.site_paths(),
-        "task": _task_record(task),
-        "task_file_name": task.source_path.name,
-        "task_source": task.source_path.read_text(encoding="utf-8"),
-        "sizes": sizes,
-        "pool": len(pool),
-        "contents": contents,
-        "out_sizes": [len(_raw(e)) for e in pool[0].expected],
-        "fills": [SENTINELS[s.dtype].hex() for s in task.outputs],
-        "scalars": scalar_args(task, sizes),
-        "warmup": config.warmup,
-        "iters": config.iters,
-        "rounds": rounds,
-        "threads": config.threads,
-        "ref_seed": secrets.randbits(40),
-        "recheck_probability": RECHECK_PROBABILITY,
-        "wall_s": config.timing_timeout_s,
-        "cpu_s": int(config.timing_timeout_s * max(1, config.threads)) + 5,
-    }
-    if config.warm_timing:
-        parsed, exit_record, problem = timing_server.request(
-            kind, config.threads, config.timing_memory_limit_bytes, header, blob, config.timing_timeout_s
-        )
-        if exit_record is None:
-            return TimingOutcome(
-                Stage.RUNTIME,
-                problem or f"the timing run failed ({parsed.problem})",
-                sandbox={"kind": kind, "server": "warm"},
-            )
-        timed_out = bool(exit_record.get("timed_out"))
-        sig: int | None = exit_record.get("signal")
-        status = exit_record.get("status")
-        tail = ""
-    else:
-        cmd = sandbox.SandboxCommand(
-            argv=sandbox.python_argv("/box/children/timing_runner.py"),
-            ro_binds=[(str(CHILDREN_DIR), "/box/children"), (str(PACKAGE_DIR), "/box/pkg/sagekernel")],
-            env=sandbox.thread_env(config.threads),
-        )
-        limits = sandbox.Limits(
-            wall_s=config.timing_timeout_s,
-            cpu_s=int(config.timing_timeout_s * max(1, config.threads)) + 5,
-            address_space_bytes=config.timing_memory_limit_bytes,
-        )
-        result = sandbox.run(
-            cmd,
-            kind=kind,
-            limits=limits,
-            stdin_data=protocol.encode_request(header, blob),
-            scratch_dir=scratch,
-        )
-        parsed = protocol.parse_frames(result.channel, nonce)
-        timed_out, sig, status, tail = result.timed_out, result.signal, result.returncode, result.output_tail
-    hello = parsed.first("hello")
-    box: dict[str, Any] = {"kind": kind, "seccomp": hello.record.get("seccomp") if hello else "unknown"}
-    box["server"] = "warm" if config.warm_timing else "cold"
-    end = parsed.first("end")
-    if end is None:
-        if timed_out:
-            msg = f"the timing run did not finish within {config.timing_timeout_s:g} s"
-            return TimingOutcome(Stage.RUNTIME, msg, sandbox=box)
-        load_error = parsed.first("load_error") or parsed.first("error")
-        what = f"died from signal {sig}" if sig else f"exited with status {status}"
-        detail = load_error.record.get("error", "") if load_error else tail.strip()[-600:]
-        return TimingOutcome(
-            Stage.RUNTIME,
-            f"the timing process {what} before finishing" + (f": {detail}" if detail else ""),
-            sandbox=box,
-        )
-    rounds_data = parsed.all("round")
-    cand = [f.record["cand_ns"] / f.record["calls"] / 1e6 for f in rounds_data]
-    ref = [f.record["ref_ns"] / f.record["calls"] / 1e6 for f in rounds_data]
-    # Recheck the outputs the child returned against the parent's references.
-    rechecked = []
-    for frame in rounds_data:
-        pairs = frame.record.get("recheck")
-        if not pairs:
+def run_timing(task: Task, spec: RuntimeSpec, config: HarnessConfig, kind: str, scratch: Path) -> TimingOutcome:
+    sizes = dict(task.sizes)
+    probe = build_inputs(task, sizes, secrets.randbits(62), "default")
+    set_bytes = sum(len(raw_bytes(t)) for t in probe)
+    warmup, rounds, per_round = call_budget(config, set_bytes)
+
+    def fresh_sets(n: int) -> list[tuple[int, list[torch.Tensor]]]:
+        out = []
+        for _ in range(n):
+            seed = secrets.randbits(62)
+            out.append((seed, build_inputs(task, sizes, seed, "default")))
+        return out
+
+    warm_sets = fresh_sets(warmup)
+    round_sets = [fresh_sets(per_round) for _ in range(rounds)]
+    expected0 = reference_outputs(task, probe, sizes)
+    template = Trial(0, "default", sizes, "default", 0, probe, expected0)
+    args = kernel_args(task, template)
+    k = min(config.recheck_per_round, per_round)
+
+    cand_plan = Plan(secrets.token_hex(16), args, [], threads=config.threads)
+    cand_plan.artifact_blob = spec.artifact.read_bytes() if spec.artifact else b""
+    cand_plan.artifact = {**spec.artifact_record, "blob": [0, len(cand_plan.artifact_blob)]}
+    blobs: list[tuple[bytes, list[list[tuple[int, int]]]]] = []
+    blobs.append(pack_sets([s for _, s in warm_sets]))  # the overhead calibration (driver's own no-op)
+    cand_plan.rounds.append(Round(blobs[0][1], k, noop=True))
+    cand_plan.rounds.append(Round(blobs[0][1], k))  # warm-up (loads the candidate)
+    for sets in round_sets:
+        blobs.append(pack_sets([s for _, s in sets]))
+        cand_plan.rounds.append(Round(blobs[-1][1], k))
+    ref_plan = Plan(secrets.token_hex(16), args, [], threads=config.threads)
+    ref_plan.extra = {"reference": {"task": _task_record(task), "task_file": task.source_path.name,
+                                    "task_source": task.source_path.read_text(encoding="utf-8"),
+                                    "sizes": sizes, "site": sandbox.site_paths(),
+                                    "companions": _companions(task)}}
+    ref_plan.rounds = [Round(blobs[0][1], 0)] * (1 + config.calibration_rounds)
+    ref_plan.rounds += [Round(b[1], 0) for b in blobs[1:]]
+
+    limits = sandbox.Limits(wall_s=config.timing_timeout_s, cpu_s=int(config.timing_timeout_s) + 5,
+                            address_space_bytes=spec.address_space_bytes)
+    ref_limits = sandbox.Limits(wall_s=config.timing_timeout_s, cpu_s=int(config.timing_timeout_s) + 5,
+                                address_space_bytes=None)
+    box: dict[str, Any] = {"kind": kind, "runtime": spec.name, "reference_runtime": "torch-reference"}
+    round_limit = config.call_timeout_s * max(per_round, warmup) + config.start_timeout_s
+    cand = RuntimeRun(spec, cand_plan, kind=kind, limits=limits, scratch=scratch / "candidate")
+    ref = RuntimeRun(_reference_spec(), ref_plan, kind=kind, limits=ref_limits, scratch=scratch / "reference",
+                     what="the reference")
+    try:
+        return _protocol(task, cand, ref, blobs, warm_sets, round_sets, config, box, round_limit, set_bytes,
+                         expected0)
+    finally:
+        cand.finish()
+        ref.finish()
+
+
+def _companions(task: Task) -> dict[str, str]:
+    files = getattr(task, "companion_files", None) or {}
+    out = {}
+    for name, path in dict(files).items():
+        try:
+            out[str(name)] = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
             continue
-        pos = 0
-        for buf, content in pairs:
-            trial = pool[content]
-            for spec, exp in zip(task.outputs, trial.expected, strict=False):
-                n = len(_raw(exp))
-                raw = frame.payload[pos : pos + n]
-                pos += n
-                dtype = torch.uint8 if spec.dtype == "bool" else exp.dtype
-                mism = compare(
-                    tensor_from_bytes(raw, dtype, tuple(exp.shape)),
-                    exp,
-                    trial.atol,
-                    task.rtol,
-                    spec.dtype,
-                    raw,
-                )
-                if mism is not None:
-                    return TimingOutcome(
-                        Stage.CORRECTNESS,
-                        "wrong result during timing (round "
-                        f"{frame.record['round']}, buffer {buf}): {mism.describe(spec.name)}; "
-                        "timed calls must compute the same result as checked calls",
-                        sandbox=box,
-                    )
-        rechecked.append(frame.record["round"])
-    if not cand or min(cand) <= 0:
+    return out
+
+
+def _protocol(
+    task: Task, cand: RuntimeRun, ref: RuntimeRun, blobs: list[tuple[bytes, list[list[tuple[int, int]]]]],
+    warm_sets: list[tuple[int, list[torch.Tensor]]], round_sets: list[list[tuple[int, list[torch.Tensor]]]],
+    config: HarnessConfig, box: dict[str, Any], round_limit: float, set_bytes: int,
+    expected0: list[torch.Tensor],
+) -> TimingOutcome:
+    rng = secrets.SystemRandom()
+
+    def fail(f: Failure) -> TimingOutcome:
+        return TimingOutcome(f.stage, f.message, flags=f.flags, sandbox=box)
+
+    for run in (ref, cand):
+        started = run.started()
+        if started is not None:
+            return fail(started)
+    box["seccomp"] = cand.hello.get("seccomp")
+    names = [f"timed call {i}" for i in range(max(len(warm_sets), len(round_sets[0])))]
+    noop = cand.run_round(blobs[0][0], names, round_limit)  # before the candidate is mapped
+    if isinstance(noop, Failure):
+        return fail(noop)
+    calibration: list[float] = []
+    for _ in range(1 + config.calibration_rounds):  # the reference alone: warm-up, then calibration
+        got = ref.run_round(blobs[0][0], names, round_limit)
+        if isinstance(got, Failure):
+            return fail(got)
+        calibration.append(_per_call_ms(got))
+    calibration = calibration[1:]
+    warm = cand.run_round(blobs[0][0], names, round_limit)
+    if isinstance(warm, Failure):
+        return fail(warm)
+    problem = _recheck(task, warm, [s for _, s in warm_sets], "warm-up")
+    if problem:
+        return TimingOutcome(Stage.CORRECTNESS, problem, sandbox=box)
+    cand_ms: list[float] = []
+    ref_ms: list[float] = []
+    cpu_notes: list[dict[str, Any]] = []
+    flags: list[str] = []
+    noop_cpu_per_call = (noop.cpu_ns or 0) / max(1, len(noop.calls))
+    for r, sets in enumerate(round_sets):
+        blob = blobs[r + 1][0]
+        order = rng.choice(("AB", "BA"))
+        got_c: RoundResult | Failure | None = None
+        got_r: RoundResult | Failure | None = None
+        for side in order:
+            if side == "A":
+                got_c = cand.run_round(blob, names, round_limit)
+                if isinstance(got_c, Failure):
+                    return fail(got_c)
+            else:
+                idle0 = cand.session.cpu_ns()
+                got_r = ref.run_round(blob, names, round_limit)
+                if isinstance(got_r, Failure):
+                    return fail(got_r)
+                idle1 = cand.session.cpu_ns()
+                if idle0 is not None and idle1 is not None and idle1 - idle0 > IDLE_NS:
+                    flags.append("candidate_active_during_reference")
+        assert isinstance(got_c, RoundResult) and isinstance(got_r, RoundResult)
+        problem = _recheck(task, got_c, [s for _, s in sets], f"round {r}")
+        if problem:
+            return TimingOutcome(Stage.CORRECTNESS, problem, sandbox=box)
+        claimed = sum(c.ns for c in got_c.calls)
+        if got_c.cpu_ns is not None:
+            ran = got_c.cpu_ns - noop_cpu_per_call * len(got_c.calls)
+            cpu_notes.append({"round": r, "claimed_ns": claimed, "accounted_ns": got_c.cpu_ns})
+            if ran > 2_000_000 and claimed < 0.5 * ran:
+                flags.append("timer_mismatch")
+        cand_ms.append(_per_call_ms(got_c))
+        ref_ms.append(_per_call_ms(got_r))
+    if not cand_ms or min(cand_ms) <= 0:
         return TimingOutcome(Stage.TIMING, "the timing run returned no usable measurements", sandbox=box)
-    ratios = [r / c for r, c in zip(ref, cand, strict=False)]
-    cand_ms, ref_ms, speedup = statistics.median(cand), statistics.median(ref), statistics.median(ratios)
-    flags = []
+    ratios = [rr / cc for rr, cc in zip(ref_ms, cand_ms, strict=True)]
+    c_med, r_med, speedup = statistics.median(cand_ms), statistics.median(ref_ms), statistics.median(ratios)
     if speedup > config.speedup_ceiling:
         flags.append("speedup_audit")
-    moved = sum(len(_raw(t)) for t in pool[0].inputs) + sum(len(_raw(e)) for e in pool[0].expected)
+    moved = set_bytes + sum(len(raw_bytes(e)) for e in expected0)
     floor_ms = moved / (BYTES_PER_SECOND_PER_THREAD_FLOOR * max(1, config.threads)) * 1e3
-    if cand_ms < floor_ms:
+    if c_med < floor_ms:
         flags.append("below_bandwidth_floor")
+    cal_med = statistics.median(calibration) if calibration else None
+    if cal_med and r_med > REFERENCE_DISTURBED_RATIO * cal_med and r_med - cal_med > 0.05:
+        flags.append("reference_disturbed")
     timing = {
-        "method": "interleaved_ab_wallclock",
-        "clock": "perf_counter_ns (in the sandboxed child)",
-        "warmup": config.warmup,
-        "iters": len(rounds_data) * rounds_data[0].record["calls"],
-        "rounds": len(rounds_data),
-        "calls_per_round": rounds_data[0].record["calls"],
-        "threads": config.threads,
-        "torch_threads": hello.record.get("torch_threads") if hello else None,
-        "sizes": pool[0].sizes,
-        "input_pool": len(pool),
-        "pool_contents_permuted_per_round": True,
-        "reference": "PyTorch Model.forward (allocates its outputs), own inputs, fp32 as declared",
-        "candidate_round_ms": [round(x, 6) for x in cand],
-        "reference_round_ms": [round(x, 6) for x in ref],
-        "candidate_iqr_ms": [round(x, 6) for x in _quartiles(cand)],
-        "reference_iqr_ms": [round(x, 6) for x in _quartiles(ref)],
-        "ratio_iqr": [round(x, 4) for x in _quartiles(ratios)],
-        "rechecked_rounds": rechecked,
-        "bytes_moved_per_call": moved,
-        "bandwidth_floor_ms": floor_ms,
-        "child_wall_s": end.record["wall_ns"] / 1e9,
-        "child_cpu_s": end.record["cpu_ns"] / 1e9,
+        "method": "interleaved_ab_two_processes",
+        "clock": "CLOCK_MONOTONIC in the runtime, per call; schedstat cross-check from the parent",
+        "warmup": len(warm_sets), "rounds": len(round_sets), "calls_per_round": len(round_sets[0]),
+        "iters": len(round_sets) * len(round_sets[0]), "distinct_input_sets": len(warm_sets) + sum(map(len, round_sets)),
+        "rechecked_per_round": min(config.recheck_per_round, len(round_sets[0])),
+        "rechecked_rounds": list(range(len(round_sets))),
+        "threads": config.threads, "sizes": dict(task.sizes),
+        "reference": "PyTorch Model.forward in its own sandboxed process, fp32 as declared",
+        "candidate_round_ms": [round(x, 6) for x in cand_ms], "reference_round_ms": [round(x, 6) for x in ref_ms],
+        "reference_calibration_ms": [round(x, 6) for x in calibration],
+        "candidate_iqr_ms": _quartiles(cand_ms), "reference_iqr_ms": _quartiles(ref_ms),
+        "ratio_iqr": _quartiles(ratios), "bytes_moved_per_call": moved, "bandwidth_floor_ms": floor_ms,
+        "accounting": cpu_notes, "noop_overhead_ns_per_call": round(noop_cpu_per_call),
     }
-    return TimingOutcome(
-        Stage.OK,
-        f"candidate {cand_ms:.4f} ms, reference {ref_ms:.4f} ms, speedup {speedup:.2f}x",
-        cand_ms,
-        ref_ms,
-        speedup,
-        timing,
-        flags,
-        box,
-    )
+    return TimingOutcome(Stage.OK, f"candidate {c_med:.4f} ms, reference {r_med:.4f} ms, speedup {speedup:.2f}x",
+                         c_med, r_med, speedup, timing, sorted(set(flags)), box)
+
+
+def _per_call_ms(result: RoundResult) -> float:
+    return sum(c.ns for c in result.calls) / max(1, len(result.calls)) / 1e6
+
+
+def _quartiles(values: list[float]) -> list[float]:
+    if len(values) < 2:
+        return [round(values[0], 6)] * 2 if values else []
+    q = statistics.quantiles(values, n=4)
+    return [round(q[0], 6), round(q[2], 6)]
+
+
+def _recheck(task: Task, result: RoundResult, sets: list[list[torch.Tensor]], where: str) -> str | None:
+    """Compare every returned output of a timed round with a fresh reference."""
+    for call in result.calls:
+        if call.outputs is None:
+            continue
+        inputs = sets[call.call]
+        expected = reference_outputs(task, inputs, dict(task.sizes))
+        atol = task.atol * reference_scale(expected)
+        if any(c >= 0 for c in call.inputs_changed) or not all(call.guards):
+            return (f"during timing ({where}, call {call.call}) the kernel modified an input or wrote outside "
+                    "its buffers")
+        for k, spec in enumerate(task.outputs):
+            exp = expected[k]
+            dtype = torch.uint8 if spec.dtype == "bool" else exp.dtype
+            got = tensor_from_bytes(call.outputs[k], dtype, tuple(exp.shape))
+            mism = compare(got, exp, atol, task.rtol, spec.dtype, call.outputs[k])
+            if mism is not None:
+                return (f"wrong result during timing ({where}, call {call.call}, checked after the round): "
+                        f"{mism.describe(spec.name)}; timed calls must compute the same result as checked calls")
+    return None
+
+
+__all__ = ["QUARANTINE_FLAGS", "TimingOutcome", "call_budget", "run_timing"]

@@ -21,6 +21,7 @@ class Stage(str, Enum):
     LOAD = "load"  # the built object could not be loaded / symbol missing
     RUNTIME = "runtime"  # crash, signal, resource limit, timeout while running
     CORRECTNESS = "correctness"  # ran but produced wrong outputs (or touched inputs)
+    INTEGRITY = "integrity"  # the candidate tampered with its runtime (syscalls, FP environment, channel)
     TIMING = "timing"  # correct, but the timing run failed or was inconsistent
     BROKEN_TASK = "broken_task"  # a null-kernel canary passed: the task cannot tell right from wrong
     OK = "ok"

@@ -70,6 +70,10 @@ class RuntimeSpec:
     address_space_bytes: int | None = 4 << 30  # RLIMIT_AS; None for GPU drivers' huge reservations
     reference_in_process: bool = False  # device targets time the reference in the same process
     name: str = ""  # shown in verdicts ("cpu-native-driver", "triton-interpreter", ...)
+    #: The built artifact the runtime loads. The harness ships its bytes inside the request
+    #: (`Plan.artifact_blob`), so the runtime needs no mount of the build directory.
+    artifact: Path | None = None
+    artifact_record: dict[str, Any] = field(default_factory=dict)  # JSON side: e.g. {"symbol": ...}
 
 
 __all__ = ["BuildResult", "DeviceInfo", "Evidence", "FileSpec", "RuntimeSpec"]

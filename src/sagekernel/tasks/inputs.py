@@ -11,7 +11,9 @@ Value distributions (`DISTRIBUTIONS`):
 - ``normal``: N(0, 1);
 - ``offset_uniform``: U(lo, lo + w) with lo ~ U(-4, 4) and w ~ U(0.5, 4) drawn per tensor;
 - ``heavy_tailed``: Student-t with 3 degrees of freedom (infinite fourth moment), random scale;
-- ``large_magnitude``: N(0, 1) * 1000.
+- ``large_magnitude``: N(0, 1) * 1000;
+- ``large_offset``: N(mu, 1) with |mu| ~ U(100, 1000) drawn per tensor (a large mean over a unit
+  spread: single-pass variance and other cancellation-prone float accumulations fail here).
 
 Without a ``make_inputs`` hook, a non-default distribution re-draws every floating-point input from
 that distribution and keeps integer and bool inputs exactly as ``get_inputs()`` made them (so index
@@ -36,7 +38,8 @@ from sagekernel.errors import TaskError
 from sagekernel.tasks.modules import bound_sizes, task_module
 from sagekernel.tasks.task import Task, TensorSpec
 
-DISTRIBUTIONS = ("default", "uniform", "normal", "offset_uniform", "heavy_tailed", "large_magnitude")
+DISTRIBUTIONS = ("default", "uniform", "normal", "offset_uniform", "heavy_tailed", "large_magnitude",
+                 "large_offset")
 
 #: Salt so the re-drawn floats do not reuse the stream `get_inputs()` consumed.
 _REDRAW_SALT = 0x5A6E_0001
@@ -176,6 +179,10 @@ def sample_tensor(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator
         x = scale * z / torch.sqrt(chi2 / 3).clamp_min(1e-3)
     elif distribution == "large_magnitude":
         x = torch.randn(shape, generator=gen, dtype=torch.float64) * 1000.0
+    elif distribution == "large_offset":
+        mu = 100.0 + 900.0 * float(torch.rand((), generator=gen, dtype=torch.float64))
+        sign = 1.0 if float(torch.rand((), generator=gen, dtype=torch.float64)) < 0.5 else -1.0
+        x = sign * mu + torch.randn(shape, generator=gen, dtype=torch.float64)
     else:
         raise TaskError(f"unknown input distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})")
     return x.to(dtype)
@@ -184,6 +191,22 @@ def sample_tensor(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator
 def structured_inputs(module: ModuleType) -> frozenset[str]:
     meta = getattr(module, "SAGE_TASK", None)
     return frozenset(meta.get("structured_inputs", ())) if isinstance(meta, dict) else frozenset()
+
+
+def reference_scale(expected: Sequence[torch.Tensor]) -> float:
+    """max(1, median |e| over the finite elements of the floating-point reference outputs).
+
+    The absolute tolerance follows the size of what the kernel must produce, never the size of its
+    inputs: a layer norm of ×1000 inputs still has O(1) outputs and keeps the task's atol, so
+    reduced-precision arithmetic cannot hide behind large inputs. The median resists the few huge
+    values of heavy-tailed outputs.
+    """
+    values = [t.detach().double().reshape(-1) for t in expected if t.is_floating_point() and t.numel()]
+    if not values:
+        return 1.0
+    flat = torch.cat(values)
+    flat = flat[torch.isfinite(flat)].abs()
+    return max(1.0, float(flat.median())) if flat.numel() else 1.0
 
 
 def tolerance_scale(inputs: Sequence[torch.Tensor]) -> float:

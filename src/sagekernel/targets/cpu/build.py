@@ -72,7 +72,7 @@ def build(source: str, workdir: Path, *, sandbox_kind: str = "auto", timeout_s: 
         return BuildResult(
             False,
             f"the built library was rejected ({names}): " + findings[0].reason,
-            {},
+            {"library": library},  # kept so tests of the runtime defences can run it anyway
             info,
             findings=findings,
             stage="lint",

@@ -14,6 +14,11 @@ COMMON_FLAGS = (
     "-fopenmp",
     "-fno-fast-math",
     "-Wl,--no-undefined",
+    # No start files: the object then has no _init/_fini, no frame_dummy and no __dso_handle, so
+    # any load-time code or static destructor in it is the candidate's (and is rejected).
+    "-nostartfiles",
+    # Full RELRO: the GOT and relocated data become read-only once loaded (no state there).
+    "-Wl,-z,relro,-z,now",
 )
 C_FLAGS = ("-std=gnu11", "-Werror=implicit-function-declaration", "-Werror=incompatible-pointer-types")
 CXX_FLAGS = ("-std=c++17", "-Drestrict=__restrict__")

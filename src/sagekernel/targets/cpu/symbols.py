@@ -266,17 +266,7 @@ def check_library(library: Path, language: str) -> tuple[list[LintFinding], str]
                     name,
                 )
             )
-    extra = ctor_bytes - _baseline_init_array_size(language)
-    if extra > 0:
-        findings.append(
-            LintFinding(
-                "constructor",
-                "the library runs code when it is loaded or unloaded (constructor / destructor, "
-                f".init_array / .fini_array: {extra // 8} extra entries); a kernel may only run when called",
-                None,
-                ".init_array",
-            )
-        )
+    findings += _layout_findings(library, language, ctor_bytes)
     return findings, ""
 
 
@@ -291,22 +281,68 @@ def _init_array_size(library: Path) -> int:
     return total
 
 
+def _layout_findings(library: Path, language: str, ctor_bytes: int) -> list[LintFinding]:
+    """Load-time code, ifuncs, writable data and TLS, judged on the built object (elf.layout)."""
+    found = elf.layout(library)
+    base = _baseline(language)
+    if found is None or base is None:  # not ELF64-LE: fall back to the section-size rule
+        extra = ctor_bytes - (_baseline_ctor_bytes(language))
+        return [LintFinding("constructor", CONSTRUCTOR_REASON + f" ({extra // 8} extra entries)", None,
+                            ".init_array")] if extra > 0 else []
+    findings = []
+    extra_code = sorted(set(found.load_code) - set(base.load_code))
+    if extra_code:
+        findings.append(LintFinding("constructor", CONSTRUCTOR_REASON + f" ({', '.join(extra_code)})", None,
+                                    extra_code[0]))
+    if found.ifuncs:
+        findings.append(LintFinding(
+            "ifunc", "the library has indirect functions (ifunc / target_clones: "
+            f"{', '.join(found.ifuncs)}), whose resolvers run while it loads; a kernel may only run when called",
+            None, found.ifuncs[0]))
+    if found.writable_bytes > base.writable_bytes:
+        findings.append(LintFinding(
+            "global_state", f"the library has {found.writable_bytes - base.writable_bytes} bytes of writable "
+            "global or static data beyond what an empty kernel has (static variables, file-scope compound "
+            "literals, mutable members of const objects): a kernel keeps no state between calls; use locals "
+            "or the output buffers", None, "writable data"))
+    if found.tls_bytes > base.tls_bytes:
+        findings.append(LintFinding(
+            "global_state", f"the library has {found.tls_bytes} bytes of thread-local storage: a kernel keeps "
+            "no state between calls", None, "TLS"))
+    return findings
+
+
+CONSTRUCTOR_REASON = (
+    "the library runs code when it is loaded or unloaded (constructor / destructor, init/fini entries); "
+    "a kernel may only run when called"
+)
+
+
+def _empty_kernel(language: str, tmp: str) -> Path:
+    suffix = "cpp" if language == "c++" else "c"
+    src = Path(tmp) / f"k.{suffix}"
+    prefix = 'extern "C" ' if language == "c++" else ""
+    src.write_text(f"{prefix}void {KERNEL_SYMBOL}(void) {{}}\n")
+    out = Path(tmp) / "k.so"
+    subprocess.run([*compiler_command(language), str(src), "-o", str(out), *LINK_LIBS],
+                   capture_output=True, timeout=60, check=True)
+    return out
+
+
 @lru_cache(maxsize=2)
-def _baseline_init_array_size(language: str) -> int:
-    """.init_array size of an empty kernel built with the same compiler and flags."""
+def _baseline(language: str) -> elf.Layout | None:
+    """The layout of an empty kernel built with the same compiler and flags."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="sage-baseline-") as tmp:
-        suffix = "cpp" if language == "c++" else "c"
-        src = Path(tmp) / f"k.{suffix}"
-        prefix = 'extern "C" ' if language == "c++" else ""
-        src.write_text(f"{prefix}void {KERNEL_SYMBOL}(void) {{}}\n")
-        out = Path(tmp) / "k.so"
-        subprocess.run(
-            [*compiler_command(language), str(src), "-o", str(out), *LINK_LIBS],
-            capture_output=True,
-            timeout=60,
-            check=True,
-        )
+        return elf.layout(_empty_kernel(language, tmp))
+
+
+@lru_cache(maxsize=2)
+def _baseline_ctor_bytes(language: str) -> int:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="sage-baseline-") as tmp:
+        out = _empty_kernel(language, tmp)
         parsed = elf.read(out)
         return parsed.constructor_bytes if parsed is not None else _init_array_size(out)

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from sagekernel.candidate import Candidate
 from sagekernel.harness.verdict import LintFinding
-from sagekernel.targets.base import BuildResult
+from sagekernel.targets.base import BuildResult, DeviceInfo, Evidence, FileSpec, RuntimeSpec
 from sagekernel.targets.cpu import build as build_mod
-from sagekernel.targets.cpu.contract import contract_text
+from sagekernel.targets.cpu.contract import KERNEL_SYMBOL, abi_kinds, contract_text
 from sagekernel.targets.cpu.lint import lint_source
+from sagekernel.targets.cpu.runtime import runtime_spec
 from sagekernel.tasks.task import Task
 
 HERE = Path(__file__).resolve().parent
@@ -33,10 +36,26 @@ def _knowledge() -> CpuKnowledge:
 
 
 class CpuTarget:
-    """`Target` + `NativeTarget` for plain CPUs."""
+    """The Target for plain CPUs: one C or C++ file, built with gcc/g++, run by the native driver."""
 
     name = "cpu"
     language = "c"
+
+    def devices(self) -> list[DeviceInfo]:
+        return [DeviceInfo("cpu", Evidence.HARDWARE, timed=True)]
+
+    def available(self, device: str = "cpu") -> tuple[bool, str]:
+        if device != "cpu":
+            return False, f"the cpu target runs on device 'cpu' only, not {device!r}"
+        missing = [tool for tool in ("gcc", "g++") if shutil.which(tool) is None]
+        if missing:
+            return False, f"missing tools: {', '.join(missing)} (install build-essential)"
+        return True, "gcc and g++ found"
+
+    def files(self, task: Task) -> list[FileSpec]:
+        del task
+        return [FileSpec("kernel.c", "c", "kernel", f"the kernel: defines `{KERNEL_SYMBOL}` (C, or C++ with "
+                         'extern "C")')]
 
     def contract(self, task: Task) -> str:
         return contract_text(task)
@@ -44,20 +63,24 @@ class CpuTarget:
     def knowledge(self) -> CpuKnowledge:
         return _knowledge()
 
-    def lint(self, source: str, task: Task) -> list[LintFinding]:
-        return lint_source(source, task)
+    def lint(self, candidate: Candidate, task: Task) -> list[LintFinding]:
+        if not re.search(rf"\b{KERNEL_SYMBOL}\s*\(", candidate.main):
+            return [LintFinding("contract", f"no function named `{KERNEL_SYMBOL}` in the submitted source; "
+                                "implement exactly the contract's signature")]
+        return lint_source(candidate.main, task)
 
     def seed_memory_path(self) -> Path:
         return HERE / "seed_memory.jsonl"
 
     def build(
-        self, source: str, task: Task, workdir: Path, *, sandbox_kind: str = "auto", timeout_s: float = 60.0
+        self, candidate: Candidate, task: Task, workdir: Path, *, device: str = "cpu", sandbox_kind: str = "auto",
+        timeout_s: float = 60.0,
     ) -> BuildResult:
-        del task  # the ABI is fixed by the contract; nothing task-specific is needed to build
-        return build_mod.build(source, workdir, sandbox_kind=sandbox_kind, timeout_s=timeout_s)
+        del task, device  # the ABI is fixed by the contract; nothing task-specific is needed to build
+        return build_mod.build(candidate.main, workdir, sandbox_kind=sandbox_kind, timeout_s=timeout_s)
 
-    def available(self) -> tuple[bool, str]:
-        missing = [tool for tool in ("gcc", "nm", "readelf") if shutil.which(tool) is None]
-        if missing:
-            return False, f"missing tools: {', '.join(missing)} (install build-essential and binutils)"
-        return True, "gcc found"
+    def runtime(self, built: BuildResult, task: Task, device: str = "cpu") -> RuntimeSpec:
+        del device
+        spec = runtime_spec(abi_kinds(task))
+        return RuntimeSpec(**{**spec.__dict__, "artifact": built.library,
+                              "artifact_record": {"symbol": KERNEL_SYMBOL}})

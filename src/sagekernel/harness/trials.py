@@ -1,0 +1,128 @@
+"""The correctness trials: secret seeds, shapes, value distributions, references, tolerances.
+
+Every evaluation covers every value distribution on the task's default shape, whatever the number
+of shape variants (large magnitudes and large offsets included), then the variants and one
+held-out shape derived at random. The absolute tolerance scales with the reference outputs'
+magnitude (tasks.inputs.reference_scale), never with the inputs'. Seeds come from `secrets` and
+stay in this process.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+
+import torch
+
+from sagekernel.errors import TaskError
+from sagekernel.harness.compare import SENTINELS
+from sagekernel.harness.config import HarnessConfig
+from sagekernel.harness.wire import Arg
+from sagekernel.tasks.inputs import reference_scale
+from sagekernel.tasks.loader import DISTRIBUTIONS, build_inputs, reference_outputs
+from sagekernel.tasks.task import Task
+
+#: The order distributions are given to a shape's trials ("default" is the file's own).
+DISTRIBUTION_ORDER = tuple(
+    d
+    for d in ("default", "normal", "large_offset", "heavy_tailed", "offset_uniform", "large_magnitude",
+              "uniform")
+    if d in DISTRIBUTIONS
+)
+
+
+@dataclass
+class Trial:
+    index: int
+    shape_label: str  # "default", "variant 1", "held-out"
+    sizes: dict[str, int]
+    distribution: str
+    seed: int
+    inputs: list[torch.Tensor]
+    expected: list[torch.Tensor] = field(default_factory=list)
+    atol: float = 0.0  # the task's atol times reference_scale(expected)
+
+    def describe(self) -> str:
+        sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        return f"{self.shape_label} shape ({sizes}), trial {self.index}, {self.distribution} inputs"
+
+
+def held_out_sizes(task: Task, rng: secrets.SystemRandom) -> dict[str, int]:
+    sizes = {}
+    for sym, value in task.sizes.items():
+        if value <= 2:
+            sizes[sym] = value
+            continue
+        v = max(1, round(value * rng.uniform(0.55, 0.95)))
+        sizes[sym] = v if v % 2 else v + 1
+    return sizes
+
+
+def make_trial(task: Task, index: int, label: str, sizes: dict[str, int], distribution: str) -> Trial:
+    seed = secrets.randbits(62)
+    inputs = build_inputs(task, sizes, seed, distribution)
+    expected = reference_outputs(task, inputs, sizes)
+    return Trial(index, label, sizes, distribution, seed, inputs, expected,
+                 task.atol * reference_scale(expected))
+
+
+def plan_trials(task: Task, config: HarnessConfig) -> list[Trial]:
+    """Inputs and float64-derived references for every trial. Raises TaskError."""
+    rng = secrets.SystemRandom()
+    trials: list[Trial] = []
+    default_count = max(config.trials, len(DISTRIBUTION_ORDER))
+    for k in range(default_count):
+        trials.append(make_trial(task, len(trials), "default", dict(task.sizes),
+                                 DISTRIBUTION_ORDER[k % len(DISTRIBUTION_ORDER)]))
+    offset = rng.randrange(len(DISTRIBUTION_ORDER))
+    for i, sizes in enumerate(task.all_shapes()[1:]):
+        for k in range(config.variant_trials):
+            dist = DISTRIBUTION_ORDER[(offset + i * config.variant_trials + k) % len(DISTRIBUTION_ORDER)]
+            trials.append(make_trial(task, len(trials), f"variant {i + 1}", sizes, dist))
+    if config.held_out_shape and any(v > 2 for v in task.sizes.values()):
+        try:
+            trials.append(make_trial(task, len(trials), "held-out", held_out_sizes(task, rng),
+                                     rng.choice(DISTRIBUTION_ORDER)))
+        except TaskError:
+            pass  # the task's sizes are coupled; this held-out guess is not a valid shape
+    return trials
+
+
+def raw_bytes(t: torch.Tensor) -> bytes:
+    flat = t.detach().contiguous().reshape(-1)
+    return flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+
+
+def kernel_args(task: Task, trial: Trial) -> list[Arg]:
+    """The call's arguments in ABI order: inputs, outputs, sizes, attributes."""
+    args = [Arg("in", len(raw_bytes(t)), dtype=spec.dtype, shape=tuple(t.shape))
+            for spec, t in zip(task.inputs, trial.inputs, strict=True)]
+    args += [Arg("out", len(raw_bytes(e)), fill=SENTINELS[spec.dtype], dtype=spec.dtype, shape=tuple(e.shape))
+             for spec, e in zip(task.outputs, trial.expected, strict=True)]
+    args += [Arg("i64", value=int(trial.sizes[s])) for s in task.sizes]
+    args += [Arg("f32", value=float(v)) if isinstance(v, float) else Arg("i64", value=int(v))
+             for v in task.attrs.values()]
+    return args
+
+
+def arg_kinds(task: Task) -> list[str]:
+    kinds = ["in"] * len(task.inputs) + ["out"] * len(task.outputs) + ["i64"] * len(task.sizes)
+    return kinds + ["f32" if isinstance(v, float) else "i64" for v in task.attrs.values()]
+
+
+def pack_sets(sets: list[list[torch.Tensor]]) -> tuple[bytes, list[list[tuple[int, int]]]]:
+    """One round's blob and, per call, the (offset, length) of each input in it."""
+    blob = bytearray()
+    calls = []
+    for inputs in sets:
+        spans = []
+        for t in inputs:
+            data = raw_bytes(t)
+            spans.append((len(blob), len(data)))
+            blob += data
+        calls.append(spans)
+    return bytes(blob), calls
+
+
+__all__ = ["DISTRIBUTION_ORDER", "Trial", "arg_kinds", "kernel_args", "make_trial", "pack_sets", "plan_trials",
+           "raw_bytes"]

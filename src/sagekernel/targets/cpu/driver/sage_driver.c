@@ -1,0 +1,588 @@
+/* The CPU target's runtime: a minimal native driver that loads one candidate kernel and runs the
+ * calls the harness asks for (docs/target_seam.md, the binary plan of harness/wire.py).
+ *
+ * Nothing but libc, libm, libgomp (and the C++ runtime for C++ kernels) shares this address
+ * space with the candidate: no Python, no torch, no reference, no expected output, no seed. The
+ * process is locked down before any byte of the candidate is mapped: a seccomp allow-list that
+ * permits read-only opens for dlopen only, then a stricter one once the symbol is resolved (no
+ * file opens, no executable mappings, no processes, no signals handlers, no sockets).
+ *
+ * Every call gets fresh inputs written into its own guard-padded buffers, outputs filled with the
+ * sentinel, a poisoned stack below this frame, a random errno and malloc perturbation byte, and
+ * its floating-point environment (MXCSR and x87 control word) compared before and after. Calls
+ * are timed alone with CLOCK_MONOTONIC; the parent cross-checks the claimed time against the
+ * kernel-accounted run time of this process (/proc/PID/schedstat), which nothing here can forge.
+ *
+ * The call itself is a generated trampoline (sage_call.h, one per task signature): the C ABI of
+ * the kernel is fixed by the task's contract, so no libffi is needed.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <malloc.h>
+#include <sched.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sage_call.h" /* SAGE_N_PTR, SAGE_N_I64, SAGE_N_F32, SAGE_N_F64, sage_call_kernel() */
+
+#define GUARD 4096
+#define TAIL_GUARD 4096
+#define GUARD_BYTE 0xA5
+#define STACK_POISON (64 * 1024)
+#define MAX_ARGS 64
+
+enum { ARG_IN = 0, ARG_OUT = 1, ARG_I64 = 2, ARG_F32 = 3, ARG_F64 = 4 };
+
+typedef struct {
+    uint64_t kind, bytes; /* bytes of a buffer, or the raw bits of a scalar */
+    uint8_t *fill;
+    uint64_t fill_len;
+} Arg;
+
+typedef struct {
+    uint8_t *base; /* mapping start */
+    uint8_t *data; /* GUARD bytes in */
+    size_t size, nbytes;
+} Buffer;
+
+static int result_fd = -1;
+static char nonce[33];
+
+/* ---- I/O ------------------------------------------------------------------------------------- */
+
+static void die(const char *what) {
+    dprintf(2, "sage_driver: %s\n", what);
+    _exit(2);
+}
+
+static void read_exact(int fd, void *dst, size_t n) {
+    uint8_t *p = dst;
+    while (n) {
+        ssize_t got = read(fd, p, n);
+        if (got <= 0) {
+            if (got < 0 && errno == EINTR) continue;
+            die("request truncated");
+        }
+        p += got;
+        n -= (size_t)got;
+    }
+}
+
+static uint64_t read_u64(int fd) {
+    uint64_t v;
+    read_exact(fd, &v, 8);
+    return v;
+}
+
+static void write_all(const void *src, size_t n) {
+    const uint8_t *p = src;
+    while (n) {
+        ssize_t put = write(result_fd, p, n);
+        if (put <= 0) {
+            if (put < 0 && errno == EINTR) continue;
+            _exit(4);
+        }
+        p += put;
+        n -= (size_t)put;
+    }
+}
+
+/* One frame: u64 length, a JSON line (record + nonce), payload. `record` is `"kind":..,...` */
+static void send_frame(const char *record, const void *payload, size_t payload_len) {
+    char head[4096];
+    int n = snprintf(head, sizeof head, "{%s,\"nonce\":\"%s\"}\n", record, nonce);
+    if (n < 0 || (size_t)n >= sizeof head) die("frame too long");
+    uint64_t len = (uint64_t)n + payload_len;
+    write_all(&len, 8);
+    write_all(head, (size_t)n);
+    if (payload_len) write_all(payload, payload_len);
+}
+
+/* ---- randomness (getrandom: drawn after the fact, unpredictable to the kernel) ---------------- */
+
+static uint64_t random_u64(void) {
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, 0) != sizeof v) v = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull;
+    return v;
+}
+
+/* ---- buffers with guard bytes ------------------------------------------------------------------ */
+
+static Buffer buffer_new(size_t nbytes) {
+    Buffer b;
+    size_t page = 4096;
+    b.nbytes = nbytes;
+    b.size = (GUARD + (nbytes ? nbytes : 1) + TAIL_GUARD + page - 1) / page * page;
+    b.base = mmap(NULL, b.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (b.base == MAP_FAILED) die("out of memory for buffers");
+    b.data = b.base + GUARD;
+    memset(b.base, GUARD_BYTE, GUARD);
+    memset(b.data + nbytes, GUARD_BYTE, b.size - GUARD - nbytes);
+    return b;
+}
+
+static int guards_intact(const Buffer *b) {
+    for (size_t i = 0; i < GUARD; i++)
+        if (b->base[i] != GUARD_BYTE) return 0;
+    for (size_t i = GUARD + b->nbytes; i < b->size; i++)
+        if (b->base[i] != GUARD_BYTE) return 0;
+    return 1;
+}
+
+static void restore_guards(Buffer *b) {
+    memset(b->base, GUARD_BYTE, GUARD);
+    memset(b->data + b->nbytes, GUARD_BYTE, b->size - GUARD - b->nbytes);
+}
+
+static void fill_pattern(Buffer *b, const uint8_t *pat, size_t plen) {
+    if (!plen) return;
+    for (size_t i = 0; i < b->nbytes; i += plen) {
+        size_t n = b->nbytes - i < plen ? b->nbytes - i : plen;
+        memcpy(b->data + i, pat, n);
+    }
+}
+
+static long first_difference(const uint8_t *a, const uint8_t *b, size_t n) {
+    if (memcmp(a, b, n) == 0) return -1;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return (long)i;
+    return -1;
+}
+
+/* ---- floating-point environment ---------------------------------------------------------------- */
+
+typedef struct {
+    uint32_t a;
+    uint32_t b;
+} FpEnv;
+
+static FpEnv fpenv_read(void) {
+    FpEnv e = {0, 0};
+#if defined(__x86_64__)
+    uint16_t cw;
+    __asm__ volatile("stmxcsr %0" : "=m"(e.a));
+    __asm__ volatile("fnstcw %0" : "=m"(cw));
+    e.b = cw;
+    e.a &= ~0x3Fu; /* the sticky exception flags change with any arithmetic; compare modes only */
+#elif defined(__aarch64__)
+    uint64_t fpcr;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
+    e.a = (uint32_t)fpcr;
+#endif
+    return e;
+}
+
+static void fpenv_write(FpEnv e, uint32_t sticky) {
+#if defined(__x86_64__)
+    uint32_t mx = e.a | sticky;
+    uint16_t cw = (uint16_t)e.b;
+    __asm__ volatile("ldmxcsr %0" : : "m"(mx));
+    __asm__ volatile("fldcw %0" : : "m"(cw));
+#elif defined(__aarch64__)
+    uint64_t fpcr = e.a;
+    (void)sticky;
+    __asm__ volatile("msr fpcr, %0" : : "r"(fpcr));
+#else
+    (void)e;
+    (void)sticky;
+#endif
+}
+
+/* ---- seccomp ----------------------------------------------------------------------------------- */
+
+#if defined(__x86_64__)
+#define SAGE_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define SAGE_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+#define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i))
+
+typedef struct {
+    struct sock_filter ins[512];
+    unsigned short n;
+} Program;
+
+static void emit(Program *p, struct sock_filter f) {
+    if (p->n >= 512) die("seccomp program too long");
+    p->ins[p->n++] = f;
+}
+
+static void allow(Program *p, int nr) {
+    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+}
+
+/* Allow `nr` only when (args[arg] & mask) is zero (want_set=0) or nonzero (want_set=1). */
+static void allow_if(Program *p, int nr, int arg, unsigned mask, int want_set) {
+    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 4));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(arg)));
+    if (want_set)
+        emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, mask, 0, 1));
+    else
+        emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, mask, 1, 0));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+}
+
+/* The calls a running kernel (and libc, libm, libgomp on its behalf) may make. */
+static void allow_running(Program *p, int threads, int loading) {
+    int always[] = {SYS_read,         SYS_write,       SYS_munmap,        SYS_mremap,     SYS_brk,
+                    SYS_madvise,      SYS_futex,       SYS_clock_gettime, SYS_clock_getres,
+                    SYS_gettimeofday, SYS_getrandom,   SYS_exit,          SYS_exit_group, SYS_rt_sigreturn,
+                    SYS_rt_sigprocmask, SYS_sched_yield, SYS_sched_getaffinity, SYS_getpid, SYS_gettid,
+                    SYS_fstat,        SYS_newfstatat,  SYS_lseek,         SYS_close,      SYS_nanosleep,
+                    SYS_clock_nanosleep};
+    for (size_t i = 0; i < sizeof always / sizeof always[0]; i++) allow(p, always[i]);
+    if (loading) { /* dlopen maps the candidate's code and sets its protections */
+        allow(p, SYS_mmap);
+        allow(p, SYS_mprotect);
+    } else {
+        allow_if(p, SYS_mmap, 2, PROT_EXEC, 0);     /* no new executable mappings */
+        allow_if(p, SYS_mprotect, 2, PROT_EXEC, 0); /* no code made writable-then-executable */
+    }
+    /* signal handlers, but never for SIGSYS: the report of a forbidden call stays the harness's */
+    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_rt_sigaction, 0, 4));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0)));
+    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SIGSYS, 1, 0));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+    /* abort() and raise() signal this process itself, never another */
+    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_tgkill, 0, 4));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0)));
+    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)getpid(), 0, 1));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+    if (threads > 1) {                           /* OpenMP teams: threads, never processes */
+        allow_if(p, SYS_clone, 0, CLONE_THREAD, 1);
+#ifdef SYS_clone3
+        /* clone3's flags live in memory seccomp cannot read: answer ENOSYS, glibc falls back to clone */
+        emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone3, 0, 1));
+        emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS));
+#endif
+        allow(p, SYS_set_robust_list);
+#ifdef SYS_rseq
+        allow(p, SYS_rseq);
+#endif
+    }
+}
+
+static void install(Program *p) {
+    struct sock_fprog prog = {.len = p->n, .filter = p->ins};
+    static int no_new_privs = 0;
+    if (!no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die("no_new_privs failed");
+    no_new_privs = 1;
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) die("seccomp failed");
+}
+
+static void start(Program *p) {
+    p->n = 0;
+    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)));
+    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SAGE_AUDIT_ARCH, 1, 0));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+}
+
+static void finish(Program *p) { emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP)); }
+
+/* Phase 1, before the candidate is mapped: what dlopen needs, read-only opens included. */
+static void lock_loading(int threads) {
+    Program p;
+    start(&p);
+    allow_running(&p, threads, 1);
+    allow_if(&p, SYS_openat, 2, 0x3 | 0x40 | 0x200 | 0x400, 0); /* O_WRONLY|O_RDWR|O_CREAT|O_TRUNC|O_APPEND */
+    allow(&p, SYS_pread64);
+    allow(&p, SYS_seccomp); /* to install phase 2 (a filter can only ever narrow what is allowed) */
+    finish(&p);
+    install(&p);
+}
+
+/* Phase 2, once the kernel symbol is resolved: the running allow-list alone. */
+static void lock_running(int threads) {
+    Program p;
+    start(&p);
+    allow_running(&p, threads, 0);
+    finish(&p);
+    install(&p);
+}
+
+static void on_sigsys(int sig, siginfo_t *info, void *ctx) {
+    (void)sig;
+    (void)ctx;
+    char rec[128];
+    snprintf(rec, sizeof rec, "\"kind\":\"forbidden_syscall\",\"nr\":%d", info->si_syscall);
+    send_frame(rec, NULL, 0);
+    _exit(3);
+}
+
+/* ---- the stack below this frame, poisoned before every call ------------------------------------ */
+
+__attribute__((noinline)) static void poison_stack(uint8_t byte) {
+    uint8_t pad[STACK_POISON];
+    memset(pad, byte, sizeof pad);
+    __asm__ volatile("" : : "r"(pad) : "memory");
+}
+
+static void noop_kernel(void) {}
+
+/* ---- the plan ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t n_calls, n_return, noop; /* n_return == UINT64_MAX: every call */
+    uint64_t *offsets;                /* n_calls * n_in offsets into the round's blob */
+} Round;
+
+int main(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    const char *env_fd = getenv("SAGE_RESULT_FD");
+    if (!env_fd) die("SAGE_RESULT_FD is not set");
+    result_fd = atoi(env_fd);
+
+    char magic[8];
+    read_exact(0, magic, 8);
+    if (memcmp(magic, "SAGEBIN2", 8) != 0) die("not a SAGE binary plan");
+    read_exact(0, nonce, 32);
+    nonce[32] = 0;
+    int threads = (int)read_u64(0);
+    uint64_t lib_len = read_u64(0);
+    uint64_t sym_len = read_u64(0);
+    char symbol[256];
+    if (sym_len >= sizeof symbol) die("symbol too long");
+    read_exact(0, symbol, sym_len);
+    symbol[sym_len] = 0;
+    uint64_t n_args = read_u64(0);
+    if (n_args > MAX_ARGS) die("too many arguments");
+    Arg args[MAX_ARGS];
+    uint64_t n_in = 0, n_out = 0;
+    for (uint64_t i = 0; i < n_args; i++) {
+        args[i].kind = read_u64(0);
+        args[i].bytes = read_u64(0);
+        args[i].fill_len = read_u64(0);
+        args[i].fill = NULL;
+        if (args[i].fill_len) {
+            args[i].fill = malloc(args[i].fill_len);
+            read_exact(0, args[i].fill, args[i].fill_len);
+        }
+        if (args[i].kind == ARG_IN && n_out) die("inputs must precede outputs in the plan");
+        n_in += args[i].kind == ARG_IN;
+        n_out += args[i].kind == ARG_OUT;
+    }
+    if (n_in + n_out != SAGE_N_PTR) die("plan does not match the generated trampoline");
+    uint64_t n_rounds = read_u64(0);
+    Round *rounds = calloc(n_rounds ? n_rounds : 1, sizeof(Round));
+    uint64_t max_calls = 1;
+    for (uint64_t r = 0; r < n_rounds; r++) {
+        rounds[r].n_calls = read_u64(0);
+        rounds[r].n_return = read_u64(0);
+        rounds[r].noop = read_u64(0);
+        rounds[r].offsets = malloc(8 * (rounds[r].n_calls * n_in + 1));
+        read_exact(0, rounds[r].offsets, 8 * rounds[r].n_calls * n_in);
+        if (rounds[r].n_calls > max_calls) max_calls = rounds[r].n_calls;
+    }
+    uint8_t *lib = malloc(lib_len ? lib_len : 1);
+    read_exact(0, lib, lib_len);
+
+    /* The library travels as bytes; a memfd keeps it off every filesystem. */
+    int memfd = (int)syscall(SYS_memfd_create, "sage-kernel", 0);
+    if (memfd < 0) die("memfd_create failed");
+    for (uint64_t off = 0; off < lib_len;) {
+        ssize_t n = write(memfd, lib + off, lib_len - off);
+        if (n <= 0) die("writing the library failed");
+        off += (uint64_t)n;
+    }
+    free(lib);
+    char lib_path[64];
+    snprintf(lib_path, sizeof lib_path, "/proc/self/fd/%d", memfd);
+
+    /* Every runtime library a kernel may use is mapped now, before any candidate code. */
+    dlopen("libm.so.6", RTLD_NOW | RTLD_GLOBAL);
+    dlopen("libgomp.so.1", RTLD_NOW | RTLD_GLOBAL);
+    dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL);
+    dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_GLOBAL);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigsys;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSYS, &sa, NULL);
+
+    lock_loading(threads);
+    send_frame("\"kind\":\"hello\",\"runtime\":\"cpu-native-driver\",\"seccomp\":\"allow-list\"", NULL, 0);
+
+    /* Buffers: one set per call position, reused across rounds (fresh contents every call). */
+    Buffer *bufs = malloc(sizeof(Buffer) * max_calls * (n_in + n_out));
+    for (uint64_t c = 0; c < max_calls; c++) {
+        uint64_t k = 0;
+        for (uint64_t i = 0; i < n_args; i++)
+            if (args[i].kind == ARG_IN || args[i].kind == ARG_OUT)
+                bufs[c * (n_in + n_out) + k++] = buffer_new(args[i].bytes);
+    }
+    int64_t ints[SAGE_N_I64 + 1];
+    float f32s[SAGE_N_F32 + 1];
+    double f64s[SAGE_N_F64 + 1];
+    {
+        int ni = 0, nf = 0, nd = 0;
+        for (uint64_t i = 0; i < n_args; i++) {
+            uint64_t bits = args[i].bytes;
+            if (args[i].kind == ARG_I64) memcpy(&ints[ni++], &bits, 8);
+            if (args[i].kind == ARG_F32) {
+                double d;
+                memcpy(&d, &bits, 8);
+                f32s[nf++] = (float)d;
+            }
+            if (args[i].kind == ARG_F64) memcpy(&f64s[nd++], &bits, 8);
+        }
+    }
+    void *kernel = NULL;
+    uint8_t *blob = NULL;
+    size_t blob_cap = 0;
+    uint64_t *call_ns = malloc(8 * max_calls);
+    char rec[1024];
+    const FpEnv expected = fpenv_read();
+
+    for (uint64_t r = 0; r < n_rounds; r++) {
+        uint8_t control = 0;
+        ssize_t got = read(0, &control, 1);
+        if (got != 1 || control != 'G') break;
+        uint64_t blen = read_u64(0);
+        if (blen > blob_cap) {
+            free(blob);
+            blob = malloc(blen);
+            if (!blob) die("out of memory for a round's inputs");
+            blob_cap = blen;
+        }
+        read_exact(0, blob, blen);
+        Round *rd = &rounds[r];
+        if (!rd->noop && kernel == NULL) {
+            void *handle = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
+            if (!handle) {
+                const char *err = dlerror();
+                char safe[600];
+                size_t j = 0;
+                for (const char *s = err ? err : "unknown"; *s && j < sizeof safe - 2; s++)
+                    safe[j++] = (*s == '"' || *s == '\\' || (unsigned char)*s < 32) ? '\'' : *s;
+                safe[j] = 0;
+                snprintf(rec, sizeof rec, "\"kind\":\"load_error\",\"error\":\"%s\"", safe);
+                send_frame(rec, NULL, 0);
+                return 0;
+            }
+            kernel = dlsym(handle, symbol);
+            if (!kernel) {
+                snprintf(rec, sizeof rec, "\"kind\":\"load_error\",\"error\":\"no symbol %s\"", symbol);
+                send_frame(rec, NULL, 0);
+                return 0;
+            }
+            close(memfd);
+            lock_running(threads);
+            send_frame("\"kind\":\"loaded\"", NULL, 0);
+        }
+        for (uint64_t c = 0; c < rd->n_calls; c++) {
+            Buffer *cb = &bufs[c * (n_in + n_out)];
+            void *ptrs[SAGE_N_PTR + 1];
+            uint64_t k = 0, ki = 0;
+            for (uint64_t i = 0; i < n_args; i++) {
+                if (args[i].kind == ARG_IN) {
+                    Buffer *b = &cb[k];
+                    restore_guards(b);
+                    memcpy(b->data, blob + rd->offsets[c * n_in + ki], b->nbytes);
+                    ptrs[k++] = b->data;
+                    ki++;
+                } else if (args[i].kind == ARG_OUT) {
+                    Buffer *b = &cb[k];
+                    restore_guards(b);
+                    fill_pattern(b, args[i].fill, args[i].fill_len);
+                    ptrs[k++] = b->data;
+                }
+            }
+            uint64_t rnd = random_u64();
+            poison_stack((uint8_t)(rnd | 1));
+            mallopt(M_PERTURB, (int)((rnd >> 8) & 0xFF) | 1);
+            errno = (int)((rnd >> 16) & 0x7FFFFFFF);
+            fpenv_write(expected, 0);
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            if (rd->noop)
+                noop_kernel();
+            else
+                sage_call_kernel(kernel, ptrs, ints, f32s, f64s);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            FpEnv after = fpenv_read();
+            call_ns[c] = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)(t1.tv_nsec - t0.tv_nsec);
+            char fp[160] = "ok";
+            if (after.a != expected.a || after.b != expected.b) {
+                snprintf(fp, sizeof fp, "changed: control words 0x%x/0x%x became 0x%x/0x%x", expected.a,
+                         expected.b, after.a, after.b);
+                fpenv_write(expected, 0);
+            }
+            int pos = snprintf(rec, sizeof rec, "\"kind\":\"done\",\"call\":%llu,\"ns\":%llu,\"fpenv\":\"%s\","
+                               "\"inputs_changed\":[", (unsigned long long)c, (unsigned long long)call_ns[c], fp);
+            k = 0;
+            ki = 0;
+            for (uint64_t i = 0; i < n_args; i++) {
+                if (args[i].kind == ARG_IN) {
+                    long diff = first_difference(cb[k].data, blob + rd->offsets[c * n_in + ki], cb[k].nbytes);
+                    pos += snprintf(rec + pos, sizeof rec - (size_t)pos, "%s%ld", ki ? "," : "", diff);
+                    k++;
+                    ki++;
+                } else if (args[i].kind == ARG_OUT) {
+                    k++;
+                }
+            }
+            pos += snprintf(rec + pos, sizeof rec - (size_t)pos, "],\"guards\":[");
+            for (uint64_t j = 0; j < n_in + n_out; j++)
+                pos += snprintf(rec + pos, sizeof rec - (size_t)pos, "%s%s", j ? "," : "",
+                                guards_intact(&cb[j]) ? "true" : "false");
+            snprintf(rec + pos, sizeof rec - (size_t)pos, "]");
+            send_frame(rec, NULL, 0);
+        }
+        /* Which calls are checked is drawn now, after every call of the round has run. */
+        uint64_t n = rd->n_calls;
+        uint64_t want = rd->n_return >= n ? n : rd->n_return;
+        uint8_t chosen[4096];
+        if (n > sizeof chosen) die("too many calls in a round");
+        memset(chosen, want == n, n);
+        for (uint64_t picked = 0; want < n && picked < want;) {
+            uint64_t c = random_u64() % n;
+            if (!chosen[c]) {
+                chosen[c] = 1;
+                picked++;
+            }
+        }
+        for (uint64_t c = 0; c < n; c++) {
+            if (!chosen[c]) continue;
+            Buffer *cb = &bufs[c * (n_in + n_out)];
+            uint64_t total = 0;
+            for (uint64_t j = n_in; j < n_in + n_out; j++) total += cb[j].nbytes;
+            snprintf(rec, sizeof rec, "\"kind\":\"outputs\",\"call\":%llu", (unsigned long long)c);
+            char head[256];
+            int hn = snprintf(head, sizeof head, "{%s,\"nonce\":\"%s\"}\n", rec, nonce);
+            uint64_t len = (uint64_t)hn + total;
+            write_all(&len, 8);
+            write_all(head, (size_t)hn);
+            /* Outputs are the buffers after the inputs, in argument order. */
+            for (uint64_t j = n_in; j < n_in + n_out; j++) write_all(cb[j].data, cb[j].nbytes);
+        }
+        snprintf(rec, sizeof rec, "\"kind\":\"round_end\",\"round\":%llu", (unsigned long long)r);
+        send_frame(rec, NULL, 0);
+    }
+    send_frame("\"kind\":\"end\"", NULL, 0);
+    return 0;
+}
