@@ -16,6 +16,7 @@ class HarnessConfig:
     timing_input_budget_bytes: int = 256 << 20  #: distinct timed inputs held at once; fewer calls if larger
     calibration_rounds: int = 3  #: reference rounds timed before the candidate is loaded (disturbance check)
     fresh_process_recheck: bool = True  #: re-run the default shape reversed in a fresh process (cross-call state)
+    warm_reference: bool = True  #: time the reference in a child of a warm server that imported torch once
     quarantine_remeasure: bool = True  #: re-measure a flagged timing in fresh processes before deciding
     threads: int = 1  #: OpenMP / torch threads for candidate and reference alike
     trials: int = 3  #: correctness trials on the default shape (fresh secret seed and distribution each)

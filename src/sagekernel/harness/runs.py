@@ -14,6 +14,7 @@ import signal as signal_mod
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sagekernel.harness import sandbox
 from sagekernel.harness.session import Exit, Session
@@ -78,6 +79,7 @@ class RuntimeRun:
         scratch: Path,
         symbol: str = "sage_kernel",
         what: str = "the kernel",
+        session_factory: Any = None,
     ) -> None:
         self.plan = plan
         self.what = what
@@ -89,7 +91,8 @@ class RuntimeRun:
         )
         if kind != "bwrap":
             cmd.argv = [sandbox.translate(kind, a, cmd) if a.startswith("/box") else a for a in cmd.argv]
-        self.session = Session(cmd, kind=kind, limits=limits, scratch=scratch, request=request, nonce=plan.nonce)
+        factory = session_factory or Session
+        self.session = factory(cmd, kind=kind, limits=limits, scratch=scratch, request=request, nonce=plan.nonce)
         self.hello: dict[str, object] = {}
         self.round_index = 0
         self.loaded = False
@@ -201,10 +204,10 @@ class RuntimeRun:
     def ended(self, where: str, error: object = None, timeout_s: float | None = None) -> Failure:
         """Why the runtime stopped answering, naming the limit when a limit stopped it."""
         if not self.session.out_of_time and not self.session.stream.problem:
-            sandbox.wait_exit(self.session.proc, 2.0)  # it closed its channel: let it finish dying
-        alive = self.session.proc.poll() is None and (
+            self.session.wait_exit(2.0)  # it closed its channel: let it finish dying
+        alive = self.session.alive() and (
             self.session.out_of_time or timeout_s is not None and self._round_expired)
-        if self.session.proc.poll() is None:
+        if self.session.alive():
             self.session.kill()
         exit_: Exit = self.session.close()
         if self.session.stream.problem:

@@ -85,14 +85,15 @@ class Session:
                     os.close(info_w)
         self._info_fd = info_r
         self._pid: int | None = None if kind == "bwrap" else self.proc.pid
+        assert self.proc.stdin is not None
+        self._stdin = self.proc.stdin
         self._write(request)
 
     # ---- control --------------------------------------------------------------------------------
 
     def _write(self, data: bytes) -> bool:
         """Write to the runtime's stdin on a thread (a dead or stuck child never blocks us)."""
-        assert self.proc.stdin is not None
-        stdin = self.proc.stdin
+        stdin = self._stdin
 
         def feed() -> None:
             with contextlib.suppress(OSError, ValueError):
@@ -164,9 +165,8 @@ class Session:
         if self._exit is not None:
             return self._exit
         with contextlib.suppress(OSError, ValueError):
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(b"Q")
-            self.proc.stdin.close()
+            self._stdin.write(b"Q")
+            self._stdin.close()
         timed_out = False
         if not sandbox.wait_exit(self.proc, max(0.0, min(2.0, self.deadline - time.monotonic()))):
             timed_out = self.out_of_time
@@ -188,6 +188,12 @@ class Session:
         tail = self._log_path.read_bytes()[-sandbox.OUTPUT_TAIL_CHARS :].decode("utf-8", "replace")
         self._exit = Exit(self.proc.returncode, timed_out, self.limits.wall_s, tail, self.kind)
         return self._exit
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_exit(self, timeout_s: float) -> bool:
+        return sandbox.wait_exit(self.proc, timeout_s)
 
     def kill(self) -> Exit:
         sandbox.kill_group(self.proc)

@@ -35,6 +35,7 @@ from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.runs import Failure, RoundResult, RuntimeRun
 from sagekernel.harness.trials import Trial, kernel_args, pack_sets, raw_bytes
 from sagekernel.harness.verdict import Stage
+from sagekernel.harness.warm import WarmSession
 from sagekernel.harness.wire import Plan, Round
 from sagekernel.targets.base import RuntimeSpec
 from sagekernel.tasks.inputs import reference_scale
@@ -130,7 +131,7 @@ def run_timing(task: Task, spec: RuntimeSpec, config: HarnessConfig, kind: str, 
     round_limit = config.call_timeout_s * max(per_round, warmup) + config.start_timeout_s
     cand = RuntimeRun(spec, cand_plan, kind=kind, limits=limits, scratch=scratch / "candidate")
     ref = RuntimeRun(_reference_spec(), ref_plan, kind=kind, limits=ref_limits, scratch=scratch / "reference",
-                     what="the reference")
+                     what="the reference", session_factory=WarmSession if config.warm_reference else None)
     try:
         return _protocol(task, cand, ref, blobs, warm_sets, round_sets, config, box, round_limit, set_bytes,
                          expected0)
