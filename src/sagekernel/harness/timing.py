@@ -33,12 +33,11 @@ from sagekernel.harness import sandbox
 from sagekernel.harness.compare import compare, tensor_from_bytes
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.runs import Failure, RoundResult, RuntimeRun
-from sagekernel.harness.trials import Trial, kernel_args, pack_sets, raw_bytes
+from sagekernel.harness.trials import Trial, kernel_args, pack_sets, raw_bytes, trial_atol
 from sagekernel.harness.verdict import Stage
 from sagekernel.harness.warm import WarmSession
 from sagekernel.harness.wire import Plan, Round
 from sagekernel.targets.base import RuntimeSpec
-from sagekernel.tasks.inputs import reference_scale
 from sagekernel.tasks.loader import build_inputs, reference_outputs
 from sagekernel.tasks.task import Task
 
@@ -269,7 +268,7 @@ def _recheck(task: Task, result: RoundResult, sets: list[list[torch.Tensor]], wh
             continue
         inputs = sets[call.call]
         expected = reference_outputs(task, inputs, dict(task.sizes))
-        atol = task.atol * reference_scale(expected)
+        atol = trial_atol(task, inputs, expected, dict(task.sizes))
         if any(c >= 0 for c in call.inputs_changed) or not all(call.guards):
             return (f"during timing ({where}, call {call.call}) the kernel modified an input or wrote outside "
                     "its buffers")

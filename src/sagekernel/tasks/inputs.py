@@ -333,3 +333,23 @@ def reference_outputs(task: Task, inputs: Sequence[torch.Tensor],
               for spec, o in zip(task.outputs, outputs, strict=True)]
     check_tensors(task, task.outputs, result, full, "reference forward()")
     return result
+
+
+def declared_precision_outputs(task: Task, inputs: Sequence[torch.Tensor],
+                               sizes: Mapping[str, int] | None = None) -> list[torch.Tensor] | None:
+    """The reference computed the way PyTorch itself computes it in the task's declared dtypes
+    (same seeded parameters as `reference_outputs`), or None when that run fails. The harness
+    uses its distance from the float64 reference as the accuracy an honest kernel in the declared
+    precision can be expected to reach."""
+    full = sizes_from_inputs(task, inputs, sizes)
+    module = task_module(task)
+    try:
+        with bound_sizes(module, full), torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(0)
+            model = instantiate(module, task.source_path)
+            outputs = call_forward(model, [t.detach().clone() for t in inputs], task.source_path)
+    except TaskError:
+        return None
+    if len(outputs) != len(task.outputs):
+        return None
+    return [o.detach().to(torch_dtype(spec.dtype)).contiguous() for spec, o in zip(task.outputs, outputs, strict=True)]

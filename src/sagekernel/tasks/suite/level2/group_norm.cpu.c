@@ -8,12 +8,13 @@ void sage_kernel(const float* restrict x, const float* restrict weight, const fl
         for (int64_t g = 0; g < G; ++g) {
             const float* xb = x + (n * G + g) * block;
             float* ob = out + (n * G + g) * block;
-            float mean = 0.0f;
-            for (int64_t i = 0; i < block; ++i) mean += xb[i];
-            mean /= (float)block;
-            float var = 0.0f;
-            for (int64_t i = 0; i < block; ++i) { float c = xb[i] - mean; var += c * c; }
-            var /= (float)block;
+            /* double accumulators: float running sums near a large mean lose digits */
+            double sum = 0.0;
+            for (int64_t i = 0; i < block; ++i) sum += xb[i];
+            float mean = (float)(sum / (double)block);
+            double sq = 0.0;
+            for (int64_t i = 0; i < block; ++i) { double c = (double)xb[i] - (double)mean; sq += c * c; }
+            float var = (float)(sq / (double)block);
             float rstd = 1.0f / sqrtf(var + eps);
             for (int64_t c = 0; c < CG; ++c) {
                 float w = weight[g * CG + c] * rstd, bb = bias[g * CG + c];
