@@ -24,7 +24,7 @@ from sagekernel.errors import SageError, TaskError
 from sagekernel.harness import sandbox
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.correctness import run_correctness
-from sagekernel.harness.timing import QUARANTINE_FLAGS, TimingOutcome, run_timing
+from sagekernel.harness.timing import INTEGRITY_FLAGS, QUARANTINE_FLAGS, TimingOutcome, run_timing
 from sagekernel.harness.trials import Trial, plan_trials
 from sagekernel.harness.verdict import Stage, Verdict
 from sagekernel.protocols import Target
@@ -188,8 +188,8 @@ def _run(
     timed_out = run_timing(task, spec, config, kind, workdir / "timing")
     attempts = [timed_out]
     if timed_out.stage is Stage.OK and QUARANTINE_FLAGS & set(timed_out.flags) and config.quarantine_remeasure:
-        # Quarantine: re-measure in fresh processes with fresh inputs before believing it.
-        attempts.append(run_timing(task, spec, config, kind, workdir / "timing-recheck"))
+        # Quarantine: re-measure in fresh processes with fresh inputs, every timed call checked.
+        attempts.append(run_timing(task, spec, config, kind, workdir / "timing-recheck", check_every_call=True))
     verdict.durations_s["timing"] = time.perf_counter() - t0
     return _finish(_timing_verdict(verdict, outcome.message, attempts), t_start)
 
@@ -210,19 +210,29 @@ def _timing_verdict(verdict: Verdict, correct_message: str, attempts: list[Timin
     verdict.candidate_ms, verdict.reference_ms, verdict.speedup = last.candidate_ms, last.reference_ms, last.speedup
     verdict.stage = Stage.OK
     flagged = sorted(QUARANTINE_FLAGS & set(last.flags))
+    reasons: list[str] = []
     if len(attempts) > 1:
-        first = sorted(QUARANTINE_FLAGS & set(attempts[0].flags))
-        verdict.quarantine = first
-        verdict.timing["first_measurement"] = {"speedup": attempts[0].speedup, "flags": attempts[0].flags}
-    if flagged:
+        first = attempts[0]
+        verdict.quarantine = sorted(QUARANTINE_FLAGS & set(first.flags))
+        verdict.timing["first_measurement"] = {"speedup": first.speedup, "flags": first.flags}
+        # Confirmed only by a clean re-measurement (fresh processes and inputs, every timed call
+        # checked) that reproduces the first within a factor of two; integrity flags never clear.
+        reasons = sorted(INTEGRITY_FLAGS & set(last.flags))
+        if "speedup_audit" in flagged and first.speedup and last.speedup and not (
+                0.5 <= last.speedup / first.speedup <= 2.0):
+            reasons.append("speedup_not_reproduced")
+    elif flagged:
+        reasons = flagged  # re-measurement disabled: the flags stand
+    if reasons:
         verdict.suspect = True
-        verdict.quarantine = sorted(set(verdict.quarantine) | set(flagged))
-        verdict.message = (f"{correct_message}; {last.message}. SUSPECT: quarantined ({', '.join(flagged)}) after "
-                           "a fresh re-measurement; this result earns no credit until a person confirms it")
+        verdict.quarantine = sorted(set(verdict.quarantine) | set(reasons))
+        verdict.message = (f"{correct_message}; {last.message}. SUSPECT: quarantined ({', '.join(reasons)}); "
+                           "this result earns no credit until a person confirms it")
+    elif verdict.quarantine:
+        verdict.message = (f"{correct_message}; {last.message} (quarantined for {', '.join(verdict.quarantine)}, "
+                           "then confirmed by a fresh re-measurement with every timed call checked)")
     else:
-        cleared = " (a first measurement was quarantined and a fresh re-measurement cleared it)" if (
-            verdict.quarantine) else ""
-        verdict.message = f"{correct_message}; {last.message}{cleared}"
+        verdict.message = f"{correct_message}; {last.message}"
     return verdict
 
 

@@ -10,6 +10,7 @@ processes (candidate and reference) and read each one's kernel-accounted run tim
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import select
@@ -66,6 +67,8 @@ class Session:
         scratch.mkdir(parents=True, exist_ok=True)
         self._log_path = scratch / "child.log"
         read_fd, write_fd = os.pipe()
+        with contextlib.suppress(OSError, AttributeError):  # fewer wake-ups for large outputs
+            fcntl.fcntl(read_fd, fcntl.F_SETPIPE_SZ, 1 << 20)
         info_r, info_w = os.pipe() if kind == "bwrap" else (-1, -1)
         argv, env, cwd = sandbox.command_line(
             cmd, kind=kind, limits=limits, result_fd=write_fd, scratch_dir=scratch,

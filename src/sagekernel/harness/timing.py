@@ -43,11 +43,16 @@ from sagekernel.tasks.task import Task
 
 CHILDREN_DIR = Path(__file__).resolve().parent / "children"
 BYTES_PER_SECOND_PER_THREAD_FLOOR = 0.5e12
-QUARANTINE_FLAGS = frozenset({"speedup_audit", "below_bandwidth_floor", "timer_mismatch",
-                              "candidate_active_during_reference", "reference_disturbed"})
+#: Evidence that the measurement itself was tampered with or is physically impossible.
+INTEGRITY_FLAGS = frozenset({"below_bandwidth_floor", "timer_mismatch", "candidate_active_during_reference",
+                             "reference_disturbed"})
+#: Any of these sends the timing to quarantine: a re-measurement in fresh processes, fresh inputs,
+#: every timed call checked.
+QUARANTINE_FLAGS = INTEGRITY_FLAGS | {"speedup_audit"}
 #: Kernel-accounted CPU time of an idle runtime during a reference round stays under this.
 IDLE_NS = 3_000_000
-REFERENCE_DISTURBED_RATIO = 1.6
+REFERENCE_DISTURBED_RATIO = 1.5
+MIN_ROUNDS = 3
 
 
 @dataclass
@@ -63,12 +68,19 @@ class TimingOutcome:
 
 
 def call_budget(config: HarnessConfig, set_bytes: int) -> tuple[int, int, int]:
-    """(warm-up calls, rounds, calls per round) such that every call has its own input set and
-    at most `timing_input_budget_bytes` of inputs exist per round."""
-    per_round_cap = max(1, config.timing_input_budget_bytes // max(1, set_bytes))
+    """(warm-up calls, rounds, calls per round) such that every call has its own input set and the
+    whole run makes at most `timing_input_budget_bytes` of inputs: large inputs get fewer timed calls
+    (at least MIN_ROUNDS rounds of one), never fewer distinct inputs."""
+    sets = max(1, config.timing_input_budget_bytes // max(1, set_bytes))
     rounds = max(1, min(config.rounds, config.iters))
-    per_round = max(1, min(config.iters // rounds, per_round_cap))
-    return max(1, min(config.warmup, per_round_cap)), rounds, per_round
+    per_round = max(1, config.iters // rounds)
+    warmup = max(1, config.warmup)
+    while warmup + rounds * per_round > sets and per_round > 1:
+        per_round -= 1
+    while warmup + rounds * per_round > sets and rounds > MIN_ROUNDS:
+        rounds -= 1
+    warmup = max(1, min(warmup, sets - rounds * per_round))
+    return warmup, rounds, per_round
 
 
 def _task_record(task: Task) -> dict[str, Any]:
@@ -84,7 +96,8 @@ def _reference_spec() -> RuntimeSpec:
                        address_space_bytes=None, name="torch-reference")
 
 
-def run_timing(task: Task, spec: RuntimeSpec, config: HarnessConfig, kind: str, scratch: Path) -> TimingOutcome:
+def run_timing(task: Task, spec: RuntimeSpec, config: HarnessConfig, kind: str, scratch: Path,
+               check_every_call: bool = False) -> TimingOutcome:
     sizes = dict(task.sizes)
     probe = build_inputs(task, sizes, secrets.randbits(62), "default")
     set_bytes = sum(len(raw_bytes(t)) for t in probe)
@@ -102,7 +115,7 @@ def run_timing(task: Task, spec: RuntimeSpec, config: HarnessConfig, kind: str, 
     expected0 = reference_outputs(task, probe, sizes)
     template = Trial(0, "default", sizes, "default", 0, probe, expected0)
     args = kernel_args(task, template)
-    k = min(config.recheck_per_round, per_round)
+    k = per_round if check_every_call else min(config.recheck_per_round, per_round)
 
     cand_plan = Plan(secrets.token_hex(16), args, [], threads=config.threads)
     cand_plan.artifact_blob = spec.artifact.read_bytes() if spec.artifact else b""
@@ -133,7 +146,7 @@ def run_timing(task: Task, spec: RuntimeSpec, config: HarnessConfig, kind: str, 
                      what="the reference", session_factory=WarmSession if config.warm_reference else None)
     try:
         return _protocol(task, cand, ref, blobs, warm_sets, round_sets, config, box, round_limit, set_bytes,
-                         expected0)
+                         expected0, check_every_call)
     finally:
         cand.finish()
         ref.finish()
@@ -154,7 +167,7 @@ def _protocol(
     task: Task, cand: RuntimeRun, ref: RuntimeRun, blobs: list[tuple[bytes, list[list[tuple[int, int]]]]],
     warm_sets: list[tuple[int, list[torch.Tensor]]], round_sets: list[list[tuple[int, list[torch.Tensor]]]],
     config: HarnessConfig, box: dict[str, Any], round_limit: float, set_bytes: int,
-    expected0: list[torch.Tensor],
+    expected0: list[torch.Tensor], check_every_call: bool,
 ) -> TimingOutcome:
     rng = secrets.SystemRandom()
 
@@ -228,15 +241,17 @@ def _protocol(
     floor_ms = moved / (BYTES_PER_SECOND_PER_THREAD_FLOOR * max(1, config.threads)) * 1e3
     if c_med < floor_ms:
         flags.append("below_bandwidth_floor")
-    cal_med = statistics.median(calibration) if calibration else None
-    if cal_med and r_med > REFERENCE_DISTURBED_RATIO * cal_med and r_med - cal_med > 0.05:
+    # Disturbed only if every interleaved round is slower than every round timed before the
+    # candidate was loaded: robust to the noise spikes of a shared machine.
+    if calibration and min(ref_ms) > REFERENCE_DISTURBED_RATIO * max(calibration):
         flags.append("reference_disturbed")
     timing = {
         "method": "interleaved_ab_two_processes",
         "clock": "CLOCK_MONOTONIC in the runtime, per call; schedstat cross-check from the parent",
         "warmup": len(warm_sets), "rounds": len(round_sets), "calls_per_round": len(round_sets[0]),
         "iters": len(round_sets) * len(round_sets[0]), "distinct_input_sets": len(warm_sets) + sum(map(len, round_sets)),
-        "rechecked_per_round": min(config.recheck_per_round, len(round_sets[0])),
+        "rechecked_per_round": len(round_sets[0]) if check_every_call else min(config.recheck_per_round,
+                                                                                len(round_sets[0])),
         "rechecked_rounds": list(range(len(round_sets))),
         "threads": config.threads, "sizes": dict(task.sizes),
         "reference": "PyTorch Model.forward in its own sandboxed process, fp32 as declared",
@@ -283,4 +298,4 @@ def _recheck(task: Task, result: RoundResult, sets: list[list[torch.Tensor]], wh
     return None
 
 
-__all__ = ["QUARANTINE_FLAGS", "TimingOutcome", "call_budget", "run_timing"]
+__all__ = ["INTEGRITY_FLAGS", "QUARANTINE_FLAGS", "TimingOutcome", "call_budget", "run_timing"]

@@ -77,10 +77,10 @@ def trial_atol(task: Task, inputs: list[torch.Tensor], expected: list[torch.Tens
     for got, exp in zip(declared, expected, strict=True):
         if not exp.is_floating_point() or not exp.numel():
             continue
-        diff = (got.double() - exp.double()).abs()
-        diff = diff[torch.isfinite(diff)]
-        if diff.numel():
-            worst = max(worst, float(diff.max()))
+        work = torch.float32 if exp.dtype in (torch.float16, torch.bfloat16, torch.float32) else torch.float64
+        diff = (got.to(work) - exp.to(work)).abs()
+        diff = torch.where(torch.isfinite(diff), diff, torch.zeros((), dtype=work))
+        worst = max(worst, float(diff.max()))
     return atol + FRAMEWORK_ERROR_FACTOR * worst
 
 

@@ -65,9 +65,26 @@ def parse_spec(spec: str) -> ModelSpec:
     return ModelSpec(kind, model=match.group("model"), base_url=url.rstrip("/") if url else None)
 
 
+#: Entry-point group through which a third party adds a model kind: the entry point's name is the
+#: spec's kind (`mykind:...`), its object a factory `(spec, *, config, log, budget) -> Model`.
+ENTRY_POINT_GROUP = "sagekernel.models"
+
+
+def plugin_kinds() -> dict[str, object]:
+    from importlib import metadata
+
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name not in KINDS}
+
+
 def make_model(spec: str, *, config: ModelConfig | None = None, log: ExchangeLog | None = None,
                budget: Budget | None = None) -> BackendModel:
-    """The `Model` for a spec string, with its config, exchange log and budget attached."""
+    """The `Model` for a spec string, with its config, exchange log and budget attached. Kinds not
+    built in are looked up in the `sagekernel.models` entry points."""
+    kind = spec.strip().partition(":")[0]
+    plugins = plugin_kinds() if kind not in KINDS else {}
+    if kind in plugins:
+        factory = plugins[kind].load()  # type: ignore[attr-defined]
+        return factory(spec.strip(), config=config or ModelConfig(), log=log, budget=budget)  # type: ignore[no-any-return]
     parsed = parse_spec(spec)
     config = config or ModelConfig()
     name = spec.strip()

@@ -201,7 +201,12 @@ def reference_scale(expected: Sequence[torch.Tensor]) -> float:
     reduced-precision arithmetic cannot hide behind large inputs. The median resists the few huge
     values of heavy-tailed outputs.
     """
-    values = [t.detach().double().reshape(-1) for t in expected if t.is_floating_point() and t.numel()]
+    values = []
+    for t in expected:
+        if t.is_floating_point() and t.numel():
+            flat = t.detach().reshape(-1)
+            step = max(1, flat.numel() // 65536)  # a strided sample keeps this cheap on huge outputs
+            values.append(flat[::step].double())
     if not values:
         return 1.0
     flat = torch.cat(values)
