@@ -32,7 +32,9 @@ def test_large_payloads_parse_in_linear_time() -> None:
 
 def test_a_forged_frame_stops_the_stream() -> None:
     stream = FrameStream("good")
-    stream.feed(frame("good", {"kind": "hello"}) + frame("bad", {"kind": "done"}) + frame("good", {"kind": "end"}))
+    stream.feed(
+        frame("good", {"kind": "hello"}) + frame("bad", {"kind": "done"}) + frame("good", {"kind": "end"})
+    )
     assert [f.kind for f in stream.frames] == ["hello"]
     assert stream.problem == "a frame with a wrong nonce"
 
@@ -47,8 +49,11 @@ def test_frames_split_anywhere_reassemble() -> None:
 
 
 def test_plans_encode_for_both_readers() -> None:
-    plan = Plan("0" * 32, [Arg("in", 8), Arg("out", 8, fill=b"\xa5" * 4), Arg("i64", value=7),
-                            Arg("f32", value=0.5)], [Round([[(0, 8)]], ALL), Round([[(8, 8)]], 1, noop=True)])
+    plan = Plan(
+        "0" * 32,
+        [Arg("in", 8), Arg("out", 8, fill=b"\xa5" * 4), Arg("i64", value=7), Arg("f32", value=0.5)],
+        [Round([[(0, 8)]], ALL), Round([[(8, 8)]], 1, noop=True)],
+    )
     plan.artifact_blob = b"LIB"
     binary = encode_binary(plan, "sage_kernel")
     assert binary.startswith(b"SAGEBIN2" + b"0" * 32) and binary.endswith(b"LIB")

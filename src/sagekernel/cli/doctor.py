@@ -38,8 +38,15 @@ def facts() -> dict[str, Any]:
                 ok, why = target.available(device.name)
             except Exception as exc:  # available() must not raise; say so if it does
                 ok, why = False, f"available() raised {type(exc).__name__}: {exc}"
-            rows.append({"device": device.name, "available": ok, "reason": why,
-                         "evidence": device.evidence.value, "timed": device.timed})
+            rows.append(
+                {
+                    "device": device.name,
+                    "available": ok,
+                    "reason": why,
+                    "evidence": device.evidence.value,
+                    "timed": device.timed,
+                }
+            )
         targets.append({"target": name, "devices": rows})
     seccomp = "missing"
     try:
@@ -92,14 +99,26 @@ def doctor_command(
         if "error" in t:
             table.add_row(t["target"], "-", "no", "-", "-", escape(t["error"]))
         for d in t["devices"]:
-            table.add_row(t["target"], d["device"], "yes" if d["available"] else "no", d["evidence"],
-                          "yes" if d["timed"] else "no", escape(d["reason"]))
+            table.add_row(
+                t["target"],
+                d["device"],
+                "yes" if d["available"] else "no",
+                d["evidence"],
+                "yes" if d["timed"] else "no",
+                escape(d["reason"]),
+            )
     console.print(table)
     box = data["sandbox"]
-    console.print(f"sandbox: {box['best']} (bubblewrap {'works' if box['bwrap'] else 'unavailable'}, "
-                  f"prlimit {'found' if box['prlimit'] else 'missing'}, Python seccomp bindings: "
-                  f"{box['python_seccomp_bindings']})")
+    console.print(
+        f"sandbox: {box['best']} (bubblewrap {'works' if box['bwrap'] else 'unavailable'}, "
+        f"prlimit {'found' if box['prlimit'] else 'missing'}, Python seccomp bindings: "
+        f"{box['python_seccomp_bindings']})"
+    )
     env = data["python"]
-    console.print(escape(f"python {env['python']} at {env['executable']}"
-                         f"{' (virtual environment)' if env['virtual_env'] else ''}; torch {env['torch']}; "
-                         f"bound into the sandbox: {', '.join(env['bound_into_sandbox'])}"))
+    console.print(
+        escape(
+            f"python {env['python']} at {env['executable']}"
+            f"{' (virtual environment)' if env['virtual_env'] else ''}; torch {env['torch']}; "
+            f"bound into the sandbox: {', '.join(env['bound_into_sandbox'])}"
+        )
+    )

@@ -80,7 +80,11 @@ def compare(
     total = e.numel()
     if a.numel() != total:
         return Mismatch(total, total, (), f"{total} elements", f"{a.numel()}", "wrong element count")
-    if a.dtype == e.dtype and torch.equal(a, e) and not (expected.is_floating_point() and bool(torch.isnan(e).any())):
+    if (
+        a.dtype == e.dtype
+        and torch.equal(a, e)
+        and not (expected.is_floating_point() and bool(torch.isnan(e).any()))
+    ):
         return None  # bit-identical (the common case for exact ops): nothing more to check
     if not expected.is_floating_point():
         # bool outputs are read as raw bytes (uint8), so anything but 0/1 is wrong
@@ -115,8 +119,10 @@ def compare(
             detail = "infinities must match exactly"
         else:
             assert tol is not None
-            detail = (f"|diff| {abs(act_v - exp_v):.3g} > tolerance {float(tol[first]):.3g} "
-                      f"= atol {atol:g} + rtol {rtol:g}*|expected|")
+            detail = (
+                f"|diff| {abs(act_v - exp_v):.3g} > tolerance {float(tol[first]):.3g} "
+                f"= atol {atol:g} + rtol {rtol:g}*|expected|"
+            )
     elif raw is not None:
         width = len(SENTINELS[dtype])
         if raw[first * width : (first + 1) * width] == SENTINELS[dtype]:

@@ -13,9 +13,13 @@ class HarnessConfig:
     iters: int = 100  #: timed calls of each side, split evenly over `rounds` (each on never-seen inputs)
     rounds: int = 10  #: interleaved A/B rounds (random order per round); speedup = median of per-round ratios
     recheck_per_round: int = 2  #: timed calls per round whose outputs are checked, drawn after the round
-    timing_input_budget_bytes: int = 512 << 20  #: bytes of distinct inputs per timing run; fewer calls if larger
+    timing_input_budget_bytes: int = (
+        512 << 20
+    )  #: bytes of distinct inputs per timing run; fewer calls if larger
     calibration_rounds: int = 3  #: reference rounds timed before the candidate is loaded (disturbance check)
-    fresh_process_recheck: bool = True  #: re-run the default shape reversed in a fresh process (cross-call state)
+    fresh_process_recheck: bool = (
+        True  #: re-run the default shape reversed in a fresh process (cross-call state)
+    )
     warm_reference: bool = True  #: time the reference in a child of a warm server that imported torch once
     quarantine_remeasure: bool = True  #: re-measure a flagged timing in fresh processes before deciding
     threads: int = 1  #: OpenMP / torch threads for candidate and reference alike

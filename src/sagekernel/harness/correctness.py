@@ -44,7 +44,8 @@ def limits_for(config: HarnessConfig, spec: RuntimeSpec, calls: int) -> sandbox.
     return sandbox.Limits(
         wall_s=wall,
         cpu_s=int(wall * max(1, config.threads)) + 1,
-        address_space_bytes=spec.address_space_bytes and max(spec.address_space_bytes, config.memory_limit_bytes),
+        address_space_bytes=spec.address_space_bytes
+        and max(spec.address_space_bytes, config.memory_limit_bytes),
     )
 
 
@@ -61,8 +62,9 @@ def run_shape(
     failure = run.started()
     if failure is not None:
         return failure, {}
-    result = run.run_round(blob, [t.describe() for t in trials], config.call_timeout_s * len(trials)
-                           + config.start_timeout_s)
+    result = run.run_round(
+        blob, [t.describe() for t in trials], config.call_timeout_s * len(trials) + config.start_timeout_s
+    )
     run.finish()
     return result, dict(run.hello)
 
@@ -72,15 +74,19 @@ def judge_call(task: Task, trial: Trial, call: Any) -> str | None:
     for spec, changed in zip(task.inputs, call.inputs_changed, strict=False):
         if changed >= 0:
             elem = changed // max(1, trial.inputs[task.inputs.index(spec)].element_size())
-            return (f"input '{spec.name}' was modified by the kernel (first changed element at flat index "
-                    f"{elem}) on the {trial.describe()}; inputs are read-only")
+            return (
+                f"input '{spec.name}' was modified by the kernel (first changed element at flat index "
+                f"{elem}) on the {trial.describe()}; inputs are read-only"
+            )
     names = [s.name for s in task.inputs] + [s.name for s in task.outputs]
     for pos, ok in enumerate(call.guards):
         if not ok:
             what = "input" if pos < len(task.inputs) else "output"
-            return (f"the kernel wrote outside the bounds of {what} '{names[pos]}' (guard bytes around the "
-                    f"buffer changed) on the {trial.describe()}; check loop bounds and vector tails against "
-                    "the sizes passed in")
+            return (
+                f"the kernel wrote outside the bounds of {what} '{names[pos]}' (guard bytes around the "
+                f"buffer changed) on the {trial.describe()}; check loop bounds and vector tails against "
+                "the sizes passed in"
+            )
     for k, spec in enumerate(task.outputs):
         exp = trial.expected[k]
         dtype = torch.uint8 if spec.dtype == "bool" else exp.dtype
@@ -96,8 +102,16 @@ def run_correctness(
 ) -> Outcome:
     box: dict[str, Any] = {"kind": kind, "runtime": spec.name}
     checks: dict[str, Any] = {
-        "trials": [{"shape": t.shape_label, "sizes": t.sizes, "distribution": t.distribution, "seed": t.seed,
-                    "atol": t.atol} for t in trials],
+        "trials": [
+            {
+                "shape": t.shape_label,
+                "sizes": t.sizes,
+                "distribution": t.distribution,
+                "seed": t.seed,
+                "atol": t.atol,
+            }
+            for t in trials
+        ],
         "distributions": sorted({t.distribution for t in trials}),
     }
 
@@ -127,22 +141,38 @@ def run_correctness(
             return out(result.stage, result.message, result.flags)
         for trial, call in zip(default, result.calls, strict=True):
             if list(call.outputs or []) != first_outputs[trial.index]:
-                k = next(i for i, (a, b) in enumerate(zip(call.outputs or [], first_outputs[trial.index],
-                                                           strict=False)) if a != b)
-                return out(Stage.CORRECTNESS, "not deterministic: the same inputs gave different bits in a fresh "
-                           f"process with the calls in another order (output '{task.outputs[k].name}', the "
-                           f"{trial.describe()}); the kernel reads uninitialised memory or keeps state "
-                           "between calls", ["cross_call_state"])
+                k = next(
+                    i
+                    for i, (a, b) in enumerate(
+                        zip(call.outputs or [], first_outputs[trial.index], strict=False)
+                    )
+                    if a != b
+                )
+                return out(
+                    Stage.CORRECTNESS,
+                    "not deterministic: the same inputs gave different bits in a fresh "
+                    f"process with the calls in another order (output '{task.outputs[k].name}', the "
+                    f"{trial.describe()}); the kernel reads uninitialised memory or keeps state "
+                    "between calls",
+                    ["cross_call_state"],
+                )
     checks["calls"] = len(trials) + (len(default) if config.fresh_process_recheck else 0)
     checks["processes"] = len(shapes) + (1 if config.fresh_process_recheck and default else 0)
     if config.canaries:
         passing, cached = task_canaries(task, config, trials)
         checks["canaries"] = {"checked": list(CANARIES), "passing": passing, "cached": cached}
         if passing:
-            return out(Stage.BROKEN_TASK, f"the task is broken: the null kernel(s) {', '.join(passing)} pass every "
-                       "trial, so passing says nothing about a candidate", ["broken_task"])
-    return out(Stage.OK, f"correct on {len(trials)} trials over {len(shapes)} shapes and "
-               f"{len(checks['distributions'])} value distributions")
+            return out(
+                Stage.BROKEN_TASK,
+                f"the task is broken: the null kernel(s) {', '.join(passing)} pass every "
+                "trial, so passing says nothing about a candidate",
+                ["broken_task"],
+            )
+    return out(
+        Stage.OK,
+        f"correct on {len(trials)} trials over {len(shapes)} shapes and "
+        f"{len(checks['distributions'])} value distributions",
+    )
 
 
-__all__ = ["Outcome", "judge_call", "limits_for", "run_correctness", "run_shape", "raw_bytes"]
+__all__ = ["Outcome", "judge_call", "limits_for", "raw_bytes", "run_correctness", "run_shape"]

@@ -49,7 +49,10 @@ def _lint_message(verdict: Verdict) -> str:
 
 
 def evaluate(
-    task: Task, source: Candidate | str, target: Target, config: HarnessConfig | None = None,
+    task: Task,
+    source: Candidate | str,
+    target: Target,
+    config: HarnessConfig | None = None,
     device: str | None = None,
 ) -> Verdict:
     """Judge one candidate for `task` on `target` (its first device unless `device` is given)."""
@@ -69,8 +72,11 @@ def evaluate(
     wanted = [f.path for f in target.files(task)]
     missing = [p for p in wanted if not candidate.files.get(p, "").strip()]
     if candidate.is_empty() or (len(wanted) > 1 and missing):
-        verdict.message = ("the reply had no usable source" if candidate.is_empty() else
-                           f"the reply is missing the file(s) {', '.join(missing)}")
+        verdict.message = (
+            "the reply had no usable source"
+            if candidate.is_empty()
+            else f"the reply is missing the file(s) {', '.join(missing)}"
+        )
         return _finish(verdict, t_start)
     if config.static_checks:
         verdict.lint = target.lint(candidate, task)
@@ -83,8 +89,19 @@ def evaluate(
     try:
         with parent_threads(config.parent_threads):
             planner = _Planner(task, config)
-            return _run(task, candidate, target, device_info.name, device_info.timed, config, kind, verdict,
-                        workdir, t_start, planner)
+            return _run(
+                task,
+                candidate,
+                target,
+                device_info.name,
+                device_info.timed,
+                config,
+                kind,
+                verdict,
+                workdir,
+                t_start,
+                planner,
+            )
     finally:
         if planner is not None:
             planner.thread.join()  # never leave tensor work running after the verdict
@@ -139,17 +156,28 @@ class _Planner:
 
 
 def _run(
-    task: Task, candidate: Candidate, target: Target, device: str, timed: bool, config: HarnessConfig, kind: str,
-    verdict: Verdict, workdir: Path, t_start: float, planner: _Planner,
+    task: Task,
+    candidate: Candidate,
+    target: Target,
+    device: str,
+    timed: bool,
+    config: HarnessConfig,
+    kind: str,
+    verdict: Verdict,
+    workdir: Path,
+    t_start: float,
+    planner: _Planner,
 ) -> Verdict:
     t0 = time.perf_counter()
-    built = target.build(candidate, task, workdir, device=device, sandbox_kind=kind,
-                         timeout_s=config.build_timeout_s)
+    built = target.build(
+        candidate, task, workdir, device=device, sandbox_kind=kind, timeout_s=config.build_timeout_s
+    )
     verdict.durations_s["build"] = time.perf_counter() - t0
     verdict.build = dict(built.info)
     if not built.ok and not (built.stage == "lint" and not config.static_checks):
-        verdict.stage = {"compile": Stage.COMPILE, "load": Stage.LOAD, "lint": Stage.LINT}.get(built.stage,
-                                                                                            Stage.COMPILE)
+        verdict.stage = {"compile": Stage.COMPILE, "load": Stage.LOAD, "lint": Stage.LINT}.get(
+            built.stage, Stage.COMPILE
+        )
         verdict.lint = list(built.findings)
         verdict.message = _lint_message(verdict) if built.stage == "lint" and verdict.lint else built.message
         return _finish(verdict, t_start)
@@ -181,15 +209,24 @@ def _run(
     verdict.evidence = next(d.evidence.value for d in target.devices() if d.name == device)
     if config.skip_timing or not timed:
         verdict.stage = Stage.OK
-        verdict.message = outcome.message + ("; timing skipped" if timed else f"; not timed (device {device!r} "
-                                             "is an emulator or interpreter: its times mean nothing)")
+        verdict.message = outcome.message + (
+            "; timing skipped"
+            if timed
+            else f"; not timed (device {device!r} is an emulator or interpreter: its times mean nothing)"
+        )
         return _finish(verdict, t_start)
     t0 = time.perf_counter()
     timed_out = run_timing(task, spec, config, kind, workdir / "timing")
     attempts = [timed_out]
-    if timed_out.stage is Stage.OK and QUARANTINE_FLAGS & set(timed_out.flags) and config.quarantine_remeasure:
+    if (
+        timed_out.stage is Stage.OK
+        and QUARANTINE_FLAGS & set(timed_out.flags)
+        and config.quarantine_remeasure
+    ):
         # Quarantine: re-measure in fresh processes with fresh inputs, every timed call checked.
-        attempts.append(run_timing(task, spec, config, kind, workdir / "timing-recheck", check_every_call=True))
+        attempts.append(
+            run_timing(task, spec, config, kind, workdir / "timing-recheck", check_every_call=True)
+        )
     verdict.durations_s["timing"] = time.perf_counter() - t0
     return _finish(_timing_verdict(verdict, outcome.message, attempts), t_start)
 
@@ -207,7 +244,11 @@ def _timing_verdict(verdict: Verdict, correct_message: str, attempts: list[Timin
         return verdict
     verdict.timing = dict(last.timing)
     verdict.flags.extend(last.flags)
-    verdict.candidate_ms, verdict.reference_ms, verdict.speedup = last.candidate_ms, last.reference_ms, last.speedup
+    verdict.candidate_ms, verdict.reference_ms, verdict.speedup = (
+        last.candidate_ms,
+        last.reference_ms,
+        last.speedup,
+    )
     verdict.stage = Stage.OK
     flagged = sorted(QUARANTINE_FLAGS & set(last.flags))
     reasons: list[str] = []
@@ -218,19 +259,27 @@ def _timing_verdict(verdict: Verdict, correct_message: str, attempts: list[Timin
         # Confirmed only by a clean re-measurement (fresh processes and inputs, every timed call
         # checked) that reproduces the first within a factor of two; integrity flags never clear.
         reasons = sorted(INTEGRITY_FLAGS & set(last.flags))
-        if "speedup_audit" in flagged and first.speedup and last.speedup and not (
-                0.5 <= last.speedup / first.speedup <= 2.0):
+        if (
+            "speedup_audit" in flagged
+            and first.speedup
+            and last.speedup
+            and not (0.5 <= last.speedup / first.speedup <= 2.0)
+        ):
             reasons.append("speedup_not_reproduced")
     elif flagged:
         reasons = flagged  # re-measurement disabled: the flags stand
     if reasons:
         verdict.suspect = True
         verdict.quarantine = sorted(set(verdict.quarantine) | set(reasons))
-        verdict.message = (f"{correct_message}; {last.message}. SUSPECT: quarantined ({', '.join(reasons)}); "
-                           "this result earns no credit until a person confirms it")
+        verdict.message = (
+            f"{correct_message}; {last.message}. SUSPECT: quarantined ({', '.join(reasons)}); "
+            "this result earns no credit until a person confirms it"
+        )
     elif verdict.quarantine:
-        verdict.message = (f"{correct_message}; {last.message} (quarantined for {', '.join(verdict.quarantine)}, "
-                           "then confirmed by a fresh re-measurement with every timed call checked)")
+        verdict.message = (
+            f"{correct_message}; {last.message} (quarantined for {', '.join(verdict.quarantine)}, "
+            "then confirmed by a fresh re-measurement with every timed call checked)"
+        )
     else:
         verdict.message = f"{correct_message}; {last.message}"
     return verdict

@@ -86,13 +86,18 @@ class RuntimeRun:
         self.out_sizes = [a.nbytes for a in plan.outputs]
         request = encode_json(plan) if spec.python else encode_binary(plan, symbol)
         cmd = sandbox.SandboxCommand(
-            argv=list(spec.argv), ro_binds=list(spec.ro_binds), env={**sandbox.thread_env(plan.threads), **spec.env},
-            python=spec.python, device_nodes=list(spec.device_nodes),
+            argv=list(spec.argv),
+            ro_binds=list(spec.ro_binds),
+            env={**sandbox.thread_env(plan.threads), **spec.env},
+            python=spec.python,
+            device_nodes=list(spec.device_nodes),
         )
         if kind != "bwrap":
             cmd.argv = [sandbox.translate(kind, a, cmd) if a.startswith("/box") else a for a in cmd.argv]
         factory = session_factory or Session
-        self.session = factory(cmd, kind=kind, limits=limits, scratch=scratch, request=request, nonce=plan.nonce)
+        self.session = factory(
+            cmd, kind=kind, limits=limits, scratch=scratch, request=request, nonce=plan.nonce
+        )
         self.hello: dict[str, object] = {}
         self.round_index = 0
         self.loaded = False
@@ -124,7 +129,9 @@ class RuntimeRun:
             frame = self.session.next_frame(max(0.0, deadline - time.monotonic()))
             if frame is None or frame.kind != "loaded":
                 if frame is not None and frame.kind == "load_error":
-                    return Failure(Stage.LOAD, f"the built object could not be loaded: {frame.record.get('error')}")
+                    return Failure(
+                        Stage.LOAD, f"the built object could not be loaded: {frame.record.get('error')}"
+                    )
                 return self._protocol_or_end(frame, "while loading", timeout_s)
             self.loaded = True
         calls: list[CallResult] = []
@@ -138,11 +145,22 @@ class RuntimeRun:
                 return self._forged(f"a result for call {rec.get('call')} arrived where call {i} was due")
             fpenv = str(rec.get("fpenv", "ok"))
             if fpenv != "ok":
-                return Failure(Stage.INTEGRITY, f"{self.what} changed the floating-point environment on the "
-                               f"{self.current} ({fpenv}): rounding modes, flush-to-zero and exception masks "
-                               "belong to the harness", ["fp_environment"])
-            calls.append(CallResult(i, int(rec.get("ns", 0)), list(rec.get("inputs_changed", [])),
-                                    [bool(g) for g in rec.get("guards", [])], fpenv))
+                return Failure(
+                    Stage.INTEGRITY,
+                    f"{self.what} changed the floating-point environment on the "
+                    f"{self.current} ({fpenv}): rounding modes, flush-to-zero and exception masks "
+                    "belong to the harness",
+                    ["fp_environment"],
+                )
+            calls.append(
+                CallResult(
+                    i,
+                    int(rec.get("ns", 0)),
+                    list(rec.get("inputs_changed", [])),
+                    [bool(g) for g in rec.get("guards", [])],
+                    fpenv,
+                )
+            )
         expected_returned = len(rnd.calls) if rnd.returned == ALL else min(int(rnd.returned), len(rnd.calls))
         returned: set[int] = set()
         while True:
@@ -161,7 +179,9 @@ class RuntimeRun:
             if calls[c].outputs is None:
                 return self._forged(f"outputs for call {c} had the wrong size")
         if frame.record.get("round") != r or len(returned) != expected_returned:
-            return self._forged(f"round {r} ended with {len(returned)} outputs where {expected_returned} were due")
+            return self._forged(
+                f"round {r} ended with {len(returned)} outputs where {expected_returned} were due"
+            )
         cpu1 = self.session.cpu_ns()
         cpu = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
         return RoundResult(calls, cpu, time.perf_counter_ns() - t0)
@@ -181,8 +201,12 @@ class RuntimeRun:
 
     def _forged(self, what: str) -> Failure:
         self.session.kill()
-        return Failure(Stage.INTEGRITY, f"the result channel broke the protocol: {what}. Only the runtime "
-                       f"writes there; {self.what} must not write to file descriptors", ["channel_tampering"])
+        return Failure(
+            Stage.INTEGRITY,
+            f"the result channel broke the protocol: {what}. Only the runtime "
+            f"writes there; {self.what} must not write to file descriptors",
+            ["channel_tampering"],
+        )
 
     def _protocol_or_end(self, frame: object, where: str, timeout_s: float) -> Failure:
         from sagekernel.harness.wire import Frame
@@ -190,9 +214,13 @@ class RuntimeRun:
         if isinstance(frame, Frame):
             if frame.kind == "forbidden_syscall":
                 self.session.kill()
-                return Failure(Stage.INTEGRITY, f"{self.what} made a system call the sandbox forbids "
-                               f"(number {frame.record.get('nr')}) {where}: kernels may not open files, start "
-                               "processes or threads, map executable memory or touch signals", ["forbidden_syscall"])
+                return Failure(
+                    Stage.INTEGRITY,
+                    f"{self.what} made a system call the sandbox forbids "
+                    f"(number {frame.record.get('nr')}) {where}: kernels may not open files, start "
+                    "processes or threads, map executable memory or touch signals",
+                    ["forbidden_syscall"],
+                )
             if frame.kind == "error":
                 self.session.kill()
                 return Failure(Stage.RUNTIME, f"the runtime failed {where}: {frame.record.get('error')}")
@@ -206,7 +234,8 @@ class RuntimeRun:
         if not self.session.out_of_time and not self.session.stream.problem:
             self.session.wait_exit(2.0)  # it closed its channel: let it finish dying
         alive = self.session.alive() and (
-            self.session.out_of_time or timeout_s is not None and self._round_expired)
+            self.session.out_of_time or (timeout_s is not None and self._round_expired)
+        )
         if self.session.alive():
             self.session.kill()
         exit_: Exit = self.session.close()
@@ -214,22 +243,34 @@ class RuntimeRun:
             return self._forged_text(self.session.stream.problem, where)
         if alive and timeout_s is not None and not self.session.stream.problem:
             total = self.session.limits.wall_s
-            return Failure(Stage.RUNTIME, f"timed out: {self.what} did not finish {where} within the harness's limit of "
-                           f"{timeout_s:.3g} s for this round (wall-clock; the whole run may take {total:.3g} s). "
-                           "An infinite loop, or a kernel far slower than the reference at these sizes", ["timeout"])
+            return Failure(
+                Stage.RUNTIME,
+                f"timed out: {self.what} did not finish {where} within the harness's limit of "
+                f"{timeout_s:.3g} s for this round (wall-clock; the whole run may take {total:.3g} s). "
+                "An infinite loop, or a kernel far slower than the reference at these sizes",
+                ["timeout"],
+            )
         sig = exit_.signal
         if sig is not None:
             extra = " (the process's address-space limit is "
-            extra += f"{self.session.limits.address_space_bytes / 2**30:.3g} GiB)" if (
-                self.session.limits.address_space_bytes and sig == signal_mod.SIGSEGV) else ""
-            return Failure(Stage.RUNTIME, f"the process died from {signal_text(sig)} {where}"
-                           + (extra if extra.endswith(")") else ""))
+            extra += (
+                f"{self.session.limits.address_space_bytes / 2**30:.3g} GiB)"
+                if (self.session.limits.address_space_bytes and sig == signal_mod.SIGSEGV)
+                else ""
+            )
+            return Failure(
+                Stage.RUNTIME,
+                f"the process died from {signal_text(sig)} {where}" + (extra if extra.endswith(")") else ""),
+            )
         detail = f": {error}" if error else (f": {exit_.tail.strip()[-400:]}" if exit_.tail.strip() else "")
         return Failure(Stage.RUNTIME, f"the runtime exited (status {exit_.returncode}) {where}{detail}")
 
     def _forged_text(self, problem: str, where: str) -> Failure:
-        return Failure(Stage.INTEGRITY, f"the result channel carried {problem} {where}; only the runtime writes "
-                       "there", ["channel_tampering"])
+        return Failure(
+            Stage.INTEGRITY,
+            f"the result channel carried {problem} {where}; only the runtime writes there",
+            ["channel_tampering"],
+        )
 
     def finish(self) -> Exit:
         return self.session.close()

@@ -165,8 +165,12 @@ def python_roots() -> list[str]:
     interpreter's prefix (pyenv, uv-managed or system Python), the environment's own prefix (a
     venv or conda env), and the import roots (import_roots). Nested paths are dropped: binding
     the outer one covers them."""
-    candidates = [python_prefix(), os.path.realpath(sys.prefix), os.path.dirname(python_executable()),
-                  *import_roots()]
+    candidates = [
+        python_prefix(),
+        os.path.realpath(sys.prefix),
+        os.path.dirname(python_executable()),
+        *import_roots(),
+    ]
     roots: list[str] = []
     for path in sorted(set(candidates), key=len):
         if path in ("/", "/usr", "/bin", "/lib", "/lib64", "/tmp") or path.startswith("/usr/"):

@@ -71,7 +71,11 @@ class Session:
             fcntl.fcntl(read_fd, fcntl.F_SETPIPE_SZ, 1 << 20)
         info_r, info_w = os.pipe() if kind == "bwrap" else (-1, -1)
         argv, env, cwd = sandbox.command_line(
-            cmd, kind=kind, limits=limits, result_fd=write_fd, scratch_dir=scratch,
+            cmd,
+            kind=kind,
+            limits=limits,
+            result_fd=write_fd,
+            scratch_dir=scratch,
             info_fd=info_w if info_w >= 0 else None,
         )
         self._read_fd = read_fd
@@ -79,8 +83,14 @@ class Session:
         with open(self._log_path, "wb") as log:
             try:
                 self.proc = subprocess.Popen(
-                    argv, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
-                    pass_fds=pass_fds, env=env, cwd=cwd, process_group=0,
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=pass_fds,
+                    env=env,
+                    cwd=cwd,
+                    process_group=0,
                 )
             finally:
                 os.close(write_fd)

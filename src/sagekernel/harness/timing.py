@@ -44,8 +44,9 @@ from sagekernel.tasks.task import Task
 CHILDREN_DIR = Path(__file__).resolve().parent / "children"
 BYTES_PER_SECOND_PER_THREAD_FLOOR = 0.5e12
 #: Evidence that the measurement itself was tampered with or is physically impossible.
-INTEGRITY_FLAGS = frozenset({"below_bandwidth_floor", "timer_mismatch", "candidate_active_during_reference",
-                             "reference_disturbed"})
+INTEGRITY_FLAGS = frozenset(
+    {"below_bandwidth_floor", "timer_mismatch", "candidate_active_during_reference", "reference_disturbed"}
+)
 #: Any of these sends the timing to quarantine: a re-measurement in fresh processes, fresh inputs,
 #: every timed call checked.
 QUARANTINE_FLAGS = INTEGRITY_FLAGS | {"speedup_audit"}
@@ -84,20 +85,38 @@ def call_budget(config: HarnessConfig, set_bytes: int) -> tuple[int, int, int]:
 
 
 def _task_record(task: Task) -> dict[str, Any]:
-    return {"name": task.name, "level": task.level, "category": task.category,
-            "inputs": [[s.name, list(s.dims), s.dtype] for s in task.inputs],
-            "outputs": [[s.name, list(s.dims), s.dtype] for s in task.outputs],
-            "attrs": task.attrs, "sizes": task.sizes, "dtype": task.dtype, "atol": task.atol, "rtol": task.rtol}
+    return {
+        "name": task.name,
+        "level": task.level,
+        "category": task.category,
+        "inputs": [[s.name, list(s.dims), s.dtype] for s in task.inputs],
+        "outputs": [[s.name, list(s.dims), s.dtype] for s in task.outputs],
+        "attrs": task.attrs,
+        "sizes": task.sizes,
+        "dtype": task.dtype,
+        "atol": task.atol,
+        "rtol": task.rtol,
+    }
 
 
 def _reference_spec() -> RuntimeSpec:
-    return RuntimeSpec(argv=sandbox.python_argv("/box/children/reference_runner.py"),
-                       ro_binds=[(str(CHILDREN_DIR), "/box/children")], python=True,
-                       address_space_bytes=None, name="torch-reference")
+    return RuntimeSpec(
+        argv=sandbox.python_argv("/box/children/reference_runner.py"),
+        ro_binds=[(str(CHILDREN_DIR), "/box/children")],
+        python=True,
+        address_space_bytes=None,
+        name="torch-reference",
+    )
 
 
-def run_timing(task: Task, spec: RuntimeSpec, config: HarnessConfig, kind: str, scratch: Path,
-               check_every_call: bool = False) -> TimingOutcome:
+def run_timing(
+    task: Task,
+    spec: RuntimeSpec,
+    config: HarnessConfig,
+    kind: str,
+    scratch: Path,
+    check_every_call: bool = False,
+) -> TimingOutcome:
     sizes = dict(task.sizes)
     probe = build_inputs(task, sizes, secrets.randbits(62), "default")
     set_bytes = sum(len(raw_bytes(t)) for t in probe)
@@ -128,25 +147,54 @@ def run_timing(task: Task, spec: RuntimeSpec, config: HarnessConfig, kind: str, 
         blobs.append(pack_sets([s for _, s in sets]))
         cand_plan.rounds.append(Round(blobs[-1][1], k))
     ref_plan = Plan(secrets.token_hex(16), args, [], threads=config.threads)
-    ref_plan.extra = {"reference": {"task": _task_record(task), "task_file": task.source_path.name,
-                                    "task_source": task.source_path.read_text(encoding="utf-8"),
-                                    "sizes": sizes, "site": sandbox.site_paths(),
-                                    "companions": _companions(task)}}
+    ref_plan.extra = {
+        "reference": {
+            "task": _task_record(task),
+            "task_file": task.source_path.name,
+            "task_source": task.source_path.read_text(encoding="utf-8"),
+            "sizes": sizes,
+            "site": sandbox.site_paths(),
+            "companions": _companions(task),
+        }
+    }
     ref_plan.rounds = [Round(blobs[0][1], 0)] * (1 + config.calibration_rounds)
     ref_plan.rounds += [Round(b[1], 0) for b in blobs[1:]]
 
-    limits = sandbox.Limits(wall_s=config.timing_timeout_s, cpu_s=int(config.timing_timeout_s) + 5,
-                            address_space_bytes=spec.address_space_bytes)
-    ref_limits = sandbox.Limits(wall_s=config.timing_timeout_s, cpu_s=int(config.timing_timeout_s) + 5,
-                                address_space_bytes=None)
+    limits = sandbox.Limits(
+        wall_s=config.timing_timeout_s,
+        cpu_s=int(config.timing_timeout_s) + 5,
+        address_space_bytes=spec.address_space_bytes,
+    )
+    ref_limits = sandbox.Limits(
+        wall_s=config.timing_timeout_s, cpu_s=int(config.timing_timeout_s) + 5, address_space_bytes=None
+    )
     box: dict[str, Any] = {"kind": kind, "runtime": spec.name, "reference_runtime": "torch-reference"}
     round_limit = config.call_timeout_s * max(per_round, warmup) + config.start_timeout_s
     cand = RuntimeRun(spec, cand_plan, kind=kind, limits=limits, scratch=scratch / "candidate")
-    ref = RuntimeRun(_reference_spec(), ref_plan, kind=kind, limits=ref_limits, scratch=scratch / "reference",
-                     what="the reference", session_factory=WarmSession if config.warm_reference else None)
+    ref = RuntimeRun(
+        _reference_spec(),
+        ref_plan,
+        kind=kind,
+        limits=ref_limits,
+        scratch=scratch / "reference",
+        what="the reference",
+        session_factory=WarmSession if config.warm_reference else None,
+    )
     try:
-        return _protocol(task, cand, ref, blobs, warm_sets, round_sets, config, box, round_limit, set_bytes,
-                         expected0, check_every_call)
+        return _protocol(
+            task,
+            cand,
+            ref,
+            blobs,
+            warm_sets,
+            round_sets,
+            config,
+            box,
+            round_limit,
+            set_bytes,
+            expected0,
+            check_every_call,
+        )
     finally:
         cand.finish()
         ref.finish()
@@ -164,10 +212,18 @@ def _companions(task: Task) -> dict[str, str]:
 
 
 def _protocol(
-    task: Task, cand: RuntimeRun, ref: RuntimeRun, blobs: list[tuple[bytes, list[list[tuple[int, int]]]]],
-    warm_sets: list[tuple[int, list[torch.Tensor]]], round_sets: list[list[tuple[int, list[torch.Tensor]]]],
-    config: HarnessConfig, box: dict[str, Any], round_limit: float, set_bytes: int,
-    expected0: list[torch.Tensor], check_every_call: bool,
+    task: Task,
+    cand: RuntimeRun,
+    ref: RuntimeRun,
+    blobs: list[tuple[bytes, list[list[tuple[int, int]]]]],
+    warm_sets: list[tuple[int, list[torch.Tensor]]],
+    round_sets: list[list[tuple[int, list[torch.Tensor]]]],
+    config: HarnessConfig,
+    box: dict[str, Any],
+    round_limit: float,
+    set_bytes: int,
+    expected0: list[torch.Tensor],
+    check_every_call: bool,
 ) -> TimingOutcome:
     rng = secrets.SystemRandom()
 
@@ -248,21 +304,39 @@ def _protocol(
     timing = {
         "method": "interleaved_ab_two_processes",
         "clock": "CLOCK_MONOTONIC in the runtime, per call; schedstat cross-check from the parent",
-        "warmup": len(warm_sets), "rounds": len(round_sets), "calls_per_round": len(round_sets[0]),
-        "iters": len(round_sets) * len(round_sets[0]), "distinct_input_sets": len(warm_sets) + sum(map(len, round_sets)),
-        "rechecked_per_round": len(round_sets[0]) if check_every_call else min(config.recheck_per_round,
-                                                                                len(round_sets[0])),
+        "warmup": len(warm_sets),
+        "rounds": len(round_sets),
+        "calls_per_round": len(round_sets[0]),
+        "iters": len(round_sets) * len(round_sets[0]),
+        "distinct_input_sets": len(warm_sets) + sum(map(len, round_sets)),
+        "rechecked_per_round": len(round_sets[0])
+        if check_every_call
+        else min(config.recheck_per_round, len(round_sets[0])),
         "rechecked_rounds": list(range(len(round_sets))),
-        "threads": config.threads, "sizes": dict(task.sizes),
+        "threads": config.threads,
+        "sizes": dict(task.sizes),
         "reference": "PyTorch Model.forward in its own sandboxed process, fp32 as declared",
-        "candidate_round_ms": [round(x, 6) for x in cand_ms], "reference_round_ms": [round(x, 6) for x in ref_ms],
+        "candidate_round_ms": [round(x, 6) for x in cand_ms],
+        "reference_round_ms": [round(x, 6) for x in ref_ms],
         "reference_calibration_ms": [round(x, 6) for x in calibration],
-        "candidate_iqr_ms": _quartiles(cand_ms), "reference_iqr_ms": _quartiles(ref_ms),
-        "ratio_iqr": _quartiles(ratios), "bytes_moved_per_call": moved, "bandwidth_floor_ms": floor_ms,
-        "accounting": cpu_notes, "noop_overhead_ns_per_call": round(noop_cpu_per_call),
+        "candidate_iqr_ms": _quartiles(cand_ms),
+        "reference_iqr_ms": _quartiles(ref_ms),
+        "ratio_iqr": _quartiles(ratios),
+        "bytes_moved_per_call": moved,
+        "bandwidth_floor_ms": floor_ms,
+        "accounting": cpu_notes,
+        "noop_overhead_ns_per_call": round(noop_cpu_per_call),
     }
-    return TimingOutcome(Stage.OK, f"candidate {c_med:.4f} ms, reference {r_med:.4f} ms, speedup {speedup:.2f}x",
-                         c_med, r_med, speedup, timing, sorted(set(flags)), box)
+    return TimingOutcome(
+        Stage.OK,
+        f"candidate {c_med:.4f} ms, reference {r_med:.4f} ms, speedup {speedup:.2f}x",
+        c_med,
+        r_med,
+        speedup,
+        timing,
+        sorted(set(flags)),
+        box,
+    )
 
 
 def _per_call_ms(result: RoundResult) -> float:
@@ -285,16 +359,20 @@ def _recheck(task: Task, result: RoundResult, sets: list[list[torch.Tensor]], wh
         expected = reference_outputs(task, inputs, dict(task.sizes))
         atol = trial_atol(task, inputs, expected, dict(task.sizes))
         if any(c >= 0 for c in call.inputs_changed) or not all(call.guards):
-            return (f"during timing ({where}, call {call.call}) the kernel modified an input or wrote outside "
-                    "its buffers")
+            return (
+                f"during timing ({where}, call {call.call}) the kernel modified an input or wrote outside "
+                "its buffers"
+            )
         for k, spec in enumerate(task.outputs):
             exp = expected[k]
             dtype = torch.uint8 if spec.dtype == "bool" else exp.dtype
             got = tensor_from_bytes(call.outputs[k], dtype, tuple(exp.shape))
             mism = compare(got, exp, atol, task.rtol, spec.dtype, call.outputs[k])
             if mism is not None:
-                return (f"wrong result during timing ({where}, call {call.call}, checked after the round): "
-                        f"{mism.describe(spec.name)}; timed calls must compute the same result as checked calls")
+                return (
+                    f"wrong result during timing ({where}, call {call.call}, checked after the round): "
+                    f"{mism.describe(spec.name)}; timed calls must compute the same result as checked calls"
+                )
     return None
 
 

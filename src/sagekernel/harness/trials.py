@@ -9,6 +9,7 @@ stay in this process.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from dataclasses import dataclass, field
 
@@ -25,8 +26,15 @@ from sagekernel.tasks.task import Task
 #: The order distributions are given to a shape's trials ("default" is the file's own).
 DISTRIBUTION_ORDER = tuple(
     d
-    for d in ("default", "normal", "large_offset", "heavy_tailed", "offset_uniform", "large_magnitude",
-              "uniform")
+    for d in (
+        "default",
+        "normal",
+        "large_offset",
+        "heavy_tailed",
+        "offset_uniform",
+        "large_magnitude",
+        "uniform",
+    )
     if d in DISTRIBUTIONS
 )
 
@@ -64,8 +72,9 @@ def held_out_sizes(task: Task, rng: secrets.SystemRandom) -> dict[str, int]:
 FRAMEWORK_ERROR_FACTOR = 8.0
 
 
-def trial_atol(task: Task, inputs: list[torch.Tensor], expected: list[torch.Tensor],
-               sizes: dict[str, int]) -> float:
+def trial_atol(
+    task: Task, inputs: list[torch.Tensor], expected: list[torch.Tensor], sizes: dict[str, int]
+) -> float:
     """The absolute tolerance of one trial: the task's atol scaled by the reference outputs'
     magnitude, plus FRAMEWORK_ERROR_FACTOR times the largest error PyTorch's own declared-precision
     forward makes on these inputs (what float32 itself cannot avoid, e.g. at large offsets)."""
@@ -88,7 +97,9 @@ def make_trial(task: Task, index: int, label: str, sizes: dict[str, int], distri
     seed = secrets.randbits(62)
     inputs = build_inputs(task, sizes, seed, distribution)
     expected = reference_outputs(task, inputs, sizes)
-    return Trial(index, label, sizes, distribution, seed, inputs, expected, trial_atol(task, inputs, expected, sizes))
+    return Trial(
+        index, label, sizes, distribution, seed, inputs, expected, trial_atol(task, inputs, expected, sizes)
+    )
 
 
 def plan_trials(task: Task, config: HarnessConfig) -> list[Trial]:
@@ -97,19 +108,28 @@ def plan_trials(task: Task, config: HarnessConfig) -> list[Trial]:
     trials: list[Trial] = []
     default_count = max(config.trials, len(DISTRIBUTION_ORDER))
     for k in range(default_count):
-        trials.append(make_trial(task, len(trials), "default", dict(task.sizes),
-                                 DISTRIBUTION_ORDER[k % len(DISTRIBUTION_ORDER)]))
+        trials.append(
+            make_trial(
+                task,
+                len(trials),
+                "default",
+                dict(task.sizes),
+                DISTRIBUTION_ORDER[k % len(DISTRIBUTION_ORDER)],
+            )
+        )
     offset = rng.randrange(len(DISTRIBUTION_ORDER))
     for i, sizes in enumerate(task.all_shapes()[1:]):
         for k in range(config.variant_trials):
             dist = DISTRIBUTION_ORDER[(offset + i * config.variant_trials + k) % len(DISTRIBUTION_ORDER)]
             trials.append(make_trial(task, len(trials), f"variant {i + 1}", sizes, dist))
     if config.held_out_shape and any(v > 2 for v in task.sizes.values()):
-        try:
-            trials.append(make_trial(task, len(trials), "held-out", held_out_sizes(task, rng),
-                                     rng.choice(DISTRIBUTION_ORDER)))
-        except TaskError:
-            pass  # the task's sizes are coupled; this held-out guess is not a valid shape
+        # a TaskError means the task's sizes are coupled: this held-out guess is not a valid shape
+        with contextlib.suppress(TaskError):
+            trials.append(
+                make_trial(
+                    task, len(trials), "held-out", held_out_sizes(task, rng), rng.choice(DISTRIBUTION_ORDER)
+                )
+            )
     return trials
 
 
@@ -120,13 +140,19 @@ def raw_bytes(t: torch.Tensor) -> bytes:
 
 def kernel_args(task: Task, trial: Trial) -> list[Arg]:
     """The call's arguments in ABI order: inputs, outputs, sizes, attributes."""
-    args = [Arg("in", len(raw_bytes(t)), dtype=spec.dtype, shape=tuple(t.shape))
-            for spec, t in zip(task.inputs, trial.inputs, strict=True)]
-    args += [Arg("out", len(raw_bytes(e)), fill=SENTINELS[spec.dtype], dtype=spec.dtype, shape=tuple(e.shape))
-             for spec, e in zip(task.outputs, trial.expected, strict=True)]
+    args = [
+        Arg("in", len(raw_bytes(t)), dtype=spec.dtype, shape=tuple(t.shape))
+        for spec, t in zip(task.inputs, trial.inputs, strict=True)
+    ]
+    args += [
+        Arg("out", len(raw_bytes(e)), fill=SENTINELS[spec.dtype], dtype=spec.dtype, shape=tuple(e.shape))
+        for spec, e in zip(task.outputs, trial.expected, strict=True)
+    ]
     args += [Arg("i64", value=int(trial.sizes[s])) for s in task.sizes]
-    args += [Arg("f32", value=float(v)) if isinstance(v, float) else Arg("i64", value=int(v))
-             for v in task.attrs.values()]
+    args += [
+        Arg("f32", value=float(v)) if isinstance(v, float) else Arg("i64", value=int(v))
+        for v in task.attrs.values()
+    ]
     return args
 
 
@@ -149,5 +175,13 @@ def pack_sets(sets: list[list[torch.Tensor]]) -> tuple[bytes, list[list[tuple[in
     return bytes(blob), calls
 
 
-__all__ = ["DISTRIBUTION_ORDER", "Trial", "arg_kinds", "kernel_args", "make_trial", "pack_sets", "plan_trials",
-           "raw_bytes"]
+__all__ = [
+    "DISTRIBUTION_ORDER",
+    "Trial",
+    "arg_kinds",
+    "kernel_args",
+    "make_trial",
+    "pack_sets",
+    "plan_trials",
+    "raw_bytes",
+]

@@ -86,9 +86,12 @@ class Verdict:
     def feedback(self) -> str:
         """The verdict as one block of text for the model's next prompt."""
         if self.ok:
-            parts = [f"PASSED: correct on every test shape. Candidate {self.candidate_ms:.4f} ms vs "
-                     f"reference {self.reference_ms:.4f} ms (speedup {self.speedup:.2f}x)."
-                     if self.candidate_ms and self.reference_ms and self.speedup else "PASSED: correct."]
+            parts = [
+                f"PASSED: correct on every test shape. Candidate {self.candidate_ms:.4f} ms vs "
+                f"reference {self.reference_ms:.4f} ms (speedup {self.speedup:.2f}x)."
+                if self.candidate_ms and self.reference_ms and self.speedup
+                else "PASSED: correct."
+            ]
         else:
             parts = [f"FAILED at stage '{self.stage.value}': {self.message}"]
         for finding in self.lint:

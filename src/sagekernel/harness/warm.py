@@ -38,18 +38,33 @@ class ReferenceServer:
         self.scratch = Path(tempfile.mkdtemp(prefix="sage-refserver-"))
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         cmd = sandbox.SandboxCommand(
-            argv=[*sandbox.python_argv("/box/children/reference_runner.py"), "--serve", *sandbox.site_paths()],
-            ro_binds=[(str(CHILDREN_DIR), "/box/children")], env=sandbox.thread_env(threads), python=True,
+            argv=[
+                *sandbox.python_argv("/box/children/reference_runner.py"),
+                "--serve",
+                *sandbox.site_paths(),
+            ],
+            ro_binds=[(str(CHILDREN_DIR), "/box/children")],
+            env=sandbox.thread_env(threads),
+            python=True,
         )
         if kind != "bwrap":
             cmd.argv = [sandbox.translate(kind, a, cmd) if a.startswith("/box") else a for a in cmd.argv]
         limits = sandbox.Limits(wall_s=0, cpu_s=24 * 3600, address_space_bytes=None)
-        argv, env, cwd = sandbox.command_line(cmd, kind=kind, limits=limits, result_fd=child_end.fileno(),
-                                              scratch_dir=self.scratch)
+        argv, env, cwd = sandbox.command_line(
+            cmd, kind=kind, limits=limits, result_fd=child_end.fileno(), scratch_dir=self.scratch
+        )
         self.log = open(self.scratch / "server.log", "wb")  # noqa: SIM115 (lives as long as the server)
         try:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
-                                         pass_fds=(child_end.fileno(),), env=env, cwd=cwd, process_group=0)
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(child_end.fileno(),),
+                env=env,
+                cwd=cwd,
+                process_group=0,
+            )
         finally:
             child_end.close()
         self.ctl = parent_end
@@ -89,8 +104,16 @@ def _close_all() -> None:
 class WarmSession(Session):
     """A Session whose process is a child forked by the warm server (same interface)."""
 
-    def __init__(self, cmd: sandbox.SandboxCommand, *, kind: str, limits: sandbox.Limits, scratch: Path,
-                 request: bytes, nonce: str) -> None:
+    def __init__(
+        self,
+        cmd: sandbox.SandboxCommand,
+        *,
+        kind: str,
+        limits: sandbox.Limits,
+        scratch: Path,
+        request: bytes,
+        nonce: str,
+    ) -> None:
         del cmd  # the server's child always runs the reference timer
         self.kind = kind
         self.limits = limits
@@ -106,8 +129,13 @@ class WarmSession(Session):
         self._server = server(kind, self._threads_of(request))
         req_r, req_w = os.pipe()
         res_r, res_w = os.pipe()
-        job = {"nonce": nonce, "wall_s": limits.wall_s, "cpu_s": limits.cpu_s, "fsize_bytes": limits.file_size_bytes,
-               "nofile": limits.nofile}
+        job = {
+            "nonce": nonce,
+            "wall_s": limits.wall_s,
+            "cpu_s": limits.cpu_s,
+            "fsize_bytes": limits.file_size_bytes,
+            "nofile": limits.nofile,
+        }
         self._server.lock.acquire()  # one timing child at a time per server: the exit record is unambiguous
         try:
             socket.send_fds(self._server.ctl, [json.dumps(job).encode()], [req_r, res_w])
@@ -174,8 +202,13 @@ class WarmSession(Session):
         rec = self._record or {}
         code = rec.get("status")
         sig = rec.get("signal")
-        self._exit = Exit(-sig if sig else code, bool(rec.get("timed_out")), self.limits.wall_s,
-                          str(rec.get("tail", "")), "process")
+        self._exit = Exit(
+            -sig if sig else code,
+            bool(rec.get("timed_out")),
+            self.limits.wall_s,
+            str(rec.get("tail", "")),
+            "process",
+        )
         return self._exit
 
 

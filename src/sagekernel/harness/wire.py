@@ -31,8 +31,13 @@ class Arg:
 
     def record(self) -> dict[str, Any]:
         if self.kind in ("in", "out"):
-            return {"kind": self.kind, "nbytes": self.nbytes, "dtype": self.dtype, "shape": list(self.shape),
-                    "fill": self.fill.hex()}
+            return {
+                "kind": self.kind,
+                "nbytes": self.nbytes,
+                "dtype": self.dtype,
+                "shape": list(self.shape),
+                "fill": self.fill.hex(),
+            }
         return {"kind": self.kind, "value": self.value}
 
 
@@ -69,15 +74,23 @@ def encode_json(plan: Plan) -> bytes:
         "artifact": plan.artifact,
         "args": [a.record() for a in plan.args],
         "rounds": [
-            {"calls": [[list(span) for span in call] for call in r.calls], "return": r.returned, "noop": r.noop}
+            {
+                "calls": [[list(span) for span in call] for call in r.calls],
+                "return": r.returned,
+                "noop": r.noop,
+            }
             for r in plan.rounds
         ],
         "threads": plan.threads,
         **plan.extra,
     }
     head = json.dumps(header).encode()
-    return JSON_MAGIC + struct.pack("<Q", len(head)) + head + struct.pack("<Q", len(plan.artifact_blob)) + (
-        plan.artifact_blob
+    return (
+        JSON_MAGIC
+        + struct.pack("<Q", len(head))
+        + head
+        + struct.pack("<Q", len(plan.artifact_blob))
+        + (plan.artifact_blob)
     )
 
 
@@ -181,4 +194,14 @@ class FrameStream:
         return [f for f in self.frames if f.kind == kind]
 
 
-__all__ = ["ALL", "Arg", "Frame", "FrameStream", "Plan", "Round", "encode_binary", "encode_json", "round_message"]
+__all__ = [
+    "ALL",
+    "Arg",
+    "Frame",
+    "FrameStream",
+    "Plan",
+    "Round",
+    "encode_binary",
+    "encode_json",
+    "round_message",
+]

@@ -84,7 +84,8 @@ def make_model(spec: str, *, config: ModelConfig | None = None, log: ExchangeLog
     plugins = plugin_kinds() if kind not in KINDS else {}
     if kind in plugins:
         factory = plugins[kind].load()  # type: ignore[attr-defined]
-        return factory(spec.strip(), config=config or ModelConfig(), log=log, budget=budget)  # type: ignore[no-any-return]
+        model: BackendModel = factory(spec.strip(), config=config or ModelConfig(), log=log, budget=budget)
+        return model
     parsed = parse_spec(spec)
     config = config or ModelConfig()
     name = spec.strip()

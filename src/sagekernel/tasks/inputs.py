@@ -357,4 +357,5 @@ def declared_precision_outputs(task: Task, inputs: Sequence[torch.Tensor],
         return None
     if len(outputs) != len(task.outputs):
         return None
-    return [o.detach().to(torch_dtype(spec.dtype)).contiguous() for spec, o in zip(task.outputs, outputs, strict=True)]
+    return [o.detach().to(torch_dtype(spec.dtype)).contiguous()
+            for spec, o in zip(task.outputs, outputs, strict=True)]

@@ -17,12 +17,12 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from guard import lock_process, preload, reap  # noqa: E402
-from wire_child import GO, Channel, read_request, wait_control  # noqa: E402
+from guard import lock_process, preload, reap
+from wire_child import GO, Channel, read_request, wait_control
 
 
 def main() -> int:
-    header, blob = read_request(sys.stdin.buffer)
+    header, _artifact = read_request(sys.stdin.buffer)  # the reference needs no artifact
     sys.path.extend(p for p in header["reference"].get("site", []) if p not in sys.path)
     chan = Channel.from_env(header["nonce"])
     import torch
@@ -40,20 +40,44 @@ def main() -> int:
     task_file.write_text(ref["task_source"], encoding="utf-8")
     t = ref["task"]
     task = Task(
-        name=t["name"], level=t["level"], category=t["category"], description="", source_path=task_file,
+        name=t["name"],
+        level=t["level"],
+        category=t["category"],
+        description="",
+        source_path=task_file,
         inputs=[TensorSpec(n, tuple(d), dt) for n, d, dt in t["inputs"]],
         outputs=[TensorSpec(n, tuple(d), dt) for n, d, dt in t["outputs"]],
-        attrs=t["attrs"], sizes=t["sizes"], variants=[], dtype=t["dtype"], atol=t["atol"], rtol=t["rtol"],
+        attrs=t["attrs"],
+        sizes=t["sizes"],
+        variants=[],
+        dtype=t["dtype"],
+        atol=t["atol"],
+        rtol=t["rtol"],
     )
     torch.set_num_threads(int(header["threads"]))
     model = make_model(task, ref["sizes"])
-    dtypes = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
-              "bfloat16": torch.bfloat16, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
-              "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool}
+    dtypes = {
+        "float32": torch.float32,
+        "float64": torch.float64,
+        "float16": torch.float16,
+        "bfloat16": torch.bfloat16,
+        "int64": torch.int64,
+        "int32": torch.int32,
+        "int16": torch.int16,
+        "int8": torch.int8,
+        "uint8": torch.uint8,
+        "bool": torch.bool,
+    }
     ins = [a for a in header["args"] if a["kind"] == "in"]
     seccomp = lock_process()
-    chan.send({"kind": "hello", "runtime": "torch-reference", "seccomp": seccomp,
-               "torch_threads": torch.get_num_threads()})
+    chan.send(
+        {
+            "kind": "hello",
+            "runtime": "torch-reference",
+            "seccomp": seccomp,
+            "torch_threads": torch.get_num_threads(),
+        }
+    )
     chan.send({"kind": "loaded"})
     for r, rnd in enumerate(header["rounds"]):
         if wait_control(sys.stdin.buffer) != GO:
@@ -63,7 +87,7 @@ def main() -> int:
         view = memoryview(data)
         pos = 0
         while pos < n:
-            got = sys.stdin.buffer.readinto(view[pos:])  # type: ignore[attr-defined]
+            got = sys.stdin.buffer.readinto(view[pos:])  # type: ignore[union-attr]
             if not got:
                 return 1
             pos += got
@@ -71,8 +95,11 @@ def main() -> int:
         for spans in rnd["calls"]:
             tensors = []
             for arg, (off, length) in zip(ins, spans, strict=True):
-                raw = torch.frombuffer(data, dtype=torch.uint8, count=length, offset=off) if length else \
-                    torch.empty(0, dtype=torch.uint8)
+                raw = (
+                    torch.frombuffer(data, dtype=torch.uint8, count=length, offset=off)
+                    if length
+                    else torch.empty(0, dtype=torch.uint8)
+                )
                 tensors.append(raw.clone().view(dtypes[arg["dtype"]]).reshape(arg["shape"]))
             sets.append(tensors)
         with torch.no_grad():
@@ -80,8 +107,16 @@ def main() -> int:
                 t0 = time.perf_counter_ns()
                 model(*tensors)
                 ns = time.perf_counter_ns() - t0
-                chan.send({"kind": "done", "call": i, "ns": ns, "inputs_changed": [-1] * len(ins),
-                           "guards": [], "fpenv": "ok"})
+                chan.send(
+                    {
+                        "kind": "done",
+                        "call": i,
+                        "ns": ns,
+                        "inputs_changed": [-1] * len(ins),
+                        "guards": [],
+                        "fpenv": "ok",
+                    }
+                )
         chan.send({"kind": "round_end", "round": r})
     chan.send({"kind": "end"})
     return 0
@@ -140,7 +175,9 @@ def serve(site: list[str]) -> int:
                 _limit(resource.RLIMIT_CPU, int(job["cpu_s"]))
                 _limit(resource.RLIMIT_FSIZE, int(job["fsize_bytes"]))
                 _limit(resource.RLIMIT_CORE, 0)
-                log = os.open(os.path.join(workdir, "child.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                log = os.open(
+                    os.path.join(workdir, "child.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600
+                )
                 os.dup2(req_fd, 0)
                 os.dup2(log, 1)
                 os.dup2(log, 2)
@@ -169,9 +206,12 @@ def serve(site: list[str]) -> int:
             f.seek(max(0, f.tell() - 2000))
             tail = f.read()
         shutil.rmtree(workdir, ignore_errors=True)
-        record = {"status": os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else None,
-                  "signal": os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else None,
-                  "timed_out": timed_out, "tail": tail.decode("utf-8", "replace")}
+        record = {
+            "status": os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else None,
+            "signal": os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else None,
+            "timed_out": timed_out,
+            "tail": tail.decode("utf-8", "replace"),
+        }
         try:
             ctl.send(json.dumps(record).encode())
         except OSError:

@@ -106,7 +106,9 @@ PT_LOAD, PT_DYNAMIC, PT_TLS, PT_GNU_RELRO = 1, 2, 7, 0x6474E552
 PF_W = 2
 SHT_RELA, SHT_SYMTAB = 4, 2
 #: Dynamic tags that make the loader run code of the object (DT_INIT, DT_FINI, the arrays).
-DT_RUNS_CODE = {12: "DT_INIT", 13: "DT_FINI", 25: "DT_INIT_ARRAY", 26: "DT_FINI_ARRAY", 32: "DT_PREINIT_ARRAY"}
+DT_RUNS_CODE = {
+    12: "DT_INIT", 13: "DT_FINI", 25: "DT_INIT_ARRAY", 26: "DT_FINI_ARRAY", 32: "DT_PREINIT_ARRAY",
+}
 DT_ARRAY_SIZES = {27: "DT_INIT_ARRAYSZ", 28: "DT_FINI_ARRAYSZ", 33: "DT_PREINIT_ARRAYSZ"}
 #: R_X86_64_IRELATIVE and R_AARCH64_IRELATIVE: a resolver function runs while the object loads.
 IRELATIVE = {37, 1032}

@@ -44,7 +44,8 @@ def trampoline(kinds: list[str]) -> str:
     proto = ", ".join(params) or "void"
     lines = [f"#define SAGE_N_{k.upper()} {v}" for k, v in counts.items()]
     lines += [
-        "static void sage_call_kernel(void *fn, void **p, const int64_t *i, const float *f, const double *d) {",
+        "static void sage_call_kernel(void *fn, void **p, const int64_t *i, const float *f,",
+        "                             const double *d) {",
         "    (void)p; (void)i; (void)f; (void)d;",
         f"    ((void (*)({proto}))fn)({', '.join(actuals)});",
         "}",

@@ -297,7 +297,8 @@ def _layout_findings(library: Path, language: str, ctor_bytes: int) -> list[Lint
     if found.ifuncs:
         findings.append(LintFinding(
             "ifunc", "the library has indirect functions (ifunc / target_clones: "
-            f"{', '.join(found.ifuncs)}), whose resolvers run while it loads; a kernel may only run when called",
+            f"{', '.join(found.ifuncs)}), whose resolvers run while it loads; a kernel may only run when "
+            "called",
             None, found.ifuncs[0]))
     if found.writable_bytes > base.writable_bytes:
         findings.append(LintFinding(
@@ -307,7 +308,8 @@ def _layout_findings(library: Path, language: str, ctor_bytes: int) -> list[Lint
             "or the output buffers", None, "writable data"))
     if found.tls_bytes > base.tls_bytes:
         findings.append(LintFinding(
-            "global_state", f"the library has {found.tls_bytes} bytes of thread-local storage: a kernel keeps "
+            "global_state",
+            f"the library has {found.tls_bytes} bytes of thread-local storage: a kernel keeps "
             "no state between calls", None, "TLS"))
     return findings
 

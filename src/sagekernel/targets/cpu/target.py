@@ -54,8 +54,14 @@ class CpuTarget:
 
     def files(self, task: Task) -> list[FileSpec]:
         del task
-        return [FileSpec("kernel.c", "c", "kernel", f"the kernel: defines `{KERNEL_SYMBOL}` (C, or C++ with "
-                         'extern "C")')]
+        return [
+            FileSpec(
+                "kernel.c",
+                "c",
+                "kernel",
+                f'the kernel: defines `{KERNEL_SYMBOL}` (C, or C++ with extern "C")',
+            )
+        ]
 
     def contract(self, task: Task) -> str:
         return contract_text(task)
@@ -65,15 +71,26 @@ class CpuTarget:
 
     def lint(self, candidate: Candidate, task: Task) -> list[LintFinding]:
         if not re.search(rf"\b{KERNEL_SYMBOL}\s*\(", candidate.main):
-            return [LintFinding("contract", f"no function named `{KERNEL_SYMBOL}` in the submitted source; "
-                                "implement exactly the contract's signature")]
+            return [
+                LintFinding(
+                    "contract",
+                    f"no function named `{KERNEL_SYMBOL}` in the submitted source; "
+                    "implement exactly the contract's signature",
+                )
+            ]
         return lint_source(candidate.main, task)
 
     def seed_memory_path(self) -> Path:
         return HERE / "seed_memory.jsonl"
 
     def build(
-        self, candidate: Candidate, task: Task, workdir: Path, *, device: str = "cpu", sandbox_kind: str = "auto",
+        self,
+        candidate: Candidate,
+        task: Task,
+        workdir: Path,
+        *,
+        device: str = "cpu",
+        sandbox_kind: str = "auto",
         timeout_s: float = 60.0,
     ) -> BuildResult:
         del task, device  # the ABI is fixed by the contract; nothing task-specific is needed to build
@@ -82,5 +99,6 @@ class CpuTarget:
     def runtime(self, built: BuildResult, task: Task, device: str = "cpu") -> RuntimeSpec:
         del device
         spec = runtime_spec(abi_kinds(task))
-        return RuntimeSpec(**{**spec.__dict__, "artifact": built.library,
-                              "artifact_record": {"symbol": KERNEL_SYMBOL}})
+        return RuntimeSpec(
+            **{**spec.__dict__, "artifact": built.library, "artifact_record": {"symbol": KERNEL_SYMBOL}}
+        )
