@@ -63,11 +63,11 @@ def transitions(trace: EpisodeTrace, outcome: OperatorOutcome) -> list[Transitio
     if trace.episode is EpisodeKind.CORR:
         prev: RoundTrace | None = None
         for rt in trace.rounds:
-            if rt.candidate_hash not in src:
+            if rt.candidate_hash not in src or rt.suspect:  # a quarantined verdict verifies nothing
                 continue
             if prev is not None and _STAGE_RANK[_stage(rt)] > _STAGE_RANK[_stage(prev)]:
                 was = _stage(prev).value
-                after = "correct" if rt.correct else f"got past '{was}', now fails at '{_stage(rt).value}'"
+                after = "correct" if rt.counts_as_success else f"got past '{was}', now fails at '{_stage(rt).value}'"
                 found.append(Transition("an error removed by a revision",
                                         f"failed at '{was}': {_message(prev)}", after,
                                         src[prev.candidate_hash or ""], src[rt.candidate_hash or ""]))
@@ -77,7 +77,7 @@ def transitions(trace: EpisodeTrace, outcome: OperatorOutcome) -> list[Transitio
         best_ms, best_src = outcome.t_first_ms, src.get(first.candidate_hash or "") if first else None
         for rt in trace.rounds:
             ms = rt.latency_ms
-            if rt.correct and ms is not None and best_ms is not None and best_src and ms < best_ms:
+            if rt.counts_as_success and ms is not None and best_ms is not None and best_src and ms < best_ms:
                 after = src[rt.candidate_hash or ""]
                 faster = f"correct and faster: {ms:.4f} ms ({best_ms / ms:.2f}x)"
                 found.append(Transition("a verified speed-up", f"correct but slow: {best_ms:.4f} ms", faster,

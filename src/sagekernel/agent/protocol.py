@@ -29,8 +29,11 @@ relative path; see agent/files.py.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+from sagekernel.agent.files import fenced_blocks, pick_files
+from sagekernel.candidate import Candidate
 
 # --- ids -----------------------------------------------------------------------------------------
 _ITEM_ID = (r"(?:\[\s*E?\s*-?\s*(?P<b>\d+)\s*\]|E\s*-?\s*#?\s*(?P<e>\d+)|#\s*(?P<h>\d+)"
@@ -58,7 +61,6 @@ _RULE_DECISION = re.compile(r"(?<![A-Za-z])(?:(?P<neg>not[\s_-]*(?:used|adopted|
 _HEADER = re.compile(r"^(?P<name>diagnosis|adoptions?|adoption decisions?|decisions?"
                      r"|(?:resident\s+)?rules?\s+used|used\s+rules?|code|kernel|kernel source|source)"
                      r"(?:\s*[:\-=]\s*|\s*$)(?P<rest>.*)$", re.IGNORECASE)
-_FENCE_OPEN = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})\s*(?P<lang>[^\s`]*)[^\n]*$")
 _LINE_NOISE = re.compile(r"^(?:\s|[-*+•>|]|#+(?=\s)|\d+[.)](?=\s))+")
 _EMPHASIS = re.compile(r"[*_`]+")
 _RATIONALE_TRIM = " \t-–—:;,.|=>)(]["
@@ -83,6 +85,21 @@ class ParsedReply:
     unknown_ids: list[str] = field(default_factory=list)  # "E99", "R4": not shown this round
     code: str | None = None
     evidence: dict[int, str] = field(default_factory=dict)  # item id -> the reply line that decided it
+    files: dict[str, str] = field(default_factory=dict)  # multi-file targets: path -> text
+    unknown_files: list[str] = field(default_factory=list)  # headed paths the target does not have
+
+    def missing_files(self, paths: Sequence[str]) -> list[str]:
+        """Paths a multi-file target asks for that the reply has no block for (single file: none)."""
+        return [p for p in paths if p not in self.files] if len(paths) > 1 else []
+
+    def has_source(self, paths: Sequence[str]) -> bool:
+        return not self.missing_files(paths) if len(paths) > 1 else self.code is not None
+
+    def candidate(self, paths: Sequence[str], single_path: str) -> Candidate | None:
+        """The files of this reply by path, or None while anything is missing."""
+        if len(paths) > 1:
+            return None if self.missing_files(paths) else Candidate({p: self.files[p] for p in paths})
+        return None if self.code is None else Candidate.single(single_path, self.code)
 
     def unresolved(self, shown: Iterable[int]) -> list[int]:
         """Shown item ids without exactly one decision (⊥), in the order they were shown."""
@@ -100,6 +117,8 @@ class ParsedReply:
             unknown_ids=self.unknown_ids + [u for u in later.unknown_ids if u not in self.unknown_ids],
             code=later.code if later.code else self.code,
             evidence={**self.evidence, **later.evidence},
+            files={**self.files, **later.files},
+            unknown_files=self.unknown_files + [u for u in later.unknown_files if u not in self.unknown_files],
         )
 
 
@@ -113,25 +132,8 @@ def _ids(match: re.Match[str], *groups: str) -> int:
 def split_fences(text: str) -> tuple[list[tuple[str, str]], list[str]]:
     """(code blocks as (language, body), prose lines outside any fence). An unclosed final fence
     runs to the end of the text (a reply cut off by max_tokens)."""
-    blocks: list[tuple[str, str]] = []
-    prose: list[str] = []
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        opened = _FENCE_OPEN.match(lines[i])
-        if not opened:
-            prose.append(lines[i])
-            i += 1
-            continue
-        fence, lang = opened.group("fence"), opened.group("lang").lower()
-        body: list[str] = []
-        i += 1
-        while i < len(lines) and not re.match(rf"^\s*{re.escape(fence[0])}{{{len(fence)},}}\s*$", lines[i]):
-            body.append(lines[i])
-            i += 1
-        i += 1  # skip the closing fence (or step past the end)
-        blocks.append((lang.rsplit(".", 1)[-1], "\n".join(body)))
-    return blocks, prose
+    blocks, prose = fenced_blocks(text)
+    return [(b.lang.rsplit(".", 1)[-1], b.body) for b in blocks], prose
 
 
 def pick_code(blocks: list[tuple[str, str]], language: str) -> str | None:
@@ -181,11 +183,16 @@ def _decision_in(text: str, words: re.Pattern[str] = _CANONICAL) -> tuple[bool, 
 
 
 def parse_reply(text: str, *, shown_items: Iterable[int], shown_rules: Iterable[int],
-                language: str) -> ParsedReply:
-    """Parse one reply. `shown_items`/`shown_rules` are the ids the prompt listed."""
+                language: str, paths: Sequence[str] = ()) -> ParsedReply:
+    """Parse one reply. `shown_items`/`shown_rules` are the ids the prompt listed; `paths` the
+    files of a multi-file target (one block per path; with at most one path, the single block)."""
     items, rules = set(shown_items), set(shown_rules)
-    blocks, prose = split_fences(text)
-    out = ParsedReply(code=pick_code(blocks, language))
+    fenced, prose = fenced_blocks(text)
+    if len(paths) > 1:
+        files, unknown = pick_files(fenced, paths)
+        out = ParsedReply(files=files, unknown_files=unknown)
+    else:
+        out = ParsedReply(code=pick_code([(b.lang.rsplit(".", 1)[-1], b.body) for b in fenced], language))
     votes: dict[int, list[tuple[bool, str, str]]] = {}
     section = ""
     diagnosis: list[str] = []

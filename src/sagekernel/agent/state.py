@@ -69,7 +69,9 @@ class OperatorOutcome:
             self.sources[trace.candidate_hash] = source
             self.last_source = source
         self.compiled |= verdict.compiled
-        if verdict.correct:
+        # A quarantined verdict (harness: implausible or integrity-flagged timing) solves nothing:
+        # it neither ends the corr episode nor sets T_first / T_best.
+        if verdict.correct and not verdict.suspect:
             seen = trace.candidate_hash in self._correct_hashes
             if trace.candidate_hash:
                 self._correct_hashes.add(trace.candidate_hash)

@@ -47,19 +47,19 @@ def load_episodes(conn: sqlite3.Connection, run_id: str | None = None) -> list[E
     for (run, op, ep), rounds in grouped.items():  # dicts keep first-insertion (stream) order
         rounds.sort(key=lambda r: r.round)
         kind = EpisodeKind(ep)
-        first = next((r.latency_ms for r in rounds if r.correct), None)
+        first = next((r.latency_ms for r in rounds if r.counts_as_success), None)
         first = first if valid_latency(first) else None
         if kind is EpisodeKind.CORR:
             t_first[(run, op)] = first
         trace = EpisodeTrace(operator=op, category="", level=0, episode=kind, rounds=rounds,
-                             success=any(r.correct for r in rounds))
+                             success=any(r.counts_as_success for r in rounds))
         if kind is EpisodeKind.OPT:
             # The live update scored the agent's T_first/T_best (5 % noise margin, re-measured
             # kernels ignored), recorded in operator_results; raw round minima only without it.
             rec_first, rec_best = recorded.get((run, op), (None, None))
             trace.t_first_ms = rec_first if valid_latency(rec_first) else t_first.get((run, op))
             lat = [r.latency_ms for r in rounds
-                   if r.correct and r.latency_ms is not None and valid_latency(r.latency_ms)]
+                   if r.counts_as_success and r.latency_ms is not None and valid_latency(r.latency_ms)]
             trace.t_best_ms = rec_best if valid_latency(rec_best) else min(lat, default=None)
         else:
             trace.t_first_ms = trace.t_best_ms = first

@@ -30,6 +30,7 @@ from sagekernel.agent.exceptions import RunInterrupted
 from sagekernel.agent.loop import Agent, AgentConfig
 from sagekernel.agent.prompt import Prompts
 from sagekernel.agent.state import OperatorOutcome
+from sagekernel.candidate import Candidate
 from sagekernel.errors import BudgetExhausted, SageError
 from sagekernel.harness.verdict import Verdict
 from sagekernel.models.base import Message, Model, Reply
@@ -150,10 +151,12 @@ class StreamRunner:
             max_tokens=cfg.max_tokens_per_call, temperature=cfg.temperature), self.prompts)
         self.ask = _asker(model, cfg)
 
-    def _evaluate(self, task: Task, source: str) -> Verdict:
+    def _evaluate(self, task: Task, candidate: Candidate) -> Verdict:
         from sagekernel.harness.evaluate import evaluate
 
-        return evaluate(task, source, self.target, self.harness)
+        # The harness still judges one source string. When `evaluate` takes a Candidate, this is
+        # the one line to change: `evaluate(task, candidate, self.target, self.harness)`.
+        return evaluate(task, candidate.main, self.target, self.harness)
 
     def process(self) -> None:
         stream = self.store.stream(self.run_id)
