@@ -20,7 +20,7 @@ from typing import Any
 
 from sagekernel.agent.prompt import Prompts
 from sagekernel.agent.state import OperatorOutcome
-from sagekernel.errors import SageError
+from sagekernel.errors import BudgetExhausted, SageError
 from sagekernel.harness.verdict import Stage
 from sagekernel.models.base import Message, Reply
 from sagekernel.protocols import Target
@@ -177,12 +177,16 @@ def make_rule_abstractor(ask: Callable[[list[Message]], Reply], prompts: Prompts
                          target_name: str = "") -> Callable[[Any, list[str]], str]:
     """The UGC rule abstraction of spec §6.4 done by the frozen backbone (`prompts/abstract_rule.j2`).
 
-    Returns "" when the model fails, so the memory falls back to its own rule text."""
+    Returns "" when the model call fails, so the memory falls back to its own rule text; a spent
+    budget is not a failure of the call and stops the run (BudgetExhausted propagates). The runner
+    calls this before the update's transaction, so the call is logged like any other."""
     def abstract(item: Any, rationales: list[str]) -> str:
         user = prompts.render("abstract_rule.j2", target_name=target_name, item=item,
                               rationales=[r for r in rationales if r.strip()][:5])
         try:
             text = ask([Message("user", user)]).text.strip()
+        except BudgetExhausted:
+            raise
         except SageError:
             return ""
         return re.sub(r"^(?:rule\s*:\s*)", "", text, flags=re.IGNORECASE).strip()

@@ -33,6 +33,7 @@ from sagekernel.agent.state import OperatorOutcome
 from sagekernel.candidate import Candidate
 from sagekernel.errors import BudgetExhausted, SageError
 from sagekernel.harness.verdict import Verdict
+from sagekernel.memory.policies import WRITING_METHODS
 from sagekernel.models.base import Message, Model, Reply
 from sagekernel.models.exchange_log import ExchangeLog, exchange_context
 from sagekernel.protocols import MemoryPolicy, Target
@@ -44,8 +45,6 @@ from sagekernel.runner.schedule import order
 from sagekernel.runner.store import PlannedOperator, RunInfo, RunStore, now_iso
 from sagekernel.tasks.task import Task
 
-#: Methods whose memory takes new items (spec §5, §9: static RAG and refinement write nothing).
-WRITING_METHODS = ("value-memory", "sage", "sage-uniform-credit", "sage-no-ugc", "sage-random-ugc")
 
 
 class RunNotFound(SageError):
@@ -103,35 +102,53 @@ def summarize(store: RunStore, info: RunInfo, workspace: Path, *, resumed: bool 
 
 
 class _Hooks:
-    """The runner's side of one operator: persist rounds, record the result, learn (one writer)."""
+    """The runner's side of one operator: persist rounds, record the result, learn (one writer).
+
+    Learning is deferred until the operator has finished: its episodes (corr, then opt) are
+    learned in order, in the transaction that records its result first. So no operator is helped
+    by its own experience (architecture.md), and a run killed anywhere inside an operator resumes
+    against exactly the memory the operator first saw: nothing of it was applied."""
 
     def __init__(self, runner: StreamRunner, planned: PlannedOperator, task: Task) -> None:
         self.r, self.planned, self.task = runner, planned, task
+        self.pending: list[EpisodeTrace] = []
 
     def on_round(self, trace: RoundTrace, source: str | None) -> None:
         self.r.store.save_round(self.r.run_id, self.task.name, trace, source)
         self.r.progress.round_done(trace)
 
     def on_episode(self, trace: EpisodeTrace, outcome: OperatorOutcome, last: bool) -> None:
-        r, name, kind = self.r, self.task.name, trace.episode.value
-        learn = not r.cfg.frozen and not r.store.episode_applied(r.run_id, name, kind)
-        drafts: list[ItemDraft] = []
-        if learn and r.cfg.distill and r.cfg.method in WRITING_METHODS:
-            with exchange_context(operator=name, episode=kind, purpose="distill"):
-                drafts, _ = distill(r.ask, r.prompts, self.task, r.target, trace, outcome,
-                                    max_items=r.cfg.max_new_items)
-        result = outcome.result(r.run_id, self.planned.position) if last else None
-        with db.transaction(r.conn):  # result first, then the update, then its marker: all or nothing
-            if result is not None:
-                r.store.insert_result(result)
-            if learn:
-                with exchange_context(operator=name, episode=kind, purpose="abstract-rule"):
-                    r.policy.learn(trace, drafts)
-                r.store.mark_episode(r.run_id, name, kind)
-        if result is not None:
-            r.progress.operator_done(result)
+        r = self.r
+        self.pending.append(trace)
+        if last:
+            self._finish(outcome)
         if r.after_episode is not None:
             r.after_episode(trace, last)
+
+    def _finish(self, outcome: OperatorOutcome) -> None:
+        r, name = self.r, self.task.name
+        learn = [t for t in self.pending if not r.cfg.frozen
+                 and not r.store.episode_applied(r.run_id, name, t.episode.value)]
+        # Every model call of the update (distillation, rule abstraction) happens here, before the
+        # transaction: each is in the exchange log (resumed spend stays right), no call holds the
+        # write lock, and a spent budget (BudgetExhausted) stops the run with nothing applied.
+        drafts: dict[str, list[ItemDraft]] = {}
+        for trace in learn:
+            drafts[trace.episode.value] = []
+            if r.cfg.distill and r.cfg.method in WRITING_METHODS:
+                with exchange_context(operator=name, episode=trace.episode.value, purpose="distill"):
+                    drafts[trace.episode.value], _ = distill(r.ask, r.prompts, self.task, r.target, trace,
+                                                             outcome, max_items=r.cfg.max_new_items)
+        requests = r.policy.rule_requests([(t, drafts[t.episode.value]) for t in learn])
+        with exchange_context(operator=name, purpose="abstract-rule"):
+            rules = r.policy.abstract_rules(requests)
+        result = outcome.result(r.run_id, self.planned.position)
+        with db.transaction(r.conn):  # result first, then each update and its marker: all or nothing
+            r.store.insert_result(result)
+            for trace in learn:
+                r.policy.learn(trace, drafts[trace.episode.value], rules=rules)
+                r.store.mark_episode(r.run_id, name, trace.episode.value)
+        r.progress.operator_done(result)
 
 
 class StreamRunner:
