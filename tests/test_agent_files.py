@@ -82,7 +82,7 @@ def test_still_missing_files_fail_the_round_at_parse():
     def ask(messages: list[Message], reask: int = 0) -> Reply:
         return Reply(text=f"FILE: {PATHS[0]}\n```cpp\n{KERNEL}\n```", model="scripted")
 
-    with pytest.raises(IncompleteReply, match="op_host/add_custom_tiling.h"):
+    with pytest.raises(IncompleteReply, match=r"op_host/add_custom_tiling\.h"):
         complete_reply(ask, [Message("user", "go")], prompts=Prompts(), shown_items=[], shown_rules=[],
                        language="ascendc", max_reasks=1, paths=PATHS)
 

@@ -101,8 +101,8 @@ def test_the_reviewed_lines_are_reasked():
         asked.append(messages[-1].content)
         return Reply(text=next(answers), model="scripted")
 
-    out = complete_reply(ask, [Message("user", "round")], prompts=Prompts(), shown_items=[5, 6], shown_rules=[], language="c",
-                         max_reasks=2)
+    out = complete_reply(ask, [Message("user", "round")], prompts=Prompts(), shown_items=[5, 6],
+                         shown_rules=[], language="c", max_reasks=2)
     assert out.reasks == 1
     assert "E5" in asked[1] and "E6" in asked[1]
     assert out.parsed.decisions == {5: (False, "different approach"), 6: (False, "not needed")}
@@ -136,7 +136,8 @@ def test_rationale_words_alone_decide_nothing(form: str, rationale: str):
 
 _line = st.one_of(
     st.builds(lambda i, d, rr: f"- E{i}: {d} - {rr}", st.sampled_from([12, 7, 3, 99]),
-              st.sampled_from(_DECISION_TEXT[True] + _DECISION_TEXT[False] + ["", "yes", "used"]), _rationale),
+              st.sampled_from([*_DECISION_TEXT[True], *_DECISION_TEXT[False], "", "yes", "used"]),
+              _rationale),
     st.builds(lambda d, i: f"{d}: E{i}", st.sampled_from(["ADOPTED", "NOT ADOPTED", "Use"]),
               st.sampled_from([12, 7, 3])),
     _rationale,

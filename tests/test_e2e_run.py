@@ -624,7 +624,8 @@ def test_killed_between_the_episodes_resumes_to_the_same_state(tmp_path: Path, r
         proc.wait()
         assert query(ws, "SELECT count(*) FROM operator_results") == [(2,)]
         assert query(ws, sql) == [(1,)]  # the corr episode ran ...
-        assert query(ws, "SELECT count(*) FROM memory_episodes WHERE operator = 'e2e_add'") == [(0,)]  # ... unlearned
+        unlearned = "SELECT count(*) FROM memory_episodes WHERE operator = 'e2e_add'"
+        assert query(ws, unlearned) == [(0,)]  # ... and not learned
         assert query(ws, "SELECT count(*) FROM adoptions WHERE operator = 'e2e_add'") == [(0,)]
         summary = run(cfg)
         assert summary.resumed and summary.done == 3

@@ -10,11 +10,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from sagekernel import defaults
 from sagekernel.candidate import Candidate
 from sagekernel.harness.verdict import LintFinding
 from sagekernel.models.base import Message, Model, Reply
-from sagekernel.targets.base import BuildResult, DeviceInfo, FileSpec, RuntimeSpec
 from sagekernel.records import EpisodeKind, EpisodeTrace, ItemDraft, ResidentRule, RetrievedItem
+from sagekernel.targets.base import BuildResult, DeviceInfo, FileSpec, RuntimeSpec
 from sagekernel.tasks.task import Task
 
 __all__ = ["MemoryPolicy", "Message", "Model", "Reply", "Target", "TargetKnowledge"]
@@ -79,7 +80,7 @@ class MemoryPolicy(Protocol):
     name: str
 
     def retrieve(self, query: str, *, operator: str, category: str, episode: EpisodeKind,
-                 k: int = 5) -> list[RetrievedItem]: ...
+                 k: int = defaults.K) -> list[RetrievedItem]: ...
 
     def resident_rules(self) -> list[ResidentRule]: ...
 

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sagekernel import defaults
 from sagekernel.agent.files import file_paths, render_candidate, single_path
 from sagekernel.agent.gate import IncompleteReply, complete_reply
 from sagekernel.agent.prompt import Prompts, RoundContext
@@ -38,17 +39,17 @@ class AgentConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rounds: int = Field(default=30, ge=1)
+    rounds: int = Field(default=defaults.ROUNDS, ge=1)
     """T: refinement rounds per operator, shared by the corr and opt episodes (spec §1, SOURCED)."""
-    k: int = Field(default=5, ge=0)
+    k: int = Field(default=defaults.K, ge=0)
     """Experiences retrieved per round (spec §3, DERIVED)."""
-    max_reasks: int = Field(default=2, ge=0)
+    max_reasks: int = Field(default=defaults.MAX_REASKS, ge=0)
     """Trace-completeness re-asks per round before unresolved items stay ⊥ / the round fails PARSE."""
-    history: int = Field(default=4, ge=0)
+    history: int = Field(default=defaults.HISTORY, ge=0)
     """How many earlier attempts the prompt summarises."""
-    max_tokens: int = Field(default=2048, ge=64)
+    max_tokens: int = Field(default=defaults.MAX_TOKENS, ge=64)
     """Completion-token cap per model call."""
-    temperature: float = Field(default=0.2, ge=0)
+    temperature: float = Field(default=defaults.TEMPERATURE, ge=0)
     """Sampling temperature of every agent call."""
 
 

@@ -118,7 +118,8 @@ class ParsedReply:
             code=later.code if later.code else self.code,
             evidence={**self.evidence, **later.evidence},
             files={**self.files, **later.files},
-            unknown_files=self.unknown_files + [u for u in later.unknown_files if u not in self.unknown_files],
+            unknown_files=[*self.unknown_files,
+                           *(u for u in later.unknown_files if u not in self.unknown_files)],
         )
 
 

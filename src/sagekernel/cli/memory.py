@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from sagekernel import defaults
 from sagekernel.errors import SageError
 
 console = Console()
@@ -133,7 +134,7 @@ def import_cmd(file: Path, workspace: Path = WorkspaceOpt,
 
 @memory_app.command("replay")
 def replay_cmd(workspace: Path = WorkspaceOpt, run: str = typer.Option(None, help="Only this run's traces."),
-               gamma: float = typer.Option(0.3, help="Reranking strength used to compare orders."),
+               gamma: float = typer.Option(defaults.GAMMA, help="Reranking strength used to compare orders."),
                write_to: Path = typer.Option(None, help="Write a copy of the bank with replayed utilities."),
                variant: str = typer.Option("atu", help="Utilities for --write-to: relevance|uniform|atu"),
                limit: int = typer.Option(30, help="Rows in the table."), as_json: bool = JsonOpt) -> None:

@@ -19,14 +19,13 @@ dry run and the calls itself, before it opens its transaction.
 from __future__ import annotations
 
 import random
-import re
 import sqlite3
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from sagekernel import db
+from sagekernel import db, defaults
 from sagekernel.errors import SageError
 from sagekernel.memory.atu import (
     CreditRule,
@@ -37,6 +36,7 @@ from sagekernel.memory.atu import (
     update_access,
 )
 from sagekernel.memory.embedding import Embedder, count_tokens, default_embedder
+from sagekernel.memory.literals import mentions_literal
 from sagekernel.memory.records import AdoptionRecord, HotEntry, HotSnapshot, Item, ItemState, MemoryConfig
 from sagekernel.memory.retrieval import Candidate, RetrievalIndex, query_terms, rerank
 from sagekernel.memory.store import Store, draft_to_item, now_stamp
@@ -81,6 +81,10 @@ class RuleRequest:
     rationales: tuple[str, ...]
 
 
+#: An episode to learn and the items distilled from it.
+Episode = tuple[EpisodeTrace, Sequence[ItemDraft]]
+
+
 class _DryRun(Exception):
     """Rolls back the dry run of `rule_requests`."""
 
@@ -91,7 +95,7 @@ class NoMemory:
     name = "refinement"
 
     def retrieve(self, query: str, *, operator: str, category: str, episode: EpisodeKind,
-                 k: int = 5) -> list[RetrievedItem]:
+                 k: int = defaults.K) -> list[RetrievedItem]:
         return []
 
     def resident_rules(self) -> list[ResidentRule]:
@@ -101,7 +105,7 @@ class NoMemory:
               forbidden_literals: Collection[str] = (), rules: Mapping[int, str] | None = None) -> None:
         return None
 
-    def rule_requests(self, episodes: Sequence[tuple[EpisodeTrace, Sequence[ItemDraft]]]) -> list[RuleRequest]:
+    def rule_requests(self, episodes: Sequence[Episode]) -> list[RuleRequest]:
         return []
 
     def abstract_rules(self, requests: Sequence[RuleRequest]) -> dict[int, str]:
@@ -131,12 +135,12 @@ class StorePolicy:
 
     # ---- reading --------------------------------------------------------------------------------
     def retrieve(self, query: str, *, operator: str, category: str, episode: EpisodeKind,
-                 k: int = 5) -> list[RetrievedItem]:
+                 k: int = defaults.K) -> list[RetrievedItem]:
         text = f"{category} {query}"  # RECONSTRUCTED query composition: category words help BM25
         return self.retrieve_with(text, self.index.embed_query(text), episode=episode, k=k)
 
     def retrieve_with(self, text: str, qvec: np.ndarray | None, *, episode: EpisodeKind,
-                      k: int = 5) -> list[RetrievedItem]:
+                      k: int = defaults.K) -> list[RetrievedItem]:
         """Scoring only (the query embedding is computed by the caller)."""
         tf = None if self.type_filter is None else (lambda t: self.type_filter(episode, t))  # type: ignore[misc]
         if self.variant.credit == "value":
@@ -179,7 +183,8 @@ class StorePolicy:
         if not self._learns(trace):
             return
         if rules is None:
-            if self.store.conn.in_transaction and self.abstract_rule is not None and self.variant.ugc != "none":
+            if self.store.conn.in_transaction \
+                    and self.abstract_rule is not None and self.variant.ugc != "none":
                 raise RuntimeError("learn inside a caller's transaction needs `rules` (see rule_requests): "
                                    "no model call may run while the write lock is held")
             rules = self.abstract_rules(self.rule_requests([(trace, new_items)]))
@@ -191,7 +196,7 @@ class StorePolicy:
         for item, vec in added:
             self.index.add(item, vec)
 
-    def rule_requests(self, episodes: Sequence[tuple[EpisodeTrace, Sequence[ItemDraft]]]) -> list[RuleRequest]:
+    def rule_requests(self, episodes: Sequence[Episode]) -> list[RuleRequest]:
         """The items that learning `episodes` in this order would validate and give a resident
         rule, found by a dry run of the updates that is rolled back (no model call inside)."""
         if self.variant.ugc == "none" or self.abstract_rule is None:
@@ -345,14 +350,12 @@ def jaccard(a: set[str], b: set[str]) -> float:
 
 def contains_literal(item: Item, literals: Collection[str]) -> bool:
     """True if any forbidden literal (e.g. an evaluation shape) occurs as a whole token (spec §5)."""
-    if not literals:
-        return False
     text = "\n".join((item.title, item.error_message, item.wrong_code, item.correct_code))
-    return any(re.search(rf"(?<![\w.]){re.escape(lit)}(?![\w])", text) for lit in literals if lit)
+    return mentions_literal(text, literals)
 
 
 def make_policy(method: str, conn: sqlite3.Connection, *, run_id: str, frozen: bool = False, seed: int = 0,
-                gamma: float = 0.3, budget_tokens: int = 10000,
+                gamma: float = defaults.GAMMA, budget_tokens: int = defaults.HOT_BUDGET,
                 abstract_rule: Callable[[Item, list[str]], str] | None = None,
                 embedder: Embedder | str | None = _AUTO, config: MemoryConfig | None = None,
                 type_filter: Callable[[EpisodeKind, str], bool] | None = None) -> MemoryPolicy:

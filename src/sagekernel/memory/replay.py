@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sagekernel import db
+from sagekernel import db, defaults
 from sagekernel.memory.atu import CreditRule, apply_credit, episode_sets, terminal_score, valid_latency
 from sagekernel.memory.io import export_jsonl, import_jsonl
 from sagekernel.memory.records import Item, MemoryConfig
@@ -85,7 +85,7 @@ class ReplayResult:
 
 
 def replay(items: dict[int, Item], episodes: list[EpisodeTrace], cfg: MemoryConfig | None = None,
-           gamma: float = 0.3) -> ReplayResult:
+           gamma: float = defaults.GAMMA) -> ReplayResult:
     """Pure: recompute utilities from u = 0 under each variant over the same episodes."""
     cfg = cfg or MemoryConfig()
     fresh = {i: replace(m, u=0.0, n_upd=0, n_ret=0, n_ado=0, adopting_ops=set(), retrieving_ops=set())
@@ -116,7 +116,7 @@ def replay(items: dict[int, Item], episodes: list[EpisodeTrace], cfg: MemoryConf
     return ReplayResult(len(episodes), utilities, reordered, total)
 
 
-def replay_workspace(workspace: Path | str, run_id: str | None = None, *, gamma: float = 0.3,
+def replay_workspace(workspace: Path | str, run_id: str | None = None, *, gamma: float = defaults.GAMMA,
                      write_to: Path | str | None = None, variant: str = "atu") -> dict[str, Any]:
     """Replay a workspace's traces against its bank; optionally write a copy with `variant`'s u."""
     if variant not in VARIANTS:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from sagekernel import db
+from sagekernel import db, defaults
 from sagekernel.memory.policies import StorePolicy, Variant
 from sagekernel.memory.records import Item, MemoryConfig
 from sagekernel.memory.store import Store
@@ -43,7 +43,7 @@ class SimConfig:
     operators: int = 60
     categories: int = 6
     rounds: int = 3
-    k: int = 5
+    k: int = defaults.K
     p_home: float = 0.4
     p_other: float = 0.03
     stray_word: float = 0.3

@@ -15,7 +15,6 @@ from __future__ import annotations
 import shutil
 import signal
 import sqlite3
-import statistics
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -46,7 +45,6 @@ from sagekernel.runner.store import PlannedOperator, RunInfo, RunStore, now_iso
 from sagekernel.tasks.task import Task
 
 
-
 class RunNotFound(SageError):
     """--resume or --run-id named a run this workspace does not have (or a mismatching one)."""
 
@@ -65,8 +63,8 @@ class RunSummary:
     done: int
     compiled: int
     correct: int
-    cr: float  # % of finished operators with a compiled kernel
-    er: float  # % of finished operators with a correct kernel
+    cr: float | None  # % of finished operators with a compiled kernel (None: none finished)
+    er: float | None  # % of finished operators with a correct kernel
     fast_1: float | None  # % of solved operators faster than the reference
     s_self: float | None  # median T_first / T_best over solved operators
     rounds: int
@@ -82,20 +80,19 @@ class RunSummary:
 
 def summarize(store: RunStore, info: RunInfo, workspace: Path, *, resumed: bool = False,
               message: str = "") -> RunSummary:
+    """The run's figures, computed by the report's metric functions (report/metrics.py), so
+    `sage run` and `sage report` print the same numbers (a rate over nothing is None)."""
+    from sagekernel.report import metrics
+
     results = store.results(info.run_id)
-    done = len(results)
-    solved = [r for r in results if r.correct]
-    faster = [r for r in solved if r.speedup is not None and r.speedup > 1.0]
-    selfs = [s for r in solved if (s := r.self_speedup) is not None]
     return RunSummary(
         run_id=info.run_id, status=info.status, workspace=str(workspace), method=info.method,
         model=info.model, suite=info.suite, schedule=info.schedule, budget=info.budget,
         operators=len(store.stream(info.run_id)),
-        done=done, compiled=sum(r.compiled for r in results), correct=len(solved),
-        cr=100.0 * sum(r.compiled for r in results) / done if done else 0.0,
-        er=100.0 * len(solved) / done if done else 0.0,
-        fast_1=100.0 * len(faster) / len(solved) if solved else None,
-        s_self=statistics.median(selfs) if selfs else None,
+        done=len(results), compiled=sum(1 for r in results if r.compiled or r.correct),
+        correct=len(metrics.solved(results)),
+        cr=metrics.compilation_rate(results), er=metrics.execution_rate(results),
+        fast_1=metrics.fast_p(results, 1.0), s_self=metrics.self_speedup_median(results),
         rounds=sum(r.rounds_used for r in results), prompt_tokens=sum(r.prompt_tokens for r in results),
         completion_tokens=sum(r.completion_tokens for r in results), resumed=resumed, message=message,
         results=[{**asdict(r), "speedup": r.speedup, "self_speedup": r.self_speedup} for r in results])
