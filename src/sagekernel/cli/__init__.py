@@ -26,9 +26,9 @@ err_console = Console(stderr=True)
 
 def _register() -> None:
     # Imported here so `sage --help` stays fast and each area owns its own file.
-    from sagekernel.cli import harness, log, memory, report, run, tasks
+    from sagekernel.cli import audit, harness, log, memory, report, run, tasks
 
-    for module in (memory, tasks, harness, log, run, report):
+    for module in (memory, tasks, harness, log, run, report, audit):
         module.register(app)
 
 
