@@ -174,10 +174,11 @@ def simulate_cmd(items: int = typer.Option(200, help="Items in the synthetic sto
         _print_json(data)
         return
     table = Table(title=f"simulated stream: {items} items, {operators} operators, mean of {seeds} seeds")
-    for col in ("method", "precision@5", "success rate"):
+    for col in ("method", "precision@5", "success rate", "utility AUC"):
         table.add_column(col, justify="left" if col == "method" else "right")
     for name, row in data["methods"].items():
-        table.add_row(name, f"{row['precision_at_5']:.3f}", f"{row['success_rate']:.3f}")
+        table.add_row(name, f"{row['precision_at_5']:.3f}", f"{row['success_rate']:.3f}",
+                      f"{row['utility_auc']:.3f}")
     console.print(table)
 
 

@@ -123,9 +123,24 @@ def run_method(world: World, cfg: SimConfig, method: str, workspace: Path, seed:
             solved += success
             policy.learn(EpisodeTrace(operator=f"op{o}", category=CATEGORIES[c], level=1,
                                       episode=EpisodeKind.CORR, rounds=rounds, success=success))
-        return {"precision_at_5": hits / max(1, shown), "success_rate": solved / cfg.operators}
+        useful_home = world.useful[np.arange(cfg.items), world.home]
+        final = {index_of[m.id]: m for m in store.get_many(ids).values() if m.n_ret > 0}
+        auc = utility_auc([final[m].u for m in final], [bool(useful_home[m]) for m in final])
+        return {"precision_at_5": hits / max(1, shown), "success_rate": solved / cfg.operators,
+                "utility_auc": auc}
     finally:
         conn.close()
+
+
+def utility_auc(u: list[float], useful: list[bool]) -> float:
+    """P(a truly useful retrieved item has a higher learned u than a useless one); ties count
+    half, so equal utilities (relevance only: no updates) give 0.5."""
+    pos = [x for x, ok in zip(u, useful, strict=True) if ok]
+    neg = [x for x, ok in zip(u, useful, strict=True) if not ok]
+    if not pos or not neg:
+        return 0.5
+    wins = sum((a > b) + 0.5 * (a == b) for a in pos for b in neg)
+    return float(wins / (len(pos) * len(neg)))
 
 
 def simulate(cfg: SimConfig | None = None, seeds: int = 5) -> dict[str, Any]:
@@ -139,6 +154,6 @@ def simulate(cfg: SimConfig | None = None, seeds: int = 5) -> dict[str, Any]:
             for method in METHODS:
                 row[method] = run_method(world, cfg, method, Path(tmp) / f"{method}-{seed}", seed)
             per_seed.append(row)
-    keys = ("precision_at_5", "success_rate")
+    keys = ("precision_at_5", "success_rate", "utility_auc")
     methods = {m: {key: float(np.mean([r[m][key] for r in per_seed])) for key in keys} for m in METHODS}
     return {"methods": methods, "seeds": seeds, "config": cfg.__dict__, "per_seed": per_seed}
