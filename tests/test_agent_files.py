@@ -125,3 +125,66 @@ def test_render_and_read_back_a_multi_file_candidate():
     blocks, _ = fenced_blocks(text)
     assert [b.heading for b in blocks] == [f"FILE: {p}" for p in PATHS]
     assert pick_files(blocks, PATHS)[0] == cand.files
+
+
+class _TwoFileCpu:
+    """The CPU target with a second file, to drive the loop through a multi-file reply."""
+
+    def __init__(self) -> None:
+        from sagekernel.targets import get_target
+
+        self.inner = get_target("cpu")
+        self.name, self.language = "two-file", "c"
+
+    def files(self, task: object) -> list[_Spec]:
+        return [_Spec("kernel.c", "c", "the kernel"), _Spec("helpers.h", "c", "inline helpers")]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+def test_the_loop_evaluates_a_candidate_with_every_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    from sagekernel.agent.loop import Agent, AgentConfig
+    from sagekernel.harness.verdict import Stage, Verdict
+    from sagekernel.memory.policies import NoMemory
+    from sagekernel.tasks.suites import load_suite
+
+    kernel = "#include \"helpers.h\"\nvoid sage_kernel(const float* x, float* out, long N) { twice(x, out, N); }"
+    helpers = "static inline void twice(const float* x, float* out, long N) { }"
+    replies = iter([f"DIAGNOSIS: d\nFILE: kernel.c\n```c\n{kernel}\n```",
+                    f"FILE: helpers.h\n```c\n{helpers}\n```"])
+    prompts: list[str] = []
+
+    class Model:
+        name = "scripted"
+
+        def complete(self, messages: list[Message], **_: object) -> Reply:
+            prompts.append(messages[-1].content)
+            return Reply(text=next(replies), model="scripted")
+
+    judged: list[Candidate] = []
+
+    def evaluate(task: object, candidate: Candidate) -> Verdict:
+        judged.append(candidate)
+        return Verdict(stage=Stage.OK, message="", compiled=True, correct=True)
+
+    class Hooks:
+        sources: list[str | None] = []
+
+        def on_round(self, trace: object, source: str | None) -> None:
+            self.sources.append(source)
+
+        def on_episode(self, trace: object, outcome: object, last: bool) -> None:
+            pass
+
+    task = next(t for t in load_suite(Path(__file__).parent / "e2e_tasks") if t.name == "e2e_double")
+    agent = Agent(Model(), _TwoFileCpu(), NoMemory(), evaluate, AgentConfig(rounds=1))  # type: ignore[arg-type]
+    hooks = Hooks()
+    outcome = agent.run_operator(task, hooks)  # type: ignore[arg-type]
+    assert "FILE: kernel.c" in prompts[0] and "FILE: helpers.h" in prompts[0]
+    assert "It has no block for: helpers.h" in prompts[1]  # re-asked; nothing was evaluated in between
+    assert judged == [Candidate({"kernel.c": kernel + "\n", "helpers.h": helpers + "\n"})]
+    assert outcome.correct and outcome.rounds[0].reasks == 1
+    assert hooks.sources[0] is not None and read_candidate(hooks.sources[0], ["kernel.c", "helpers.h"]) == judged[0]

@@ -627,6 +627,13 @@ def test_killed_between_the_episodes_resumes_to_the_same_state(tmp_path: Path, r
         unlearned = "SELECT count(*) FROM memory_episodes WHERE operator = 'e2e_add'"
         assert query(ws, unlearned) == [(0,)]  # ... and not learned
         assert query(ws, "SELECT count(*) FROM adoptions WHERE operator = 'e2e_add'") == [(0,)]
+        from sagekernel.memory.replay import load_episodes
+
+        conn = db.connect(ws, readonly=True)
+        try:  # `sage memory replay` agrees: the unfinished operator's traces were never applied
+            assert {e.operator for e in load_episodes(conn)} == {"e2e_double", "e2e_negate"}
+        finally:
+            conn.close()
         summary = run(cfg)
         assert summary.resumed and summary.done == 3
     assert final_state(ws) == final_state(reference[0])

@@ -39,9 +39,14 @@ def load_episodes(conn: sqlite3.Connection, run_id: str | None = None) -> list[E
     if run_id and not rows:
         raise MemoryStoreError(f"no round traces for run {run_id!r}")
     grouped: dict[tuple[str, str, str], list[RoundTrace]] = defaultdict(list)
-    for run, op, ep, text in rows:
-        grouped[(run, op, ep)].append(RoundTrace.from_dict(json.loads(text)))
     recorded = _recorded_times(conn, run_id)
+    unfinished = _unfinished_runs(conn)
+    for run, op, ep, text in rows:
+        # The operator in flight when an unfinished run stopped was never learned from (learning
+        # waits for its result, runner/run.py) and a resume replaces its traces: skip it too.
+        if run in unfinished and (run, op) not in recorded:
+            continue
+        grouped[(run, op, ep)].append(RoundTrace.from_dict(json.loads(text)))
     t_first: dict[tuple[str, str], float | None] = {}
     episodes: list[EpisodeTrace] = []
     for (run, op, ep), rounds in grouped.items():  # dicts keep first-insertion (stream) order
@@ -65,6 +70,12 @@ def load_episodes(conn: sqlite3.Connection, run_id: str | None = None) -> list[E
             trace.t_first_ms = trace.t_best_ms = first
         episodes.append(trace)
     return episodes
+
+
+def _unfinished_runs(conn: sqlite3.Connection) -> set[str]:
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone():
+        return set()
+    return {r[0] for r in conn.execute("SELECT run_id FROM runs WHERE status != 'finished'")}
 
 
 def _recorded_times(conn: sqlite3.Connection, run_id: str | None) -> dict[tuple[str, str], tuple[Any, Any]]:
