@@ -151,7 +151,8 @@ def test_the_loop_evaluates_a_candidate_with_every_file(tmp_path) -> None:  # ty
     from sagekernel.memory.policies import NoMemory
     from sagekernel.tasks.suites import load_suite
 
-    kernel = "#include \"helpers.h\"\nvoid sage_kernel(const float* x, float* out, long N) { twice(x, out, N); }"
+    kernel = ('#include "helpers.h"\n'
+              "void sage_kernel(const float* x, float* out, long N) { twice(x, out, N); }")
     helpers = "static inline void twice(const float* x, float* out, long N) { }"
     replies = iter([f"DIAGNOSIS: d\nFILE: kernel.c\n```c\n{kernel}\n```",
                     f"FILE: helpers.h\n```c\n{helpers}\n```"])
@@ -171,7 +172,8 @@ def test_the_loop_evaluates_a_candidate_with_every_file(tmp_path) -> None:  # ty
         return Verdict(stage=Stage.OK, message="", compiled=True, correct=True)
 
     class Hooks:
-        sources: list[str | None] = []
+        def __init__(self) -> None:
+            self.sources: list[str | None] = []
 
         def on_round(self, trace: object, source: str | None) -> None:
             self.sources.append(source)
@@ -187,4 +189,5 @@ def test_the_loop_evaluates_a_candidate_with_every_file(tmp_path) -> None:  # ty
     assert "It has no block for: helpers.h" in prompts[1]  # re-asked; nothing was evaluated in between
     assert judged == [Candidate({"kernel.c": kernel + "\n", "helpers.h": helpers + "\n"})]
     assert outcome.correct and outcome.rounds[0].reasks == 1
-    assert hooks.sources[0] is not None and read_candidate(hooks.sources[0], ["kernel.c", "helpers.h"]) == judged[0]
+    stored = hooks.sources[0]
+    assert stored is not None and read_candidate(stored, ["kernel.c", "helpers.h"]) == judged[0]
