@@ -4,8 +4,10 @@ Both episodes share T rounds. A round is: retrieve (query = operator spec + late
 prompt from templates -> reply -> trace-completeness gate (re-asks, no evaluation) -> evaluate
 -> record. The corr episode ends at the first correct kernel; the opt episode starts from the best
 correct kernel and uses the rounds left. The agent never writes memory: after each episode it
-hands the trace to `hooks.on_episode`, and the runner records the result (when the operator is
-finished) and lets the memory policy learn, before the next episode retrieves anything.
+hands the trace to `hooks.on_episode`; the runner learns from an operator's episodes only once
+the operator has finished and its result is recorded (no operator is helped by its own
+experience). A candidate is a `Candidate` (files by path): one file for single-file targets, one
+per `Target.files(task)` entry for multi-file ones (agent/files.py).
 """
 
 from __future__ import annotations

@@ -14,6 +14,11 @@ adoption draws keyed by (operator, round, item), success draws keyed by (operato
 made once per seed and shared by all methods; the methods differ only in their credit rule.
 UGC is off for all three (residency is not modelled), so only cold reranking differs:
 relevance = γ 0 and no updates; uniform = every retrieved item gets z; atu = spec §4.
+
+Reported per method: precision@5 (share of retrieved items truly useful), success rate, and the
+utility AUC (the probability that a truly useful retrieved item ends with a higher u than a
+useless one; 0.5 for relevance, whose utilities never move). tests/test_memory_simulate.py holds
+the claim: ATU's AUC beats uniform credit's on every seed of the default stream.
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
 """`sage run`: process a stream of operators with one memory method, resumably.
 
 For each operator of the planned stream (runner/schedule.py) the agent runs its trajectory
-(agent/loop.py). After each episode the runner -- the single memory writer -- distils new items
-from the episode's verified transitions and then, in ONE transaction: records the operator result
-first when the operator is finished (spec §2 step 6, §10), lets the memory policy learn, and marks
-the episode in `episode_updates`. So a run killed at any point (kill -9 included) resumes with
-nothing lost and nothing applied twice: finished operators are skipped; a partially processed one
-restarts from scratch (its partial round traces replaced), and the memory updates its earlier
-episodes already applied are skipped by their markers.
+(agent/loop.py). When the operator has finished, the runner -- the single memory writer --
+distils new items from each episode's verified transitions and asks for the rule abstractions
+the update needs (all model calls logged, none inside a transaction), then in ONE transaction:
+records the operator result first (spec §2 step 6, §10), lets the memory policy learn from each
+episode in order, and marks each in `episode_updates`. So no operator is helped by its own
+experience, and a run killed at any point (kill -9 included) resumes with nothing lost and
+nothing applied twice: finished operators are skipped; a partially processed one restarts from
+scratch (its partial round traces replaced) against the memory it first saw.
 """
 
 from __future__ import annotations
