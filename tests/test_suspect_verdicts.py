@@ -100,7 +100,7 @@ def test_a_suspect_verdict_earns_no_credit_and_distils_nothing(tmp_path: Path) -
     legacy = {k: v for k, v in hooks.rounds[1].to_dict().items() if k != "suspect"}
     assert RoundTrace.from_dict(legacy).suspect  # older traces: the flag from the verdict dict
     runs = RunStore(conn)
-    runs.create_run(RunInfo("r", "running", "sage", "m", "cpu", "s", "given", 2, False, {}, "t", None), [])
+    runs.create_run(RunInfo("r", "finished", "sage", "m", "cpu", "s", "given", 2, False, {}, "t", None), [])
     for r in hooks.rounds:
         runs.save_round("r", "e2e_double", r, KERNEL)
     replayed = load_episodes(conn, "r")
