@@ -270,7 +270,9 @@ def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None
     recording what finished) on Ctrl-C/SIGTERM, SageError subclasses for user-facing problems.
 
     `model` replaces the one built from `cfg.model` (tests pass a pre-built model to count calls);
-    `after_episode` is called after each episode's update is committed (tests use it to crash)."""
+    `after_episode(trace, last)` is called after each episode is handled: after the corr episode
+    of an operator that goes on (nothing learned yet), and after its last episode once its result
+    and updates are committed (tests use it to crash in either window)."""
     from sagekernel.memory.io import load_seed
     from sagekernel.memory.policies import make_policy
     from sagekernel.models.config import Budget, model_config_from
