@@ -262,7 +262,8 @@ def replay_atu(ws: Path) -> dict[int, float]:
         retrieved = {r["item_id"] for t in rounds for r in t["retrieved"]}
         adopted = {d["item_id"] for t in rounds for d in t["decisions"] if d["adopted"]}
         adopted |= {i for t in rounds for i in t["resident_used"]}
-        z = (1.0 if any(t["correct"] for t in rounds) else -0.2) if key[1] == "corr" else -0.2
+        success = [t["correct"] and not t.get("suspect") and t["verdict"]["stage"] == "ok" for t in rounds]
+        z = (1.0 if any(success) else -0.2) if key[1] == "corr" else -0.2
         for m in retrieved | adopted:
             n[m] += 1
             xi = z / len(adopted) if m in adopted else -0.2
@@ -279,18 +280,19 @@ def server():
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
-    """One uninterrupted `sage` run of the stream (with timing), shared by the tests below."""
+    """One uninterrupted `sage` run of the stream, shared by the tests below. Timing is skipped as
+    in the resumed runs it is compared with: a timed verdict the harness quarantines (suspect)
+    earns no credit, so timed and untimed runs may learn differently (timing: its own test)."""
     ws = tmp_path_factory.mktemp("reference") / "sage"
     prepare(ws)
     with OpenAITestServer(fallback=Script()) as srv:
-        summary = run(config(ws, srv, harness=HARNESS))
+        summary = run(config(ws, srv))
     return ws, summary
 
 
 def test_sage_stream_end_to_end(reference: tuple[Path, Any]):
     ws, summary = reference
     assert summary.status == "finished" and summary.done == 3 and summary.correct == 3
-    assert all(r["t_first_ms"] and r["t_ref_ms"] for r in summary.results)  # the harness timed them
     anchor = query(ws, f"SELECT id FROM items WHERE title = '{ANCHOR}'")[0][0]
 
     # 1. every round's prompt lists exactly the retrieved ids its trace records (and resident rules)
@@ -354,6 +356,20 @@ def test_sage_stream_end_to_end(reference: tuple[Path, Any]):
     # 6. distillation: one grounded lesson kept, the one naming an evaluation size dropped
     distilled = query(ws, "SELECT title FROM items WHERE source = 'distilled'")
     assert distilled == [("Elementwise kernels: every statement needs valid C syntax",)]
+
+
+def test_the_harness_times_the_stream(tmp_path: Path, server: OpenAITestServer):
+    ws = tmp_path / "timed"
+    prepare(ws)
+    summary = run(config(ws, server, method="refinement", harness=HARNESS).model_copy(update={"limit": 1}))
+    assert summary.done == 1 and summary.correct == 1
+    rows = query(ws, "SELECT trace_json FROM round_traces ORDER BY round")
+    verdicts = [json.loads(t)["verdict"] for (t,) in rows]
+    timed = [v for v in verdicts if v["correct"]]
+    assert timed and all(v["candidate_ms"] and v["reference_ms"] for v in timed)  # the harness timed them
+    first = summary.results[0]
+    # T_first is the first correct kernel's latency, unless the harness quarantined that timing
+    assert (first["t_first_ms"] is not None and first["t_ref_ms"] is not None) == (not timed[0]["suspect"])
 
 
 def test_refinement_stream_keeps_no_memory(tmp_path: Path, server: OpenAITestServer):

@@ -86,7 +86,10 @@ def test_a_suspect_verdict_earns_no_credit_and_distils_nothing(tmp_path: Path) -
     corr = hooks.episodes[0]
     assert [r.suspect for r in corr.rounds] == [False, True]
     assert corr.rounds[1].verdict is not None and corr.rounds[1].verdict["suspect"] is True
-    assert not corr.success and not outcome.correct and outcome.t_first_ms is None
+    # correct by the harness's checks (the operator is solved, the corr episode ends) ...
+    assert outcome.correct and outcome.first_correct_round == 2
+    # ... but no success for learning, and its quarantined timing is no T_first
+    assert not corr.success and outcome.t_first_ms is None and outcome.t_ref_ms is None
     assert terminal_score(corr, MemoryConfig()) == -MemoryConfig().delta
     assert transitions(corr, outcome) == []  # a quarantined "fix" verifies nothing
 
@@ -105,6 +108,16 @@ def test_a_suspect_verdict_earns_no_credit_and_distils_nothing(tmp_path: Path) -
         runs.save_round("r", "e2e_double", r, KERNEL)
     replayed = load_episodes(conn, "r")
     assert [terminal_score(e, MemoryConfig()) for e in replayed] == [-MemoryConfig().delta]
+
+
+def test_a_suspect_faster_kernel_is_no_speed_up(tmp_path: Path) -> None:
+    honest = Verdict(stage=Stage.OK, message="", compiled=True, correct=True, candidate_ms=1.0,
+                     reference_ms=1.0, speedup=1.0)
+    outcome, hooks, _, _ = _run(tmp_path, [honest, _ok(suspect=True)])
+    opt = hooks.episodes[1]
+    assert outcome.t_first_ms == outcome.t_best_ms == 1.0 and not outcome.improved and not opt.success
+    assert terminal_score(opt, MemoryConfig()) == MemoryConfig().no_gain
+    assert transitions(opt, outcome) == []
 
 
 def test_the_same_round_without_the_flag_is_a_success(tmp_path: Path) -> None:
