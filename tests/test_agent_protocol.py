@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -39,23 +41,122 @@ def test_canonical_reply():
     [
         ("**E12** (Bounds checks): ADOPTED - the error matches", True),
         ("1. e12: not adopted — irrelevant", False),
-        ("- [E12] -> Yes, I used the tail loop", True),
+        ("- [E12] -> *Adopted*, I used the tail loop", True),
         ("| E12 | adopted | reason |", True),
+        ("| E12 | Bounds checks | NOT ADOPTED | reason |", False),
         ("Adopted: E12 - fixes it", True),
         ("NOT ADOPTED: E12", False),
         ("E12 (Use restrict pointers): NOT ADOPTED - no", False),
         ("E12 - Use restrict pointers: NOT ADOPTED", False),
-        ("E12 — Adoption: yes — it helps", True),
-        ("E12: I did not adopt it", False),
-        ("E12 ✅ good", True),
-        ("E12 - skipped, unrelated", False),
-        ("#12: used", True),
-        ("item 12: rejected because slower", False),
+        ("E12 — Decision: adopted — it helps", True),
+        ("* **E12**: __NOT_ADOPTED__ - not needed", False),
+        ("E12 = Not-Adopted", False),
+        ("#12: ADOPTED", True),
+        ("item 12: not adopted because slower", False),
+        ("E12: ADOPTED - I do not use the other approach, no", True),
+        ("E12: NOT ADOPTED - I use a different approach, adopted elsewhere", False),
     ],
 )
 def test_formatting_noise(line: str, adopted: bool):
     r = parse(line + "\n```c\n" + KERNEL + "```")
     assert r.decisions[12][0] is adopted
+    assert r.evidence[12] == line
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "- E12: Not needed; I use a different approach",
+        "- E12: I did not need it, but E12's idea of using restrict is good",
+        "- [E12] -> Yes, I used the tail loop",
+        "E12 — Adoption: yes — it helps",
+        "E12: I did not adopt it",
+        "E12 ✅ good",
+        "E12 - skipped, unrelated",
+        "#12: used",
+        "item 12: rejected because slower",
+        "E12: Not needed - adopted a different idea",
+        "E12: applied",
+        "E12: no",
+    ],
+)
+def test_lines_without_the_protocol_words_stay_unresolved(line: str):
+    r = parse(line + "\n```c\n" + KERNEL + "```")
+    assert 12 not in r.decisions
+    assert r.unresolved([12, 7, 3]) == [12, 7, 3]
+
+
+def test_the_reviewed_lines_are_reasked():
+    """The two lines the review found recorded as ADOPTED go back through the gate instead."""
+    from sagekernel.agent.gate import complete_reply
+    from sagekernel.agent.prompt import Prompts
+    from sagekernel.models.base import Message, Reply
+
+    first = ("DIAGNOSIS: d\nADOPTION:\n- E5: Not needed; I use a different approach\n"
+             "- E6: I did not need it, but E6's idea of using restrict is good\n```c\n" + KERNEL + "```")
+    answers = iter([first, "- E5: NOT ADOPTED - different approach\n- E6: NOT ADOPTED - not needed"])
+    asked: list[str] = []
+
+    def ask(messages, reask=0):
+        asked.append(messages[-1].content)
+        return Reply(text=next(answers), model="scripted")
+
+    out = complete_reply(ask, [Message("user", "round")], prompts=Prompts(), shown_items=[5, 6],
+                         shown_rules=[], language="c", max_reasks=2)
+    assert out.reasks == 1
+    assert "E5" in asked[1] and "E6" in asked[1]
+    assert out.parsed.decisions == {5: (False, "different approach"), 6: (False, "not needed")}
+
+
+_NOISE_WORDS = ["use", "using", "used", "adopt", "adopting", "adoption", "not", "no", "needed", "yes",
+                "skip", "I", "the", "idea", "good", "don't", "E12's", "restrict", "approach", "✅", "-",
+                ";", ","]
+_rationale = st.lists(st.sampled_from(_NOISE_WORDS), min_size=0, max_size=12).map(" ".join)
+_DECISION_TEXT = {True: ["ADOPTED", "adopted", "Adopted", "**ADOPTED**", "_adopted_"],
+                  False: ["NOT ADOPTED", "not adopted", "Not Adopted", "**NOT ADOPTED**", "NOT_ADOPTED",
+                          "not-adopted"]}
+_LINE_FORMS = ["- E12: {d} - {r}", "1. E12: {d}: {r}", "* **E12** — {d} — {r}", "| E12 | {d} | {r} |",
+               "E12 (title): {d}, {r}", "[E12] -> {d}. {r}"]
+
+
+@given(st.booleans(), st.sampled_from(_LINE_FORMS), st.data(), _rationale, _rationale)
+def test_rationales_never_flip_a_decision(adopted: bool, form: str, data, rationale: str, other: str):
+    decision = data.draw(st.sampled_from(_DECISION_TEXT[adopted]))
+    line = form.format(d=decision, r=rationale)
+    r = parse(f"DIAGNOSIS: {other}\nADOPTION:\n{line}\n- E7: {other}\n```c\n{KERNEL}```")
+    assert r.decisions[12][0] is adopted
+    assert 7 not in r.decisions  # a rationale alone never decides
+
+
+@given(st.sampled_from(["- E12: {r}", "E12 {r}", "| E12 | {r} |", "E12: {r} - {r}"]), _rationale)
+def test_rationale_words_alone_decide_nothing(form: str, rationale: str):
+    r = parse(form.format(r=rationale) + "\n```c\n" + KERNEL + "```")
+    assert 12 not in r.decisions
+
+
+_line = st.one_of(
+    st.builds(lambda i, d, rr: f"- E{i}: {d} - {rr}", st.sampled_from([12, 7, 3, 99]),
+              st.sampled_from([*_DECISION_TEXT[True], *_DECISION_TEXT[False], "", "yes", "used"]),
+              _rationale),
+    st.builds(lambda d, i: f"{d}: E{i}", st.sampled_from(["ADOPTED", "NOT ADOPTED", "Use"]),
+              st.sampled_from([12, 7, 3])),
+    _rationale,
+)
+
+
+@given(st.lists(_line, max_size=8))
+def test_every_recorded_decision_appears_verbatim(lines: list[str]):
+    text = "\n".join(lines)
+    r = parse(text)
+    for item_id, (adopted, _) in r.decisions.items():
+        line = r.evidence[item_id]
+        assert line in text.splitlines()
+        words = re.sub(r"[*_`]+", " ", line).lower()
+        negative = re.search(r"not[\s_-]*adopted", words) is not None
+        if adopted:
+            assert re.search(r"(?<![a-z])adopted(?![a-z])", words.replace("not adopted", "")) or not negative
+        else:
+            assert negative
 
 
 def test_unknown_ids_are_reported_and_ignored_missing_stay_unresolved():

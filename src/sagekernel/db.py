@@ -132,8 +132,13 @@ def _check_and_migrate(conn: sqlite3.Connection, path: Path, *, readonly: bool) 
 def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """One atomic unit of work: BEGIN IMMEDIATE ... COMMIT, rolled back on any exception.
 
-    Used for every episode update so that a crash never leaves half an update.
+    Used for every episode update so that a crash never leaves half an update. When the caller
+    already holds a transaction this joins it (the caller commits or rolls back the whole unit:
+    the runner records a result, the memory update and its marker together).
     """
+    if conn.in_transaction:
+        yield conn
+        return
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:

@@ -6,10 +6,11 @@ targets: cpu, memory: the SQLite-backed policies), so every path runs in CI.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from sagekernel import defaults
 from sagekernel.candidate import Candidate
 from sagekernel.harness.verdict import LintFinding
 from sagekernel.models.base import Message, Model, Reply
@@ -79,11 +80,21 @@ class MemoryPolicy(Protocol):
     name: str
 
     def retrieve(self, query: str, *, operator: str, category: str, episode: EpisodeKind,
-                 k: int = 5) -> list[RetrievedItem]: ...
+                 k: int = defaults.K) -> list[RetrievedItem]: ...
 
     def resident_rules(self) -> list[ResidentRule]: ...
 
-    def learn(self, trace: EpisodeTrace, new_items: Sequence[ItemDraft] = ()) -> None:
+    def learn(self, trace: EpisodeTrace, new_items: Sequence[ItemDraft] = (), *,
+              rules: Mapping[int, str] | None = None) -> None:
         """In one transaction: ATU (or the method's credit rule), then writes of the distilled
-        items (deduplicated, spec §5), then UGC (spec §6)."""
+        items (deduplicated, spec §5), then UGC (spec §6). `rules`: abstracted rule texts of the
+        items the update validates, asked before the transaction (see `rule_requests`)."""
+        ...
+
+    def rule_requests(self, episodes: Sequence[tuple[EpisodeTrace, Sequence[ItemDraft]]]) -> list[Any]:
+        """What learning `episodes` would ask the rule-abstraction model (a rolled-back dry run)."""
+        ...
+
+    def abstract_rules(self, requests: Sequence[Any]) -> dict[int, str]:
+        """The model's rule text per requested item id (called outside any transaction)."""
         ...

@@ -69,6 +69,14 @@ class RoundTrace:
     latency_ms: float | None = None  # candidate latency when correct
     verdict: dict[str, Any] | None = None  # Verdict.to_dict()
     reasks: int = 0  # trace-completeness re-asks spent in this round
+    suspect: bool = False  # the harness quarantined this verdict (Verdict.suspect)
+
+    @property
+    def counts_as_success(self) -> bool:
+        """`Verdict.counts_as_success` of this round: passed every stage, correct, not quarantined.
+        The one test of success for credit, distillation and consolidation (and their replay)."""
+        stage = (self.verdict or {}).get("stage", "ok")
+        return self.correct and not self.suspect and stage == "ok"
 
     def adopted_ids(self) -> set[int]:
         return {d.item_id for d in self.decisions if d.adopted is True}
@@ -93,6 +101,7 @@ class RoundTrace:
             latency_ms=data.get("latency_ms"),
             verdict=data.get("verdict"),
             reasks=data.get("reasks", 0),
+            suspect=bool(data.get("suspect", (data.get("verdict") or {}).get("suspect", False))),
         )
 
 

@@ -6,8 +6,7 @@ error); in an opt episode, a correct kernel strictly faster than the best before
 transition nothing is distilled (no model call). The frozen model proposes at most `max_items`
 lessons through `prompts/distill.j2`; the parser keeps those that are complete, deduplicates them
 (exact title or fix code), and drops any that mention an evaluation size of the task (spec §5:
-no hard-coded shapes). Choice (RECONSTRUCTED): only size values ≥ 10 are checked, since single
-digits (unroll factors, loop starts) appear in almost every snippet and reveal no shape. The
+no hard-coded shapes; the filter is memory/literals.py, shared with the store's writes). The
 store deduplicates against existing items (embedding similarity ≥ 0.9) when the policy learns.
 """
 
@@ -18,10 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sagekernel import defaults
 from sagekernel.agent.prompt import Prompts
 from sagekernel.agent.state import OperatorOutcome
-from sagekernel.errors import SageError
+from sagekernel.errors import BudgetExhausted, SageError
 from sagekernel.harness.verdict import Stage
+from sagekernel.memory.literals import mentions_literal, size_literals
 from sagekernel.models.base import Message, Reply
 from sagekernel.protocols import Target
 from sagekernel.records import EpisodeKind, EpisodeTrace, ItemDraft, RoundTrace
@@ -32,7 +33,6 @@ CORR_TYPES = ("correctness", "compile_error", "runtime_error", "numerical_stabil
 OPT_TYPES = ("performance", "algorithmic_optimization", "memory_access")
 _STAGE_RANK = {s: i for i, s in enumerate((Stage.PARSE, Stage.LINT, Stage.COMPILE, Stage.LOAD, Stage.RUNTIME,
                                            Stage.CORRECTNESS, Stage.TIMING, Stage.OK))}
-_MIN_SIZE_LITERAL = 10
 _MAX_TRANSITIONS = 3
 _FIELD = re.compile(r"^\s*[-*]?\s*\**(title|type|category|error[_ ]message|wrong[_ ]code|correct[_ ]code)"
                     r"\**\s*:\s*(.*)$", re.IGNORECASE)
@@ -63,11 +63,12 @@ def transitions(trace: EpisodeTrace, outcome: OperatorOutcome) -> list[Transitio
     if trace.episode is EpisodeKind.CORR:
         prev: RoundTrace | None = None
         for rt in trace.rounds:
-            if rt.candidate_hash not in src:
+            if rt.candidate_hash not in src or rt.suspect:  # a quarantined verdict verifies nothing
                 continue
             if prev is not None and _STAGE_RANK[_stage(rt)] > _STAGE_RANK[_stage(prev)]:
                 was = _stage(prev).value
-                after = "correct" if rt.correct else f"got past '{was}', now fails at '{_stage(rt).value}'"
+                after = ("correct" if rt.counts_as_success
+                         else f"got past '{was}', now fails at '{_stage(rt).value}'")
                 found.append(Transition("an error removed by a revision",
                                         f"failed at '{was}': {_message(prev)}", after,
                                         src[prev.candidate_hash or ""], src[rt.candidate_hash or ""]))
@@ -77,21 +78,13 @@ def transitions(trace: EpisodeTrace, outcome: OperatorOutcome) -> list[Transitio
         best_ms, best_src = outcome.t_first_ms, src.get(first.candidate_hash or "") if first else None
         for rt in trace.rounds:
             ms = rt.latency_ms
-            if rt.correct and ms is not None and best_ms is not None and best_src and ms < best_ms:
+            if rt.counts_as_success and ms is not None and best_ms is not None and best_src and ms < best_ms:
                 after = src[rt.candidate_hash or ""]
                 faster = f"correct and faster: {ms:.4f} ms ({best_ms / ms:.2f}x)"
                 found.append(Transition("a verified speed-up", f"correct but slow: {best_ms:.4f} ms", faster,
                                         best_src, after))
                 best_ms, best_src = ms, after
     return found[-_MAX_TRANSITIONS:]
-
-
-def size_literals(task: Task) -> set[int]:
-    return {v for shape in task.all_shapes() for v in shape.values() if v >= _MIN_SIZE_LITERAL}
-
-
-def mentions_sizes(text: str, sizes: set[int]) -> bool:
-    return any(re.search(rf"(?<![\w.]){v}(?![\w.])", text) for v in sizes)
 
 
 def parse_lessons(text: str) -> list[dict[str, str]]:
@@ -135,7 +128,7 @@ def parse_lessons(text: str) -> list[dict[str, str]]:
 def drafts_from(lessons: list[dict[str, str]], task: Task, episode: EpisodeKind,
                 max_items: int) -> list[ItemDraft]:
     allowed = CORR_TYPES if episode is EpisodeKind.CORR else OPT_TYPES
-    sizes = size_literals(task)
+    sizes = size_literals(task.all_shapes())
     out: list[ItemDraft] = []
     seen: set[str] = set()
     for lesson in lessons:
@@ -150,7 +143,7 @@ def drafts_from(lessons: list[dict[str, str]], task: Task, episode: EpisodeKind,
                           source_operator=task.name)
         text = "\n".join((draft.title, draft.error_message, draft.wrong_code, draft.correct_code))
         keys = {re.sub(r"\W+", " ", title.lower()).strip(), re.sub(r"\s+", "", fix)}
-        if mentions_sizes(text, sizes) or keys & seen:
+        if mentions_literal(text, sizes) or keys & seen:
             continue
         seen |= keys
         out.append(draft)
@@ -161,7 +154,7 @@ def drafts_from(lessons: list[dict[str, str]], task: Task, episode: EpisodeKind,
 
 def distill(ask: Callable[[list[Message]], Reply], prompts: Prompts, task: Task, target: Target,
             trace: EpisodeTrace, outcome: OperatorOutcome, *,
-            max_items: int = 3) -> tuple[list[ItemDraft], Reply | None]:
+            max_items: int = defaults.MAX_NEW_ITEMS) -> tuple[list[ItemDraft], Reply | None]:
     """Ask the model for at most `max_items` grounded lessons; (drafts, the reply or None if not asked)."""
     found = transitions(trace, outcome)
     if not found or max_items <= 0:
@@ -177,12 +170,16 @@ def make_rule_abstractor(ask: Callable[[list[Message]], Reply], prompts: Prompts
                          target_name: str = "") -> Callable[[Any, list[str]], str]:
     """The UGC rule abstraction of spec §6.4 done by the frozen backbone (`prompts/abstract_rule.j2`).
 
-    Returns "" when the model fails, so the memory falls back to its own rule text."""
+    Returns "" when the model call fails, so the memory falls back to its own rule text; a spent
+    budget is not a failure of the call and stops the run (BudgetExhausted propagates). The runner
+    calls this before the update's transaction, so the call is logged like any other."""
     def abstract(item: Any, rationales: list[str]) -> str:
         user = prompts.render("abstract_rule.j2", target_name=target_name, item=item,
                               rationales=[r for r in rationales if r.strip()][:5])
         try:
             text = ask([Message("user", user)]).text.strip()
+        except BudgetExhausted:
+            raise
         except SageError:
             return ""
         return re.sub(r"^(?:rule\s*:\s*)", "", text, flags=re.IGNORECASE).strip()

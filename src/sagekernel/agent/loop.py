@@ -4,8 +4,10 @@ Both episodes share T rounds. A round is: retrieve (query = operator spec + late
 prompt from templates -> reply -> trace-completeness gate (re-asks, no evaluation) -> evaluate
 -> record. The corr episode ends at the first correct kernel; the opt episode starts from the best
 correct kernel and uses the rounds left. The agent never writes memory: after each episode it
-hands the trace to `hooks.on_episode`, and the runner records the result (when the operator is
-finished) and lets the memory policy learn, before the next episode retrieves anything.
+hands the trace to `hooks.on_episode`; the runner learns from an operator's episodes only once
+the operator has finished and its result is recorded (no operator is helped by its own
+experience). A candidate is a `Candidate` (files by path): one file for single-file targets, one
+per `Target.files(task)` entry for multi-file ones (agent/files.py).
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sagekernel import defaults
+from sagekernel.agent.files import file_paths, render_candidate, single_path
 from sagekernel.agent.gate import IncompleteReply, complete_reply
 from sagekernel.agent.prompt import Prompts, RoundContext
 from sagekernel.agent.state import OperatorOutcome
+from sagekernel.candidate import Candidate
 from sagekernel.harness.verdict import Stage, Verdict
 from sagekernel.models.base import Message, Model, Reply
 from sagekernel.models.exchange_log import exchange_context
@@ -27,7 +32,8 @@ from sagekernel.protocols import MemoryPolicy, Target
 from sagekernel.records import AdoptionDecision, EpisodeKind, EpisodeTrace, RoundTrace
 from sagekernel.tasks.task import Task
 
-Evaluate = Callable[[Task, str], Verdict]
+#: Judges one candidate (the runner's wrapper around harness.evaluate).
+Evaluate = Callable[[Task, Candidate], Verdict]
 
 
 class AgentConfig(BaseModel):
@@ -35,17 +41,17 @@ class AgentConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rounds: int = Field(default=30, ge=1)
+    rounds: int = Field(default=defaults.ROUNDS, ge=1)
     """T: refinement rounds per operator, shared by the corr and opt episodes (spec §1, SOURCED)."""
-    k: int = Field(default=5, ge=0)
+    k: int = Field(default=defaults.K, ge=0)
     """Experiences retrieved per round (spec §3, DERIVED)."""
-    max_reasks: int = Field(default=2, ge=0)
+    max_reasks: int = Field(default=defaults.MAX_REASKS, ge=0)
     """Trace-completeness re-asks per round before unresolved items stay ⊥ / the round fails PARSE."""
-    history: int = Field(default=4, ge=0)
+    history: int = Field(default=defaults.HISTORY, ge=0)
     """How many earlier attempts the prompt summarises."""
-    max_tokens: int = Field(default=2048, ge=64)
+    max_tokens: int = Field(default=defaults.MAX_TOKENS, ge=64)
     """Completion-token cap per model call."""
-    temperature: float = Field(default=0.2, ge=0)
+    temperature: float = Field(default=defaults.TEMPERATURE, ge=0)
     """Sampling temperature of every agent call."""
 
 
@@ -85,7 +91,9 @@ class Agent:
             episode.rounds.append(trace)
             hooks.on_round(trace, source)
         episode.t_first_ms, episode.t_best_ms = out.t_first_ms, out.t_best_ms
-        episode.success = out.correct if kind is EpisodeKind.CORR else out.improved
+        # success as credit sees it: a quarantined verdict never counts (RoundTrace.counts_as_success)
+        episode.success = (any(r.counts_as_success for r in episode.rounds) if kind is EpisodeKind.CORR
+                           else out.improved)
         return episode
 
     def _round(self, task: Task, kind: EpisodeKind, out: OperatorOutcome) -> tuple[RoundTrace, str | None]:
@@ -100,15 +108,19 @@ class Agent:
                            history=out.history(self.config.history),
                            current_code=out.best_source if kind is EpisodeKind.OPT else out.last_source,
                            best_ms=out.t_best_ms, ref_ms=out.t_ref_ms)
-        messages = self.prompts.round_messages(task, self.target, ctx)
+        specs = list(getattr(self.target, "files", lambda _t: [])(task))
+        paths = file_paths(self.target, task)
+        messages = self.prompts.round_messages(task, self.target, ctx, files=specs)
         shown = [i.item_id for i in items]
         try:
             with exchange_context(operator=task.name, round=n, episode=kind.value):
                 gate = complete_reply(self._ask, messages, prompts=self.prompts, shown_items=shown,
                                       shown_rules=[r.item_id for r in rules], language=self.target.language,
-                                      max_reasks=self.config.max_reasks)
-            source: str | None = gate.parsed.code
-            verdict = self.evaluate(task, source or "")
+                                      max_reasks=self.config.max_reasks, paths=paths)
+            candidate = gate.parsed.candidate(paths, single_path(self.target, task))
+            assert candidate is not None  # the gate raises IncompleteReply otherwise
+            source: str | None = render_candidate(candidate, {s.path: s.language for s in specs})
+            verdict = self.evaluate(task, candidate)
         except IncompleteReply as exc:
             gate, source = exc.outcome, None
             verdict = Verdict(stage=Stage.PARSE, message=str(exc))
@@ -120,7 +132,7 @@ class Agent:
                        else AdoptionDecision(i, None, "") for i in shown],
             candidate_hash=candidate_hash(source) if source else None, compiled=verdict.compiled,
             correct=verdict.correct, latency_ms=verdict.candidate_ms if verdict.correct else None,
-            verdict=verdict.to_dict())
+            verdict=verdict.to_dict(), suspect=verdict.suspect)
         out.add(trace, source, verdict, gate.replies)
         return trace, source
 

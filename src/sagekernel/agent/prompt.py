@@ -61,16 +61,19 @@ class Prompts:
         return self.render("system.j2", target_name=target.name, language=target.language,
                            knowledge=target.knowledge())
 
-    def round_messages(self, task: Task, target: Target, ctx: RoundContext) -> list[Message]:
+    def round_messages(self, task: Task, target: Target, ctx: RoundContext,
+                       files: Sequence[Any] = ()) -> list[Message]:
+        """`files`: the FileSpecs of a multi-file target (empty: the single kernel block)."""
         user = self.render(
             "round.j2", task=task, reference=task.source, contract=target.contract(task),
             language=target.language, round=ctx.round, budget=ctx.budget, rounds_left=ctx.rounds_left,
             episode=ctx.episode.value, items=list(ctx.items), rules=list(ctx.rules),
             current_code=ctx.current_code, feedback=ctx.feedback, history=list(ctx.history),
-            best_ms=ctx.best_ms or 0.0, ref_ms=ctx.ref_ms or 0.0)
+            best_ms=ctx.best_ms or 0.0, ref_ms=ctx.ref_ms or 0.0, files=list(files) if len(files) > 1 else [])
         return [Message("system", self.system(target)), Message("user", user)]
 
     def reask(self, *, missing: Sequence[int], conflicts: Sequence[int], unknown: Sequence[str],
-              need_code: bool, language: str) -> str:
+              need_code: bool, language: str, missing_files: Sequence[str] = ()) -> str:
         return self.render("reask.j2", missing=list(missing), conflicts=list(conflicts),
-                           unknown=list(unknown), need_code=need_code, language=language)
+                           unknown=list(unknown), need_code=need_code, language=language,
+                           missing_files=list(missing_files))

@@ -15,17 +15,25 @@ Retrieved experiences carry ids `E<n>`, resident rules `R<n>` (n is the memory i
 
 The parser is tolerant of formatting noise -- markdown emphasis, bullets or numbering, tables,
 upper/lower case, extra prose, `Adopted: E1, E2` grouping, `[E12]`/`#12`/`item 12` id spellings,
-an unterminated final code fence -- and strict about ids: a decision counts only on a line that
-*starts* with the id (or with the decision followed by ids), ids that were not shown are ignored
-and reported, ids shown but never decided stay unresolved (⊥, spec §2), and an id given both
-decisions is unresolved too (reported as a conflict).
+an unterminated final code fence -- and strict about meaning: only the protocol's own words
+ADOPTED / NOT ADOPTED decide, and only right after the id (or before a group of ids). A line
+that says "not needed", "I use ...", "yes" or a check mark decides nothing: the item stays
+unresolved (⊥, spec §2) and the trace-completeness gate re-asks it. Ids that were not shown are
+ignored and reported; an id given both decisions is unresolved too (reported as a conflict).
+`ParsedReply.evidence` keeps, per decided id, the reply line the decision was read from.
+
+A multi-file target (docs/target_seam.md) gets one fenced block per file, each headed by its
+relative path; see agent/files.py.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+from sagekernel.agent.files import fenced_blocks, pick_files
+from sagekernel.candidate import Candidate
 
 # --- ids -----------------------------------------------------------------------------------------
 _ITEM_ID = (r"(?:\[\s*E?\s*-?\s*(?P<b>\d+)\s*\]|E\s*-?\s*#?\s*(?P<e>\d+)|#\s*(?P<h>\d+)"
@@ -40,20 +48,19 @@ _ITEM_GROUP = re.compile(rf"^{_ITEM_ANY}(?:{_SEP}+{_ITEM_ANY})*(?![A-Za-z0-9])",
 _RULE_GROUP = re.compile(rf"^{_RULE_ANY}(?:{_SEP}+{_RULE_ANY})*(?![A-Za-z0-9])", re.IGNORECASE)
 _BARE_GROUP = re.compile(rf"^\d+(?:{_SEP}+\d+)*(?=\s*[:)\]|.=-])")
 
-# --- decisions (negatives listed first: at one position the first alternative wins) -------------
-_NEG = (r"not[\s_-]*(?:adopted|adopting|adopt|used|using|use|applied|applying|apply|relevant|applicable)\b"
-        r"|\w+n[o']?t\s+(?:adopt|use|apply)\w*|unused\b|rejected\b|reject\b|skipped\b|skip\b|ignored\b|ignore\b"
-        r"|declined\b|irrelevant\b|no\b|false\b|✗|❌|✘|\[\s\]")
-_POS = r"adopted\b|adopting\b|adopt\b|used\b|using\b|use\b|applied\b|applying\b|apply\b|yes\b|true\b" \
-       r"|accepted\b|accept\b|✓|✔|✅|\[x\]"
-_DECISION = re.compile(rf"(?:(?<![A-Za-z])(?P<neg>{_NEG})|(?<![A-Za-z])(?P<pos>{_POS}))", re.IGNORECASE)
-
-_CANONICAL = re.compile(r"(?<![A-Za-z])(?:(?P<neg>not[\s_-]*adopt(?:ed)?\b|\w+n[o']?t\s+adopt\w*)"
-                        r"|(?P<pos>adopted\b|adopt\b))", re.IGNORECASE)
+# --- decisions: only the protocol's own words (ADOPTED / NOT ADOPTED) decide ---------------------
+# Case, markdown emphasis (stripped by `_clean`), a "Decision:" label and NOT_ADOPTED/NOT-ADOPTED
+# spellings are formatting; words like "use", "needed", "yes" or "skip" are not decisions: a line
+# without the protocol's words stays unresolved and the gate re-asks it.
+_NOT = r"not[\s_-]*adopted"
+_CANONICAL = re.compile(rf"(?<![A-Za-z])(?:(?P<neg>{_NOT})|(?P<pos>adopted))(?![A-Za-z])", re.IGNORECASE)
+_LABEL = re.compile(r"^(?:decision|adoption|status|answer)\s*[:=\-–—]\s*", re.IGNORECASE)
+#: Resident rules answer in their own section's words ("RULES USED: R3"), or on a rule line.
+_RULE_DECISION = re.compile(r"(?<![A-Za-z])(?:(?P<neg>not[\s_-]*(?:used|adopted|applied))"
+                            r"|(?P<pos>used|adopted|applied))(?![A-Za-z])", re.IGNORECASE)
 _HEADER = re.compile(r"^(?P<name>diagnosis|adoptions?|adoption decisions?|decisions?"
                      r"|(?:resident\s+)?rules?\s+used|used\s+rules?|code|kernel|kernel source|source)"
                      r"(?:\s*[:\-=]\s*|\s*$)(?P<rest>.*)$", re.IGNORECASE)
-_FENCE_OPEN = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})\s*(?P<lang>[^\s`]*)[^\n]*$")
 _LINE_NOISE = re.compile(r"^(?:\s|[-*+•>|]|#+(?=\s)|\d+[.)](?=\s))+")
 _EMPHASIS = re.compile(r"[*_`]+")
 _RATIONALE_TRIM = " \t-–—:;,.|=>)(]["
@@ -77,6 +84,22 @@ class ParsedReply:
     resident_used: list[int] = field(default_factory=list)
     unknown_ids: list[str] = field(default_factory=list)  # "E99", "R4": not shown this round
     code: str | None = None
+    evidence: dict[int, str] = field(default_factory=dict)  # item id -> the reply line that decided it
+    files: dict[str, str] = field(default_factory=dict)  # multi-file targets: path -> text
+    unknown_files: list[str] = field(default_factory=list)  # headed paths the target does not have
+
+    def missing_files(self, paths: Sequence[str]) -> list[str]:
+        """Paths a multi-file target asks for that the reply has no block for (single file: none)."""
+        return [p for p in paths if p not in self.files] if len(paths) > 1 else []
+
+    def has_source(self, paths: Sequence[str]) -> bool:
+        return not self.missing_files(paths) if len(paths) > 1 else self.code is not None
+
+    def candidate(self, paths: Sequence[str], single_path: str) -> Candidate | None:
+        """The files of this reply by path, or None while anything is missing."""
+        if len(paths) > 1:
+            return None if self.missing_files(paths) else Candidate({p: self.files[p] for p in paths})
+        return None if self.code is None else Candidate.single(single_path, self.code)
 
     def unresolved(self, shown: Iterable[int]) -> list[int]:
         """Shown item ids without exactly one decision (⊥), in the order they were shown."""
@@ -93,6 +116,10 @@ class ParsedReply:
             resident_used=sorted(set(self.resident_used) | set(later.resident_used)),
             unknown_ids=self.unknown_ids + [u for u in later.unknown_ids if u not in self.unknown_ids],
             code=later.code if later.code else self.code,
+            evidence={**self.evidence, **later.evidence},
+            files={**self.files, **later.files},
+            unknown_files=[*self.unknown_files,
+                           *(u for u in later.unknown_files if u not in self.unknown_files)],
         )
 
 
@@ -106,25 +133,8 @@ def _ids(match: re.Match[str], *groups: str) -> int:
 def split_fences(text: str) -> tuple[list[tuple[str, str]], list[str]]:
     """(code blocks as (language, body), prose lines outside any fence). An unclosed final fence
     runs to the end of the text (a reply cut off by max_tokens)."""
-    blocks: list[tuple[str, str]] = []
-    prose: list[str] = []
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        opened = _FENCE_OPEN.match(lines[i])
-        if not opened:
-            prose.append(lines[i])
-            i += 1
-            continue
-        fence, lang = opened.group("fence"), opened.group("lang").lower()
-        body: list[str] = []
-        i += 1
-        while i < len(lines) and not re.match(rf"^\s*{re.escape(fence[0])}{{{len(fence)},}}\s*$", lines[i]):
-            body.append(lines[i])
-            i += 1
-        i += 1  # skip the closing fence (or step past the end)
-        blocks.append((lang.rsplit(".", 1)[-1], "\n".join(body)))
-    return blocks, prose
+    blocks, prose = fenced_blocks(text)
+    return [(b.lang.rsplit(".", 1)[-1], b.body) for b in blocks], prose
 
 
 def pick_code(blocks: list[tuple[str, str]], language: str) -> str | None:
@@ -145,41 +155,46 @@ def _clean(line: str) -> str:
 #: The format line echoed back ("ADOPTED or NOT ADOPTED - ..."): both answers, so no decision.
 _TEMPLATE_ECHO = re.compile(r"(?<![A-Za-z])adopted\s*(?:\bor\b|/|\|)\s*not[\s_-]*adopted\b", re.IGNORECASE)
 _ECHO = re.compile(r"^\s*[:\-–—=>|]*\s*(?:\([^)]*\)|\[[^\]]*\]|\"[^\"]*\"|“[^”]*”|'[^']*')")
-_AFTER_SEP = re.compile(r"(?::|\s[-–—]+\s|\|)\s*")
+_SEPARATORS = " \t:-–—=>|,"
+_TITLED = re.compile(r"^\s*(?:[-–—]+|\|)\s")
+_TITLE_ECHO = re.compile(r"^[^:|]{1,120}?(?::|\s[-–—]+\s|\|)\s*")
 
 
-def _decision_in(text: str) -> tuple[bool, str] | None:
-    """(adopted, rationale) for the decision that follows an id group, or None.
+def _decision_in(text: str, words: re.Pattern[str] = _CANONICAL) -> tuple[bool, str] | None:
+    """(adopted, rationale) for the decision that follows an id group, or None (unresolved).
 
-    A title the model echoes after the id ("E3 (Use restrict): NOT ADOPTED") must not be read as
-    the decision: a leading parenthesised/quoted echo is skipped; the protocol's own words
-    (ADOPTED / NOT ADOPTED) win wherever they are; then a decision word right at the start, then
-    one right after a separator, then the first decision word anywhere."""
+    The decision must come first: right after the id and its separators, or after an echoed title
+    ("E3 (Use restrict): NOT ADOPTED", "E3 - Use restrict: NOT ADOPTED") or a "Decision:" label.
+    A protocol word later in the rationale never decides ("E5: Not needed; adopted elsewhere")."""
     text = _ECHO.sub("", text, count=1)
-    stripped = text.lstrip(" \t:-–—=>|,")
-    match = _CANONICAL.search(stripped) or _DECISION.match(stripped)
-    if match is None:
-        for sep in _AFTER_SEP.finditer(stripped):
-            match = _DECISION.match(stripped, sep.end())
-            if match:
-                break
-    if match is None:
-        match = _DECISION.search(stripped)
+    stripped = _LABEL.sub("", text.lstrip(_SEPARATORS)).lstrip(_SEPARATORS)
+    match = words.match(stripped)
+    # An echoed title ("E3 - <title>: ADOPTED", "| E3 | <title> | ADOPTED |") follows a dash or a
+    # pipe, never the colon that introduces a rationale ("E5: Not needed - adopted elsewhere").
+    if match is None and _TITLED.match(text):
+        title = _TITLE_ECHO.match(stripped)
+        if title is not None and not words.search(stripped, 0, title.end()):
+            rest = _LABEL.sub("", stripped[title.end():].lstrip(_SEPARATORS))
+            match = words.match(rest)
+            stripped = rest
     if match is None:
         return None
     rationale = stripped[match.end():].strip(_RATIONALE_TRIM)
-    if not rationale:  # "E3 was not adopted" -> keep the whole statement
-        rationale = stripped.strip(_RATIONALE_TRIM)
     return match.group("neg") is None, rationale
 
 
 def parse_reply(text: str, *, shown_items: Iterable[int], shown_rules: Iterable[int],
-                language: str) -> ParsedReply:
-    """Parse one reply. `shown_items`/`shown_rules` are the ids the prompt listed."""
+                language: str, paths: Sequence[str] = ()) -> ParsedReply:
+    """Parse one reply. `shown_items`/`shown_rules` are the ids the prompt listed; `paths` the
+    files of a multi-file target (one block per path; with at most one path, the single block)."""
     items, rules = set(shown_items), set(shown_rules)
-    blocks, prose = split_fences(text)
-    out = ParsedReply(code=pick_code(blocks, language))
-    votes: dict[int, list[tuple[bool, str]]] = {}
+    fenced, prose = fenced_blocks(text)
+    if len(paths) > 1:
+        files, unknown = pick_files(fenced, paths)
+        out = ParsedReply(files=files, unknown_files=unknown)
+    else:
+        out = ParsedReply(code=pick_code([(b.lang.rsplit(".", 1)[-1], b.body) for b in fenced], language))
+    votes: dict[int, list[tuple[bool, str, str]]] = {}
     section = ""
     diagnosis: list[str] = []
     for raw in prose:
@@ -195,17 +210,19 @@ def parse_reply(text: str, *, shown_items: Iterable[int], shown_rules: Iterable[
             if not line:
                 continue
         if _ITEM_GROUP.match(line):
-            _parse_adoption_line(line, items, votes, out, bare_ok=False)
+            _parse_adoption_line(line, raw, items, votes, out, bare_ok=False)
         elif section == "rules" or _RULE_GROUP.match(line):
             _parse_rules(line, rules, out, in_section=section == "rules")
         elif section == "diagnosis":
             diagnosis.append(line)
         else:
-            _parse_adoption_line(line, items, votes, out, bare_ok=section == "adoption")
+            _parse_adoption_line(line, raw, items, votes, out, bare_ok=section == "adoption")
     for item_id, vs in votes.items():
-        if len({adopted for adopted, _ in vs}) > 1:
+        if len({adopted for adopted, _, _ in vs}) > 1:
             out.conflicts.add(item_id)
-        out.decisions[item_id] = vs[-1]
+        adopted, rationale, raw_line = vs[-1]
+        out.decisions[item_id] = (adopted, rationale)
+        out.evidence[item_id] = raw_line
     out.diagnosis = " ".join(diagnosis).strip()
     if not out.diagnosis:  # no header: the first prose sentence(s) before any decision line
         first = next((_clean(p) for p in prose if _clean(p) and not _ITEM_RE.search(p)), "")
@@ -220,7 +237,7 @@ def _parse_rules(line: str, rules: set[int], out: ParsedReply, *, in_section: bo
         return
     group = _RULE_GROUP.match(line)
     if group:
-        decision = _decision_in(line[group.end():])
+        decision = _decision_in(line[group.end():], _RULE_DECISION)
         if (decision is None and not in_section) or (decision is not None and not decision[0]):
             return
         ids_text = group.group(0)
@@ -237,7 +254,7 @@ def _parse_rules(line: str, rules: set[int], out: ParsedReply, *, in_section: bo
             out.unknown_ids.append(f"R{rule_id}")
 
 
-def _parse_adoption_line(line: str, items: set[int], votes: dict[int, list[tuple[bool, str]]],
+def _parse_adoption_line(line: str, raw: str, items: set[int], votes: dict[int, list[tuple[bool, str, str]]],
                          out: ParsedReply, *, bare_ok: bool) -> None:
     ids: list[int] = []
     decision: tuple[bool, str] | None = None
@@ -249,8 +266,9 @@ def _parse_adoption_line(line: str, items: set[int], votes: dict[int, list[tuple
         ids = [int(n) for n in re.findall(r"\d+", bare.group(0))]
         decision = _decision_in(line[bare.end():])
     else:  # "Adopted: E1, E2 - why" / "NOT ADOPTED: E7"
-        lead = _DECISION.match(line)
+        lead = _CANONICAL.match(_LABEL.sub("", line))
         if lead:
+            line = _LABEL.sub("", line)
             rest = line[lead.end():].lstrip(" :-–—=")
             later = _ITEM_GROUP.match(rest)
             if later:
@@ -263,8 +281,8 @@ def _parse_adoption_line(line: str, items: set[int], votes: dict[int, list[tuple
     echoed = bool(ids) and _TEMPLATE_ECHO.search(line) is not None
     for item_id in ids:
         if item_id in items:
-            votes.setdefault(item_id, []).append(decision)
+            votes.setdefault(item_id, []).append((*decision, raw))
             if echoed:
-                votes[item_id].append((not decision[0], decision[1]))
+                votes[item_id].append((not decision[0], decision[1], raw))
         elif f"E{item_id}" not in out.unknown_ids:
             out.unknown_ids.append(f"E{item_id}")

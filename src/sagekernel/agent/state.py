@@ -73,11 +73,15 @@ class OperatorOutcome:
             seen = trace.candidate_hash in self._correct_hashes
             if trace.candidate_hash:
                 self._correct_hashes.add(trace.candidate_hash)
-            ms = verdict.candidate_ms
+            # A quarantined (suspect) verdict passed the correctness checks, so the operator is
+            # solved and the corr episode ends; but its timing is no timing: it never sets or
+            # improves T_first / T_best (and it earns no credit: RoundTrace.counts_as_success).
+            ms = None if verdict.suspect else verdict.candidate_ms
             if self.first_correct_round is None:
                 self.first_correct_round = trace.round
                 self.t_first_ms, self.t_best_ms = ms, ms
-                self.best_source, self.t_ref_ms = source, verdict.reference_ms
+                self.best_source = source
+                self.t_ref_ms = None if verdict.suspect else verdict.reference_ms
             elif ms is not None and (self.t_best_ms is None or ms <= self.t_best_ms * (1 - MIN_GAIN)) \
                     and not seen:
                 self.t_best_ms, self.best_source, self.t_ref_ms = ms, source, verdict.reference_ms

@@ -26,9 +26,9 @@ err_console = Console(stderr=True)
 
 def _register() -> None:
     # Imported here so `sage --help` stays fast and each area owns its own file.
-    from sagekernel.cli import doctor, harness, log, memory, report, run, tasks
+    from sagekernel.cli import audit, doctor, harness, log, memory, report, run, tasks
 
-    for module in (memory, tasks, harness, log, run, report, doctor):
+    for module in (memory, tasks, harness, log, run, report, audit, doctor):
         module.register(app)
 
 

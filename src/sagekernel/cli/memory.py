@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from sagekernel import defaults
 from sagekernel.errors import SageError
 
 console = Console()
@@ -133,7 +134,7 @@ def import_cmd(file: Path, workspace: Path = WorkspaceOpt,
 
 @memory_app.command("replay")
 def replay_cmd(workspace: Path = WorkspaceOpt, run: str = typer.Option(None, help="Only this run's traces."),
-               gamma: float = typer.Option(0.3, help="Reranking strength used to compare orders."),
+               gamma: float = typer.Option(defaults.GAMMA, help="Reranking strength used to compare orders."),
                write_to: Path = typer.Option(None, help="Write a copy of the bank with replayed utilities."),
                variant: str = typer.Option("atu", help="Utilities for --write-to: relevance|uniform|atu"),
                limit: int = typer.Option(30, help="Rows in the table."), as_json: bool = JsonOpt) -> None:
@@ -173,10 +174,11 @@ def simulate_cmd(items: int = typer.Option(200, help="Items in the synthetic sto
         _print_json(data)
         return
     table = Table(title=f"simulated stream: {items} items, {operators} operators, mean of {seeds} seeds")
-    for col in ("method", "precision@5", "success rate"):
+    for col in ("method", "precision@5", "success rate", "utility AUC"):
         table.add_column(col, justify="left" if col == "method" else "right")
     for name, row in data["methods"].items():
-        table.add_row(name, f"{row['precision_at_5']:.3f}", f"{row['success_rate']:.3f}")
+        table.add_row(name, f"{row['precision_at_5']:.3f}", f"{row['success_rate']:.3f}",
+                      f"{row['utility_auc']:.3f}")
     console.print(table)
 
 

@@ -10,12 +10,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from sagekernel import defaults
 from sagekernel.errors import SageError
 
 _BUDGET_HELP = (
-    "T, rounds per operator shared by the correctness and optimisation episodes. Default: 30 (the "
-    "paper's T) for API models; 4 for the embedded `local` model, because a 1.5B model at ~5 tokens/s "
-    "needs ~1.5-2 minutes per round, so the 3-operator demo suite finishes in ~25 minutes.")
+    f"T, rounds per operator shared by the correctness and optimisation episodes. Default: "
+    f"{defaults.ROUNDS} (the paper's T) for API models; {defaults.LOCAL_ROUNDS} for the embedded `local` "
+    "model, because a 1.5B model at ~5 tokens/s needs ~1.5-2 minutes per round, so the 3-operator demo "
+    "suite finishes in ~25 minutes.")
 
 
 def _parse_overrides(pairs: list[str], option: str = "--harness",
@@ -56,13 +58,14 @@ def run_command(
     seed: int = typer.Option(0, help="Seed of randomised memory methods."),
     embedder: str = typer.Option("auto", help="Dense retrieval: auto (all-MiniLM-L6-v2 when installed) "
                                               "or none (BM25 only)."),
-    gamma: float = typer.Option(0.3, help="Utility reranking strength γ."),
-    hot_budget: int = typer.Option(10000, help="Resident-rule token budget B."),
-    k: int = typer.Option(5, "-k", help="Experiences retrieved per round."),
-    max_reasks: int = typer.Option(2, help="Trace-completeness re-asks per round."),
-    max_tokens: int | None = typer.Option(None, help="Completion-token cap of one model call. Default: "
-                                                     "2048; 1024 for the embedded `local` model."),
-    temperature: float = typer.Option(0.2, help="Sampling temperature."),
+    gamma: float = typer.Option(defaults.GAMMA, help="Utility reranking strength γ."),
+    hot_budget: int = typer.Option(defaults.HOT_BUDGET, help="Resident-rule token budget B."),
+    k: int = typer.Option(defaults.K, "-k", help="Experiences retrieved per round."),
+    max_reasks: int = typer.Option(defaults.MAX_REASKS, help="Trace-completeness re-asks per round."),
+    max_tokens: int | None = typer.Option(None, help=f"Completion-token cap of one model call. Default: "
+                                                     f"{defaults.MAX_TOKENS}; {defaults.LOCAL_MAX_TOKENS} "
+                                                     "for the embedded `local` model."),
+    temperature: float = typer.Option(defaults.TEMPERATURE, help="Sampling temperature."),
     distill: bool = typer.Option(True, help="Distil new memory items after each episode."),
     max_total_tokens: int | None = typer.Option(None, help="Stop cleanly after this many tokens in all."),
     max_cost: float | None = typer.Option(None, help="Stop cleanly after this many USD (priced backends)."),
@@ -81,12 +84,7 @@ def run_command(
     """Run the agent over a stream of operators, learning as it goes (resumable: rerun to continue)."""
     from sagekernel.agent.exceptions import RunInterrupted
     from sagekernel.models.config import load_model_options
-    from sagekernel.runner.config import (
-        LOCAL_DEFAULT_BUDGET,
-        LOCAL_DEFAULT_MAX_TOKENS,
-        PAPER_BUDGET,
-        RunConfig,
-    )
+    from sagekernel.runner.config import RunConfig
     from sagekernel.runner.progress import QuietProgress, RichProgress
     from sagekernel.runner.run import RunSummary, run
 
@@ -94,9 +92,9 @@ def run_command(
                                                                            "timeout_s=300")}
     is_local = model.strip().split(":")[0] == "local"
     if budget is None:
-        budget = LOCAL_DEFAULT_BUDGET if is_local else PAPER_BUDGET
+        budget = defaults.LOCAL_ROUNDS if is_local else defaults.ROUNDS
     if max_tokens is None:
-        max_tokens = LOCAL_DEFAULT_MAX_TOKENS if is_local else 2048
+        max_tokens = defaults.LOCAL_MAX_TOKENS if is_local else defaults.MAX_TOKENS
     cfg = RunConfig(workspace=workspace, suite=suite, target=target, model=model, method=method,
                     schedule=schedule, limit=limit, budget=budget, run_id=run_id, resume=resume, new=new,
                     memory_from=memory_from, frozen=frozen, seed=seed, embedder=embedder, gamma=gamma,
@@ -130,14 +128,17 @@ def _print(summary: Any, console: Console, as_json: bool) -> None:
                       str(r["rounds_used"]), _ms(r["t_first_ms"]), _ms(r["t_best_ms"]),
                       f"{r['speedup']:.2f}x" if r["speedup"] else "-")
     console.print(table)
-    fast = f"{summary.fast_1:.1f}%" if summary.fast_1 is not None else "-"
-    s_self = f"{summary.s_self:.2f}x" if summary.s_self is not None else "-"
+    fast, s_self = _pct(summary.fast_1), f"{summary.s_self:.2f}x" if summary.s_self is not None else "-"
     console.print(f"{summary.method} on {summary.suite}: {summary.done}/{summary.operators} operators, "
-                  f"CR {summary.cr:.1f}%, ER {summary.er:.1f}%, Fast_1.0 {fast}, S_self {s_self}, "
+                  f"CR {_pct(summary.cr)}, ER {_pct(summary.er)}, Fast_1.0 {fast}, S_self {s_self}, "
                   f"{summary.prompt_tokens + summary.completion_tokens} tokens "
                   f"(workspace {summary.workspace})")
     if summary.message:
         console.print(summary.message)
+
+
+def _pct(value: float | None) -> str:
+    return f"{value:.1f}%" if value is not None else "-"
 
 
 def _ms(value: float | None) -> str:

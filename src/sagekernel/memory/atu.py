@@ -46,14 +46,15 @@ def terminal_score(trace: EpisodeTrace, cfg: MemoryConfig) -> float | None:
         return None
     if trace.episode is EpisodeKind.CORR:
         # RECONSTRUCTED: success is binary (1); failure −δ with no partial compile credit.
-        return 1.0 if any(r.correct for r in trace.rounds) or trace.success else -cfg.delta
+        # A quarantined (suspect) verdict is never a success (RoundTrace.counts_as_success).
+        return 1.0 if any(r.counts_as_success for r in trace.rounds) else -cfg.delta
     t_first = trace.t_first_ms if valid_latency(trace.t_first_ms) else None
     # The agent's T_best already ignores re-measured kernels and gains below its noise margin
     # (agent/state.py MIN_GAIN); fall back to raw round latencies only for traces without it.
     # A NaN, infinite, zero or negative latency is a failed measurement, never a speed-up
     # (it would put z outside [−δ, 1] and break Property 2).
     latencies = [r.latency_ms for r in trace.rounds
-                 if r.correct and r.latency_ms is not None and valid_latency(r.latency_ms)]
+                 if r.counts_as_success and r.latency_ms is not None and valid_latency(r.latency_ms)]
     t_best = trace.t_best_ms if valid_latency(trace.t_best_ms) else min(latencies, default=None)
     if t_first is not None and t_best is not None and t_best < t_first:
         return 1.0 - t_best / t_first  # SECONDARY (S3)

@@ -8,20 +8,24 @@ Single writer: only the runner calls `learn`, once per episode, after the operat
 recorded. `learn` is one transaction — credit → adoption records → new items → UGC → snapshot —
 so a crash leaves the store as it was. If the caller already holds a transaction (to mark
 `episode_updates` in the same unit), `learn` joins it instead of opening one.
+
+No model call ever runs inside that transaction: the rule abstraction (spec §6.4) of items an
+update would validate is found first by a dry run of the update (`rule_requests`, rolled back),
+asked outside any transaction, and handed to `learn` as `rules` (item id -> text). A caller that
+holds the transaction must pass `rules` (the runner does); `learn` called on its own does the
+dry run and the calls itself, before it opens its transaction.
 """
 
 from __future__ import annotations
 
 import random
-import re
 import sqlite3
-from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from sagekernel import db
+from sagekernel import db, defaults
 from sagekernel.errors import SageError
 from sagekernel.memory.atu import (
     CreditRule,
@@ -32,6 +36,7 @@ from sagekernel.memory.atu import (
     update_access,
 )
 from sagekernel.memory.embedding import Embedder, count_tokens, default_embedder
+from sagekernel.memory.literals import mentions_literal
 from sagekernel.memory.records import AdoptionRecord, HotEntry, HotSnapshot, Item, ItemState, MemoryConfig
 from sagekernel.memory.retrieval import Candidate, RetrievalIndex, query_terms, rerank
 from sagekernel.memory.store import Store, draft_to_item, now_stamp
@@ -60,10 +65,28 @@ VARIANTS = {
     "sage-no-ugc": Variant("atu", "none", True),
     "sage-random-ugc": Variant("atu", "random", True),
 }
+#: Methods whose memory learns and takes new items (spec §5, §9: refinement and static RAG write nothing).
+WRITING_METHODS = tuple(m for m, v in VARIANTS.items() if v.credit != "none")
 
 
 class UnknownMethod(SageError):
     pass
+
+
+@dataclass(frozen=True)
+class RuleRequest:
+    """An item an update would validate, and the adoption rationales its rule is abstracted from."""
+
+    item: Item
+    rationales: tuple[str, ...]
+
+
+#: An episode to learn and the items distilled from it.
+Episode = tuple[EpisodeTrace, Sequence[ItemDraft]]
+
+
+class _DryRun(Exception):
+    """Rolls back the dry run of `rule_requests`."""
 
 
 class NoMemory:
@@ -72,15 +95,21 @@ class NoMemory:
     name = "refinement"
 
     def retrieve(self, query: str, *, operator: str, category: str, episode: EpisodeKind,
-                 k: int = 5) -> list[RetrievedItem]:
+                 k: int = defaults.K) -> list[RetrievedItem]:
         return []
 
     def resident_rules(self) -> list[ResidentRule]:
         return []
 
     def learn(self, trace: EpisodeTrace, new_items: Sequence[ItemDraft] = (), *,
-              forbidden_literals: Collection[str] = ()) -> None:
+              forbidden_literals: Collection[str] = (), rules: Mapping[int, str] | None = None) -> None:
         return None
+
+    def rule_requests(self, episodes: Sequence[Episode]) -> list[RuleRequest]:
+        return []
+
+    def abstract_rules(self, requests: Sequence[RuleRequest]) -> dict[int, str]:
+        return {}
 
 
 class StorePolicy:
@@ -106,12 +135,12 @@ class StorePolicy:
 
     # ---- reading --------------------------------------------------------------------------------
     def retrieve(self, query: str, *, operator: str, category: str, episode: EpisodeKind,
-                 k: int = 5) -> list[RetrievedItem]:
+                 k: int = defaults.K) -> list[RetrievedItem]:
         text = f"{category} {query}"  # RECONSTRUCTED query composition: category words help BM25
         return self.retrieve_with(text, self.index.embed_query(text), episode=episode, k=k)
 
     def retrieve_with(self, text: str, qvec: np.ndarray | None, *, episode: EpisodeKind,
-                      k: int = 5) -> list[RetrievedItem]:
+                      k: int = defaults.K) -> list[RetrievedItem]:
         """Scoring only (the query embedding is computed by the caller)."""
         tf = None if self.type_filter is None else (lambda t: self.type_filter(episode, t))  # type: ignore[misc]
         if self.variant.credit == "value":
@@ -141,19 +170,65 @@ class StorePolicy:
         return [ResidentRule(m.id, m.rule_text, m.rule_tokens) for m in hot]
 
     # ---- learning -------------------------------------------------------------------------------
+    def _learns(self, trace: EpisodeTrace) -> bool:
+        return not (self.frozen or self.variant.credit == "none" or not trace.rounds)
+
     def learn(self, trace: EpisodeTrace, new_items: Sequence[ItemDraft] = (), *,
-              forbidden_literals: Collection[str] = ()) -> None:
-        """One episode's update (spec §7): credit, adoption records, new items, UGC, snapshot."""
-        if self.frozen or self.variant.credit == "none" or not trace.rounds:
+              forbidden_literals: Collection[str] = (), rules: Mapping[int, str] | None = None) -> None:
+        """One episode's update (spec §7): credit, adoption records, new items, UGC, snapshot.
+
+        `rules`: the abstracted rule text of items this update validates (from `rule_requests`);
+        an item without one gets the deterministic fallback rule. Without `rules`, and outside a
+        caller's transaction, the abstraction calls are made here, before the transaction."""
+        if not self._learns(trace):
             return
-        with _transaction(self.store.conn):
-            changed, added = self._learn(trace, new_items, forbidden_literals)
+        if rules is None:
+            if self.store.conn.in_transaction \
+                    and self.abstract_rule is not None and self.variant.ugc != "none":
+                raise RuntimeError("learn inside a caller's transaction needs `rules` (see rule_requests): "
+                                   "no model call may run while the write lock is held")
+            rules = self.abstract_rules(self.rule_requests([(trace, new_items)]))
+        known = dict(rules)
+        with db.transaction(self.store.conn):
+            changed, added = self._learn(trace, new_items, forbidden_literals,
+                                         lambda item, _why: known.get(item.id, ""))
         self.index.update(changed.values())
         for item, vec in added:
             self.index.add(item, vec)
 
+    def rule_requests(self, episodes: Sequence[Episode]) -> list[RuleRequest]:
+        """The items that learning `episodes` in this order would validate and give a resident
+        rule, found by a dry run of the updates that is rolled back (no model call inside)."""
+        if self.variant.ugc == "none" or self.abstract_rule is None:
+            return []
+        episodes = [(t, d) for t, d in episodes if self._learns(t)]
+        if not episodes:
+            return []
+        if self.store.conn.in_transaction:
+            raise RuntimeError("rule_requests must run before the update's transaction")
+        found: list[RuleRequest] = []
+
+        def collect(item: Item, why: list[str]) -> str:
+            found.append(RuleRequest(item, tuple(why)))
+            return ""
+
+        try:
+            with db.transaction(self.store.conn):
+                for trace, drafts in episodes:
+                    self._learn(trace, drafts, (), collect)
+                raise _DryRun
+        except _DryRun:
+            pass
+        return found
+
+    def abstract_rules(self, requests: Sequence[RuleRequest]) -> dict[int, str]:
+        """Ask the abstraction model for each request (outside any transaction)."""
+        if self.abstract_rule is None:
+            return {}
+        return {r.item.id: self.abstract_rule(r.item, list(r.rationales)) for r in requests}
+
     def _learn(self, trace: EpisodeTrace, drafts: Sequence[ItemDraft], forbidden: Collection[str],
-               ) -> tuple[dict[int, Item], list[tuple[Item, np.ndarray | None]]]:
+               rule_text: AbstractRule) -> tuple[dict[int, Item], list[tuple[Item, np.ndarray | None]]]:
         store, cfg, v = self.store, self.cfg, self.variant
         z = terminal_score(trace, cfg)
         clock = store.record_episode(self.run_id, trace.operator, trace.episode.value, z)
@@ -185,7 +260,7 @@ class StorePolicy:
                 new = regate(m, cfg, proxy=proxy)
                 if new.state is ItemState.VALIDATED and v.ugc != "none" and not new.rule_text:
                     why = store.adoption_rationales(m_id)
-                    new = make_rule(new, why, count_tokens, cfg, self.abstract_rule)
+                    new = make_rule(new, why, count_tokens, cfg, rule_text)
                 changed[m_id] = new
         store.save(changed.values())
         store.refresh_retrieved(clock, skip=changed)
@@ -264,20 +339,9 @@ class StorePolicy:
         if not missing or self.frozen:
             return  # a frozen bank is never written; RetrievalIndex scores missing rows lexically
         vecs = self.embedder.encode([m.text() for m in missing])
-        with _transaction(self.store.conn):
+        with db.transaction(self.store.conn):
             for m, vec in zip(missing, vecs, strict=True):
                 self.store.set_embedding(m.id, self.embedder.name, vec)
-
-
-@contextmanager
-def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """`db.transaction`, or join the caller's when it already holds one (the runner marks
-    `episode_updates` in the same unit)."""
-    if conn.in_transaction:
-        yield
-    else:
-        with db.transaction(conn):
-            yield
 
 
 def jaccard(a: set[str], b: set[str]) -> float:
@@ -286,14 +350,12 @@ def jaccard(a: set[str], b: set[str]) -> float:
 
 def contains_literal(item: Item, literals: Collection[str]) -> bool:
     """True if any forbidden literal (e.g. an evaluation shape) occurs as a whole token (spec §5)."""
-    if not literals:
-        return False
     text = "\n".join((item.title, item.error_message, item.wrong_code, item.correct_code))
-    return any(re.search(rf"(?<![\w.]){re.escape(lit)}(?![\w])", text) for lit in literals if lit)
+    return mentions_literal(text, literals)
 
 
 def make_policy(method: str, conn: sqlite3.Connection, *, run_id: str, frozen: bool = False, seed: int = 0,
-                gamma: float = 0.3, budget_tokens: int = 10000,
+                gamma: float = defaults.GAMMA, budget_tokens: int = defaults.HOT_BUDGET,
                 abstract_rule: Callable[[Item, list[str]], str] | None = None,
                 embedder: Embedder | str | None = _AUTO, config: MemoryConfig | None = None,
                 type_filter: Callable[[EpisodeKind, str], bool] | None = None) -> MemoryPolicy:

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from sagekernel import defaults
+
 
 class ItemState(str, Enum):
     """Lifecycle of spec §6.5: cold -> validated -> consolidated (-> validated | cold)."""
@@ -30,14 +32,14 @@ class MemoryConfig:
     eta_min: float = 0.05  # η_min (SOURCED)
     # RECONSTRUCTED (spec §4.1): z of an opt episode with no gain; −δ by default, 0 allowed.
     opt_no_gain_score: float | None = None  # None means −δ
-    gamma: float = 0.3  # utility reranking strength γ (SOURCED)
-    k: int = 5  # items per round (DERIVED)
+    gamma: float = defaults.GAMMA  # utility reranking strength γ (SOURCED)
+    k: int = defaults.K  # items per round (DERIVED)
     pool: int = 15  # K′ = 3k (RECONSTRUCTED)
     k_ado: int = 3  # K_ado (SOURCED)
     k_op: int = 3  # K_op (SECONDARY)
-    budget_tokens: int = 10000  # B (SOURCED)
+    budget_tokens: int = defaults.HOT_BUDGET  # B (SOURCED)
     mu: float = 0.1  # resident p̂ EMA rate (SECONDARY)
-    max_new_items: int = 3  # per episode (RECONSTRUCTED)
+    max_new_items: int = defaults.MAX_NEW_ITEMS  # per episode (RECONSTRUCTED)
     dedup_sim: float = 0.9  # embedding-similarity dedup threshold (RECONSTRUCTED)
     max_rule_tokens: int = 300  # resident rule max length (RECONSTRUCTED)
     # Value memory (spec §12.6, RECONSTRUCTED, borrowed from S5/S6)

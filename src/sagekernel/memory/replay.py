@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sagekernel import db
+from sagekernel import db, defaults
 from sagekernel.memory.atu import CreditRule, apply_credit, episode_sets, terminal_score, valid_latency
 from sagekernel.memory.io import export_jsonl, import_jsonl
 from sagekernel.memory.records import Item, MemoryConfig
@@ -39,32 +39,43 @@ def load_episodes(conn: sqlite3.Connection, run_id: str | None = None) -> list[E
     if run_id and not rows:
         raise MemoryStoreError(f"no round traces for run {run_id!r}")
     grouped: dict[tuple[str, str, str], list[RoundTrace]] = defaultdict(list)
-    for run, op, ep, text in rows:
-        grouped[(run, op, ep)].append(RoundTrace.from_dict(json.loads(text)))
     recorded = _recorded_times(conn, run_id)
+    unfinished = _unfinished_runs(conn)
+    for run, op, ep, text in rows:
+        # The operator in flight when an unfinished run stopped was never learned from (learning
+        # waits for its result, runner/run.py) and a resume replaces its traces: skip it too.
+        if run in unfinished and (run, op) not in recorded:
+            continue
+        grouped[(run, op, ep)].append(RoundTrace.from_dict(json.loads(text)))
     t_first: dict[tuple[str, str], float | None] = {}
     episodes: list[EpisodeTrace] = []
     for (run, op, ep), rounds in grouped.items():  # dicts keep first-insertion (stream) order
         rounds.sort(key=lambda r: r.round)
         kind = EpisodeKind(ep)
-        first = next((r.latency_ms for r in rounds if r.correct), None)
+        first = next((r.latency_ms for r in rounds if r.counts_as_success), None)
         first = first if valid_latency(first) else None
         if kind is EpisodeKind.CORR:
             t_first[(run, op)] = first
         trace = EpisodeTrace(operator=op, category="", level=0, episode=kind, rounds=rounds,
-                             success=any(r.correct for r in rounds))
+                             success=any(r.counts_as_success for r in rounds))
         if kind is EpisodeKind.OPT:
             # The live update scored the agent's T_first/T_best (5 % noise margin, re-measured
             # kernels ignored), recorded in operator_results; raw round minima only without it.
             rec_first, rec_best = recorded.get((run, op), (None, None))
             trace.t_first_ms = rec_first if valid_latency(rec_first) else t_first.get((run, op))
             lat = [r.latency_ms for r in rounds
-                   if r.correct and r.latency_ms is not None and valid_latency(r.latency_ms)]
+                   if r.counts_as_success and r.latency_ms is not None and valid_latency(r.latency_ms)]
             trace.t_best_ms = rec_best if valid_latency(rec_best) else min(lat, default=None)
         else:
             trace.t_first_ms = trace.t_best_ms = first
         episodes.append(trace)
     return episodes
+
+
+def _unfinished_runs(conn: sqlite3.Connection) -> set[str]:
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone():
+        return set()
+    return {r[0] for r in conn.execute("SELECT run_id FROM runs WHERE status != 'finished'")}
 
 
 def _recorded_times(conn: sqlite3.Connection, run_id: str | None) -> dict[tuple[str, str], tuple[Any, Any]]:
@@ -85,7 +96,7 @@ class ReplayResult:
 
 
 def replay(items: dict[int, Item], episodes: list[EpisodeTrace], cfg: MemoryConfig | None = None,
-           gamma: float = 0.3) -> ReplayResult:
+           gamma: float = defaults.GAMMA) -> ReplayResult:
     """Pure: recompute utilities from u = 0 under each variant over the same episodes."""
     cfg = cfg or MemoryConfig()
     fresh = {i: replace(m, u=0.0, n_upd=0, n_ret=0, n_ado=0, adopting_ops=set(), retrieving_ops=set())
@@ -116,7 +127,7 @@ def replay(items: dict[int, Item], episodes: list[EpisodeTrace], cfg: MemoryConf
     return ReplayResult(len(episodes), utilities, reordered, total)
 
 
-def replay_workspace(workspace: Path | str, run_id: str | None = None, *, gamma: float = 0.3,
+def replay_workspace(workspace: Path | str, run_id: str | None = None, *, gamma: float = defaults.GAMMA,
                      write_to: Path | str | None = None, variant: str = "atu") -> dict[str, Any]:
     """Replay a workspace's traces against its bank; optionally write a copy with `variant`'s u."""
     if variant not in VARIANTS:

@@ -14,6 +14,11 @@ adoption draws keyed by (operator, round, item), success draws keyed by (operato
 made once per seed and shared by all methods; the methods differ only in their credit rule.
 UGC is off for all three (residency is not modelled), so only cold reranking differs:
 relevance = γ 0 and no updates; uniform = every retrieved item gets z; atu = spec §4.
+
+Reported per method: precision@5 (share of retrieved items truly useful), success rate, and the
+utility AUC (the probability that a truly useful retrieved item ends with a higher u than a
+useless one; 0.5 for relevance, whose utilities never move). tests/test_memory_simulate.py holds
+the claim: ATU's AUC beats uniform credit's on every seed of the default stream.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from sagekernel import db
+from sagekernel import db, defaults
 from sagekernel.memory.policies import StorePolicy, Variant
 from sagekernel.memory.records import Item, MemoryConfig
 from sagekernel.memory.store import Store
@@ -43,7 +48,7 @@ class SimConfig:
     operators: int = 60
     categories: int = 6
     rounds: int = 3
-    k: int = 5
+    k: int = defaults.K
     p_home: float = 0.4
     p_other: float = 0.03
     stray_word: float = 0.3
@@ -123,9 +128,24 @@ def run_method(world: World, cfg: SimConfig, method: str, workspace: Path, seed:
             solved += success
             policy.learn(EpisodeTrace(operator=f"op{o}", category=CATEGORIES[c], level=1,
                                       episode=EpisodeKind.CORR, rounds=rounds, success=success))
-        return {"precision_at_5": hits / max(1, shown), "success_rate": solved / cfg.operators}
+        useful_home = world.useful[np.arange(cfg.items), world.home]
+        final = {index_of[m.id]: m for m in store.get_many(ids).values() if m.n_ret > 0}
+        auc = utility_auc([final[m].u for m in final], [bool(useful_home[m]) for m in final])
+        return {"precision_at_5": hits / max(1, shown), "success_rate": solved / cfg.operators,
+                "utility_auc": auc}
     finally:
         conn.close()
+
+
+def utility_auc(u: list[float], useful: list[bool]) -> float:
+    """P(a truly useful retrieved item has a higher learned u than a useless one); ties count
+    half, so equal utilities (relevance only: no updates) give 0.5."""
+    pos = [x for x, ok in zip(u, useful, strict=True) if ok]
+    neg = [x for x, ok in zip(u, useful, strict=True) if not ok]
+    if not pos or not neg:
+        return 0.5
+    wins = sum((a > b) + 0.5 * (a == b) for a in pos for b in neg)
+    return float(wins / (len(pos) * len(neg)))
 
 
 def simulate(cfg: SimConfig | None = None, seeds: int = 5) -> dict[str, Any]:
@@ -139,6 +159,6 @@ def simulate(cfg: SimConfig | None = None, seeds: int = 5) -> dict[str, Any]:
             for method in METHODS:
                 row[method] = run_method(world, cfg, method, Path(tmp) / f"{method}-{seed}", seed)
             per_seed.append(row)
-    keys = ("precision_at_5", "success_rate")
+    keys = ("precision_at_5", "success_rate", "utility_auc")
     methods = {m: {key: float(np.mean([r[m][key] for r in per_seed])) for key in keys} for m in METHODS}
     return {"methods": methods, "seeds": seeds, "config": cfg.__dict__, "per_seed": per_seed}

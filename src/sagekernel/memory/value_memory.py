@@ -67,11 +67,11 @@ def round_rewards(trace: EpisodeTrace, popart: PopArt) -> list[tuple[list[int], 
     for rt in sorted(trace.rounds, key=lambda r: r.round):
         ids = [r.item_id for r in rt.retrieved]
         if trace.episode is EpisodeKind.CORR:
-            out.append((ids, 1.0 if rt.correct else -1.0))
+            out.append((ids, 1.0 if rt.counts_as_success else -1.0))
             continue
         # A NaN/inf/non-positive latency is a failed measurement: infeasible (r = −1), and it never
         # becomes b_t — one NaN reward would poison the persisted PopArt statistics for good.
-        latency = rt.latency_ms if rt.correct and valid_latency(rt.latency_ms) else None
+        latency = rt.latency_ms if rt.counts_as_success and valid_latency(rt.latency_ms) else None
         if latency is None:
             r = -1.0
         elif best is None:

@@ -7,17 +7,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sagekernel import defaults
 from sagekernel.errors import SageError
 from sagekernel.memory.policies import METHODS
 
-#: Rounds per operator for the embedded 1.5B model at ~5 tokens/s: one round (a ~400-token
-#: reply plus prompt processing) takes ~1.5-2 min, so the 3-operator demo stays within ~25 min.
-LOCAL_DEFAULT_BUDGET = 4
-#: Completion cap per call for the embedded model: a demo kernel needs a few hundred tokens, and a
-#: 1.5B model that loses the format would otherwise spend minutes filling 2048 tokens.
-LOCAL_DEFAULT_MAX_TOKENS = 1024
-#: T of the paper (spec §1, SOURCED) for every other model.
-PAPER_BUDGET = 30
+# The defaults live in sagekernel/defaults.py (one definition each); these names stay for callers.
+LOCAL_DEFAULT_BUDGET = defaults.LOCAL_ROUNDS
+LOCAL_DEFAULT_MAX_TOKENS = defaults.LOCAL_MAX_TOKENS
+PAPER_BUDGET = defaults.ROUNDS
 
 
 # Fields that do not change what a run computes; they are not part of its identity. The spend caps
@@ -63,23 +60,23 @@ class RunConfig(BaseModel):
     """Seed of randomised memory methods (value memory ε-greedy, random UGC)."""
     embedder: str = Field(default="auto", pattern="^(auto|none)$")
     """Dense retrieval: "auto" uses all-MiniLM-L6-v2 when installed; "none" is BM25 only."""
-    gamma: float = Field(default=0.3, ge=0)
+    gamma: float = Field(default=defaults.GAMMA, ge=0)
     """γ, the utility reranking strength (spec §3)."""
-    hot_budget: int = Field(default=10000, ge=0)
+    hot_budget: int = Field(default=defaults.HOT_BUDGET, ge=0)
     """B, the resident-rule token budget (spec §1)."""
-    k: int = Field(default=5, ge=0)
+    k: int = Field(default=defaults.K, ge=0)
     """Experiences retrieved per round."""
-    max_reasks: int = Field(default=2, ge=0)
+    max_reasks: int = Field(default=defaults.MAX_REASKS, ge=0)
     """Trace-completeness re-asks per round."""
-    history: int = Field(default=4, ge=0)
+    history: int = Field(default=defaults.HISTORY, ge=0)
     """Earlier attempts summarised in each prompt."""
-    max_tokens_per_call: int = Field(default=2048, ge=64)
+    max_tokens_per_call: int = Field(default=defaults.MAX_TOKENS, ge=64)
     """Completion-token cap of one model call."""
-    temperature: float = Field(default=0.2, ge=0)
+    temperature: float = Field(default=defaults.TEMPERATURE, ge=0)
     """Sampling temperature."""
     distill: bool = True
     """Distil new memory items after each episode (methods that write memory only)."""
-    max_new_items: int = Field(default=3, ge=0)
+    max_new_items: int = Field(default=defaults.MAX_NEW_ITEMS, ge=0)
     """At most this many distilled items per episode (spec §5)."""
     max_total_tokens: int | None = Field(default=None, ge=1)
     """Stop the run cleanly once this many tokens were used (prompt + completion)."""

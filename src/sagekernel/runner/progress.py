@@ -10,6 +10,7 @@ from rich.live import Live
 from rich.table import Table
 
 from sagekernel.records import OperatorResult, RoundTrace
+from sagekernel.report.metrics import rate
 from sagekernel.runner.store import PlannedOperator, RunInfo
 from sagekernel.tasks.task import Task
 
@@ -98,21 +99,24 @@ class RichProgress:
 
     def _count(self, r: OperatorResult) -> None:
         self.done += 1
-        self.compiled += int(r.compiled)
+        self.compiled += int(r.compiled or r.correct)  # as report/metrics.compilation_rate counts
         self.correct += int(r.correct)
 
     def _render(self) -> Table:
         budget = self.info.budget if self.info else 0
         method = self.info.method if self.info else ""
-        cr = 100.0 * self.compiled / self.done if self.done else 0.0
-        er = 100.0 * self.correct / self.done if self.done else 0.0
+        cr, er = rate(self.compiled, self.done), rate(self.correct, self.done)
         table = Table(show_header=True, header_style="bold", box=None)
         for col in ("method", "operator", "episode", "round", "last verdict", "CR", "ER"):
             table.add_column(col)
         table.add_row(method, f"{self.position}/{self.total} {self.operator}", self.episode,
-                      f"{self.round}/{budget}", self.verdict, f"{cr:.0f}%", f"{er:.0f}%")
+                      f"{self.round}/{budget}", self.verdict, _pct(cr), _pct(er))
         return table
 
     def _refresh(self) -> None:
         if self.live is not None:
             self.live.update(self._render())
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}%"

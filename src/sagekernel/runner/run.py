@@ -1,13 +1,14 @@
 """`sage run`: process a stream of operators with one memory method, resumably.
 
 For each operator of the planned stream (runner/schedule.py) the agent runs its trajectory
-(agent/loop.py). After each episode the runner -- the single memory writer -- distils new items
-from the episode's verified transitions and then, in ONE transaction: records the operator result
-first when the operator is finished (spec §2 step 6, §10), lets the memory policy learn, and marks
-the episode in `episode_updates`. So a run killed at any point (kill -9 included) resumes with
-nothing lost and nothing applied twice: finished operators are skipped; a partially processed one
-restarts from scratch (its partial round traces replaced), and the memory updates its earlier
-episodes already applied are skipped by their markers.
+(agent/loop.py). When the operator has finished, the runner -- the single memory writer --
+distils new items from each episode's verified transitions and asks for the rule abstractions
+the update needs (all model calls logged, none inside a transaction), then in ONE transaction:
+records the operator result first (spec §2 step 6, §10), lets the memory policy learn from each
+episode in order, and marks each in `episode_updates`. So no operator is helped by its own
+experience, and a run killed at any point (kill -9 included) resumes with nothing lost and
+nothing applied twice: finished operators are skipped; a partially processed one restarts from
+scratch (its partial round traces replaced) against the memory it first saw.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import shutil
 import signal
 import sqlite3
-import statistics
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -30,8 +30,10 @@ from sagekernel.agent.exceptions import RunInterrupted
 from sagekernel.agent.loop import Agent, AgentConfig
 from sagekernel.agent.prompt import Prompts
 from sagekernel.agent.state import OperatorOutcome
+from sagekernel.candidate import Candidate
 from sagekernel.errors import BudgetExhausted, SageError
 from sagekernel.harness.verdict import Verdict
+from sagekernel.memory.policies import WRITING_METHODS
 from sagekernel.models.base import Message, Model, Reply
 from sagekernel.models.exchange_log import ExchangeLog, exchange_context
 from sagekernel.protocols import MemoryPolicy, Target
@@ -42,9 +44,6 @@ from sagekernel.runner.progress import Progress, QuietProgress
 from sagekernel.runner.schedule import order
 from sagekernel.runner.store import PlannedOperator, RunInfo, RunStore, now_iso
 from sagekernel.tasks.task import Task
-
-#: Methods whose memory takes new items (spec §5, §9: static RAG and refinement write nothing).
-WRITING_METHODS = ("value-memory", "sage", "sage-uniform-credit", "sage-no-ugc", "sage-random-ugc")
 
 
 class RunNotFound(SageError):
@@ -65,8 +64,8 @@ class RunSummary:
     done: int
     compiled: int
     correct: int
-    cr: float  # % of finished operators with a compiled kernel
-    er: float  # % of finished operators with a correct kernel
+    cr: float | None  # % of finished operators with a compiled kernel (None: none finished)
+    er: float | None  # % of finished operators with a correct kernel
     fast_1: float | None  # % of solved operators faster than the reference
     s_self: float | None  # median T_first / T_best over solved operators
     rounds: int
@@ -82,55 +81,72 @@ class RunSummary:
 
 def summarize(store: RunStore, info: RunInfo, workspace: Path, *, resumed: bool = False,
               message: str = "") -> RunSummary:
+    """The run's figures, computed by the report's metric functions (report/metrics.py), so
+    `sage run` and `sage report` print the same numbers (a rate over nothing is None)."""
+    from sagekernel.report import metrics
+
     results = store.results(info.run_id)
-    done = len(results)
-    solved = [r for r in results if r.correct]
-    faster = [r for r in solved if r.speedup is not None and r.speedup > 1.0]
-    selfs = [s for r in solved if (s := r.self_speedup) is not None]
     return RunSummary(
         run_id=info.run_id, status=info.status, workspace=str(workspace), method=info.method,
         model=info.model, suite=info.suite, schedule=info.schedule, budget=info.budget,
         operators=len(store.stream(info.run_id)),
-        done=done, compiled=sum(r.compiled for r in results), correct=len(solved),
-        cr=100.0 * sum(r.compiled for r in results) / done if done else 0.0,
-        er=100.0 * len(solved) / done if done else 0.0,
-        fast_1=100.0 * len(faster) / len(solved) if solved else None,
-        s_self=statistics.median(selfs) if selfs else None,
+        done=len(results), compiled=sum(1 for r in results if r.compiled or r.correct),
+        correct=len(metrics.solved(results)),
+        cr=metrics.compilation_rate(results), er=metrics.execution_rate(results),
+        fast_1=metrics.fast_p(results, 1.0), s_self=metrics.self_speedup_median(results),
         rounds=sum(r.rounds_used for r in results), prompt_tokens=sum(r.prompt_tokens for r in results),
         completion_tokens=sum(r.completion_tokens for r in results), resumed=resumed, message=message,
         results=[{**asdict(r), "speedup": r.speedup, "self_speedup": r.self_speedup} for r in results])
 
 
 class _Hooks:
-    """The runner's side of one operator: persist rounds, record the result, learn (one writer)."""
+    """The runner's side of one operator: persist rounds, record the result, learn (one writer).
+
+    Learning is deferred until the operator has finished: its episodes (corr, then opt) are
+    learned in order, in the transaction that records its result first. So no operator is helped
+    by its own experience (architecture.md), and a run killed anywhere inside an operator resumes
+    against exactly the memory the operator first saw: nothing of it was applied."""
 
     def __init__(self, runner: StreamRunner, planned: PlannedOperator, task: Task) -> None:
         self.r, self.planned, self.task = runner, planned, task
+        self.pending: list[EpisodeTrace] = []
 
     def on_round(self, trace: RoundTrace, source: str | None) -> None:
         self.r.store.save_round(self.r.run_id, self.task.name, trace, source)
         self.r.progress.round_done(trace)
 
     def on_episode(self, trace: EpisodeTrace, outcome: OperatorOutcome, last: bool) -> None:
-        r, name, kind = self.r, self.task.name, trace.episode.value
-        learn = not r.cfg.frozen and not r.store.episode_applied(r.run_id, name, kind)
-        drafts: list[ItemDraft] = []
-        if learn and r.cfg.distill and r.cfg.method in WRITING_METHODS:
-            with exchange_context(operator=name, episode=kind, purpose="distill"):
-                drafts, _ = distill(r.ask, r.prompts, self.task, r.target, trace, outcome,
-                                    max_items=r.cfg.max_new_items)
-        result = outcome.result(r.run_id, self.planned.position) if last else None
-        with db.transaction(r.conn):  # result first, then the update, then its marker: all or nothing
-            if result is not None:
-                r.store.insert_result(result)
-            if learn:
-                with exchange_context(operator=name, episode=kind, purpose="abstract-rule"):
-                    r.policy.learn(trace, drafts)
-                r.store.mark_episode(r.run_id, name, kind)
-        if result is not None:
-            r.progress.operator_done(result)
+        r = self.r
+        self.pending.append(trace)
+        if last:
+            self._finish(outcome)
         if r.after_episode is not None:
             r.after_episode(trace, last)
+
+    def _finish(self, outcome: OperatorOutcome) -> None:
+        r, name = self.r, self.task.name
+        learn = [t for t in self.pending if not r.cfg.frozen
+                 and not r.store.episode_applied(r.run_id, name, t.episode.value)]
+        # Every model call of the update (distillation, rule abstraction) happens here, before the
+        # transaction: each is in the exchange log (resumed spend stays right), no call holds the
+        # write lock, and a spent budget (BudgetExhausted) stops the run with nothing applied.
+        drafts: dict[str, list[ItemDraft]] = {}
+        for trace in learn:
+            drafts[trace.episode.value] = []
+            if r.cfg.distill and r.cfg.method in WRITING_METHODS:
+                with exchange_context(operator=name, episode=trace.episode.value, purpose="distill"):
+                    drafts[trace.episode.value], _ = distill(r.ask, r.prompts, self.task, r.target, trace,
+                                                             outcome, max_items=r.cfg.max_new_items)
+        requests = r.policy.rule_requests([(t, drafts[t.episode.value]) for t in learn])
+        with exchange_context(operator=name, purpose="abstract-rule"):
+            rules = r.policy.abstract_rules(requests)
+        result = outcome.result(r.run_id, self.planned.position)
+        with db.transaction(r.conn):  # result first, then each update and its marker: all or nothing
+            r.store.insert_result(result)
+            for trace in learn:
+                r.policy.learn(trace, drafts[trace.episode.value], rules=rules)
+                r.store.mark_episode(r.run_id, name, trace.episode.value)
+        r.progress.operator_done(result)
 
 
 class StreamRunner:
@@ -150,10 +166,10 @@ class StreamRunner:
             max_tokens=cfg.max_tokens_per_call, temperature=cfg.temperature), self.prompts)
         self.ask = _asker(model, cfg)
 
-    def _evaluate(self, task: Task, source: str) -> Verdict:
+    def _evaluate(self, task: Task, candidate: Candidate) -> Verdict:
         from sagekernel.harness.evaluate import evaluate
 
-        return evaluate(task, source, self.target, self.harness)
+        return evaluate(task, candidate, self.target, self.harness)
 
     def process(self) -> None:
         stream = self.store.stream(self.run_id)
@@ -252,7 +268,9 @@ def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None
     recording what finished) on Ctrl-C/SIGTERM, SageError subclasses for user-facing problems.
 
     `model` replaces the one built from `cfg.model` (tests pass a pre-built model to count calls);
-    `after_episode` is called after each episode's update is committed (tests use it to crash)."""
+    `after_episode(trace, last)` is called after each episode is handled: after the corr episode
+    of an operator that goes on (nothing learned yet), and after its last episode once its result
+    and updates are committed (tests use it to crash in either window)."""
     from sagekernel.memory.io import load_seed
     from sagekernel.memory.policies import make_policy
     from sagekernel.models.config import Budget, model_config_from

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from sagekernel import db
 from sagekernel.records import OperatorResult, RoundTrace
 from sagekernel.tasks.task import Task
 
@@ -62,7 +63,7 @@ class RunStore:
 
     # ---- runs -----------------------------------------------------------------------------------
     def create_run(self, info: RunInfo, stream: list[Task]) -> None:
-        with _tx(self.conn):
+        with db.transaction(self.conn):
             self.conn.execute(
                 "INSERT INTO runs (run_id, created_at, finished_at, status, method, model, target, suite, "
                 "schedule, budget, frozen, config_json) VALUES (?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -110,7 +111,7 @@ class RunStore:
         return cur.rowcount
 
     def save_round(self, run_id: str, operator: str, trace: RoundTrace, source: str | None) -> None:
-        with _tx(self.conn):
+        with db.transaction(self.conn):
             if source is not None and trace.candidate_hash:
                 self.conn.execute("INSERT OR IGNORE INTO candidates (hash, source) VALUES (?, ?)",
                                   (trace.candidate_hash, source))
@@ -174,21 +175,3 @@ class RunStore:
         """Caller holds the transaction of the memory update this marks."""
         self.conn.execute("INSERT INTO episode_updates (run_id, operator, episode, applied_at) "
                           "VALUES (?, ?, ?, ?)", (run_id, operator, episode, now_iso()))
-
-
-class _tx:
-    """`db.transaction`, or nothing when the caller already holds one."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-        self.own = False
-
-    def __enter__(self) -> sqlite3.Connection:
-        if not self.conn.in_transaction:
-            self.conn.execute("BEGIN IMMEDIATE")
-            self.own = True
-        return self.conn
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        if self.own:
-            self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
