@@ -17,8 +17,13 @@ TEMPLATES = {"abs": "kernel-only", "mul_sigmoid": "kernel-only", "softmax": "ful
 
 def reference_candidate(name: str) -> Candidate:
     root = REFERENCE / name
-    return Candidate({p.relative_to(root).as_posix(): p.read_text(encoding="utf-8")
-                      for p in sorted(root.rglob("*")) if p.suffix in (".cpp", ".h")})
+    return Candidate(
+        {
+            p.relative_to(root).as_posix(): p.read_text(encoding="utf-8")
+            for p in sorted(root.rglob("*"))
+            if p.suffix in (".cpp", ".h")
+        }
+    )
 
 
 def config_for(name: str, **kw: str) -> AscendConfig:

@@ -27,7 +27,10 @@ def test_missing_pieces_are_named(monkeypatch):
 
 
 def test_unknown_device_and_broken_home_never_raise(monkeypatch, tmp_path):
-    assert AscendCTarget().available("gpu") == (False, "unknown device 'gpu': the ascendc target has npu and cpu-twin")
+    assert AscendCTarget().available("gpu") == (
+        False,
+        "unknown device 'gpu': the ascendc target has npu and cpu-twin",
+    )
     monkeypatch.setenv("ASCEND_HOME_PATH", str(tmp_path))  # a directory that is not a toolkit
     ok, why = availability.available("npu")
     assert not ok and "lacks bisheng, msopgen" in why
@@ -38,6 +41,7 @@ def test_torch_npu_probe_runs_in_a_subprocess():
     if not probe.ok:
         assert "torch_npu" in probe.detail
     import sys
+
     assert "torch_npu" not in sys.modules  # this process never imports it
 
 
@@ -45,7 +49,10 @@ def test_plan_report_shapes(tasks, monkeypatch):
     monkeypatch.setenv("SAGE_ASCENDC_TEMPLATE", "kernel-only")
     paths = sorted((REFERENCE / "abs").rglob("*.cpp"))
     report = plan_report(tasks["abs"], paths, device="cpu-twin")
-    assert report["files"] == {"op_host/abs_custom_tiling_func.cpp": "given", "op_kernel/abs_custom.cpp": "given"}
+    assert report["files"] == {
+        "op_host/abs_custom_tiling_func.cpp": "given",
+        "op_kernel/abs_custom.cpp": "given",
+    }
     assert report["lint"] == [] and report["build"]["path"] == "twin"
     assert "-DRUN_MODE=cpu" in report["build_script"] and report["run"]["timed"] is False
 

@@ -51,6 +51,12 @@ def test_task_opts_into_the_rule(tmp_path, tasks):
 
     assert AscendCTarget().comparison(tasks["abs"]) == ("allclose", tasks["abs"].atol, tasks["abs"].rtol)
     path = tmp_path / "abs.py"
-    path.write_text(tasks["abs"].source_path.read_text()
-                    + '\nSAGE_ASCENDC = {"compare": "elementwise_both", "atol": 1e-3, "rtol": 1e-3}\n')
-    assert AscendCTarget().comparison(replace(tasks["abs"], source_path=path)) == ("elementwise_both", 1e-3, 1e-3)
+    path.write_text(
+        tasks["abs"].source_path.read_text()
+        + '\nSAGE_ASCENDC = {"compare": "elementwise_both", "atol": 1e-3, "rtol": 1e-3}\n'
+    )
+    assert AscendCTarget().comparison(replace(tasks["abs"], source_path=path)) == (
+        "elementwise_both",
+        1e-3,
+        1e-3,
+    )

@@ -13,9 +13,15 @@ from sagekernel.targets.ascendc.target import AscendCTarget
 from sagekernel.targets.base import Evidence
 
 
-@pytest.mark.parametrize(("task", "op", "snake"), [
-    ("abs", "AbsCustom", "abs_custom"), ("mul_sigmoid", "MulSigmoidCustom", "mul_sigmoid_custom"),
-    ("rms_norm", "RmsNormCustom", "rms_norm_custom"), ("softmax", "SoftmaxCustom", "softmax_custom")])
+@pytest.mark.parametrize(
+    ("task", "op", "snake"),
+    [
+        ("abs", "AbsCustom", "abs_custom"),
+        ("mul_sigmoid", "MulSigmoidCustom", "mul_sigmoid_custom"),
+        ("rms_norm", "RmsNormCustom", "rms_norm_custom"),
+        ("softmax", "SoftmaxCustom", "softmax_custom"),
+    ],
+)
 def test_names_agree(tasks, task, op, snake):
     n = op_names(tasks[task])
     assert (n.op_type, n.snake, n.kernel_entry) == (op, snake, snake)
@@ -34,25 +40,43 @@ def test_msopgen_style_snake_case():
 def test_full_template_files_and_contract(tasks):
     task, cfg = tasks["swish"], AscendConfig(template="full")
     paths = [f.path for f in files_for(task, cfg)]
-    assert paths == ["op_host/swish_custom_tiling.h", "op_host/swish_custom.cpp", "op_kernel/swish_custom.cpp"]
+    assert paths == [
+        "op_host/swish_custom_tiling.h",
+        "op_host/swish_custom.cpp",
+        "op_kernel/swish_custom.cpp",
+    ]
     text = contract_text(task, cfg)
-    for needle in (*paths, "SwishCustomTilingData", "REGISTER_TILING_DATA_CLASS(SwishCustom, SwishCustomTilingData)",
-                   "OP_ADD(SwishCustom)", "aclnnSwishCustom", kernel_signature(task), "AscendC::Sigmoid",
-                   "attribute `beta`", 'AddConfig("ascend910b")'):
+    for needle in (
+        *paths,
+        "SwishCustomTilingData",
+        "REGISTER_TILING_DATA_CLASS(SwishCustom, SwishCustomTilingData)",
+        "OP_ADD(SwishCustom)",
+        "aclnnSwishCustom",
+        kernel_signature(task),
+        "AscendC::Sigmoid",
+        "attribute `beta`",
+        'AddConfig("ascend910b")',
+    ):
         assert needle in text, needle
-    assert kernel_signature(task) == ('extern "C" __global__ __aicore__ void swish_custom(GM_ADDR x, GM_ADDR out, '
-                                      "GM_ADDR workspace, GM_ADDR tiling)")
+    assert kernel_signature(task) == (
+        'extern "C" __global__ __aicore__ void swish_custom(GM_ADDR x, GM_ADDR out, '
+        "GM_ADDR workspace, GM_ADDR tiling)"
+    )
 
 
 def test_kernel_only_files_and_fixed_struct(tasks):
     task, cfg = tasks["swish"], AscendConfig(template="kernel-only")
-    assert [f.path for f in files_for(task, cfg)] == ["op_host/swish_custom_tiling_func.cpp",
-                                                     "op_kernel/swish_custom.cpp"]
+    assert [f.path for f in files_for(task, cfg)] == [
+        "op_host/swish_custom_tiling_func.cpp",
+        "op_kernel/swish_custom.cpp",
+    ]
     fields = {f.name: f.ctype for f in kernel_only_fields(task)}
     assert fields["B"] == fields["D"] == "int64_t" and fields["beta"] == "float"
     assert fields["usedCoreNum"] == "uint32_t" and "extra" in fields
     text = contract_text(task, cfg)
-    assert "void ComputeSwishCustomTiling(SwishCustomTilingData& t, uint32_t coreNum, uint64_t ubBytes);" in text
+    assert (
+        "void ComputeSwishCustomTiling(SwishCustomTilingData& t, uint32_t coreNum, uint64_t ubBytes);" in text
+    )
     assert "struct SwishCustomTilingData {" in text and "SageCopyTiling(&t, tiling)" in text
 
 
@@ -77,6 +101,10 @@ def test_registered_and_protocol():
 
 def test_config_from_env_rejects_unknown_values():
     assert AscendConfig.from_env({"SAGE_ASCENDC_BUILD": "direct"}).build_path == "direct"
-    for env in ({"SAGE_ASCENDC_TEMPLATE": "half"}, {"SAGE_ASCENDC_BUILD": "x"}, {"SAGE_ASCENDC_SOC": "Ascend999"}):
+    for env in (
+        {"SAGE_ASCENDC_TEMPLATE": "half"},
+        {"SAGE_ASCENDC_BUILD": "x"},
+        {"SAGE_ASCENDC_SOC": "Ascend999"},
+    ):
         with pytest.raises(ValueError):
             AscendConfig.from_env(env)

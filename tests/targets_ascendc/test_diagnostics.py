@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (compiler logs are quoted verbatim, long lines included)
 """Error trimming on realistic bisheng / host compiler / CMake / msOpGen / runtime output."""
 
 from __future__ import annotations
@@ -54,19 +55,25 @@ LINK = "/usr/bin/ld: build/sage_abs_custom.o: in function `run': undefined refer
 def test_bisheng_errors_map_to_model_files_and_keep_call_site():
     diags = parse_log(BISHENG, WD, MODEL)
     assert [(d.path, d.line, d.origin) for d in diags] == [
-        ("op_kernel/add_custom.cpp", 41, "model"), ("<CANN>/kernel_operator_vec_binary_intf.h", 35, "toolkit")]
+        ("op_kernel/add_custom.cpp", 41, "model"),
+        ("<CANN>/kernel_operator_vec_binary_intf.h", 35, "toolkit"),
+    ]
     assert "tilingDat" in diags[0].message and any("^~~" in c for c in diags[0].context)
     assert "op_kernel/add_custom.cpp:63: note: in instantiation" in diags[1].context[-1]
     text = trim_build_log(BISHENG, WD, MODEL, stage="build")
-    assert text.startswith("build failed:\nop_kernel/add_custom.cpp:41:9: error: use of undeclared identifier")
+    assert text.startswith(
+        "build failed:\nop_kernel/add_custom.cpp:41:9: error: use of undeclared identifier"
+    )
     assert str(WD) not in text and "warning" not in text and "make[2]" not in text
     assert "/usr/local/Ascend" not in text
 
 
 def test_host_compiler_error():
     text = trim_build_log(HOST, WD, MODEL)
-    assert "op_host/add_custom.cpp:19:12: error: 'class optiling::AddCustomTilingData' has no member named " \
-           "'set_tileNumber'" in text
+    assert (
+        "op_host/add_custom.cpp:19:12: error: 'class optiling::AddCustomTilingData' has no member named "
+        "'set_tileNumber'" in text
+    )
     assert "gmake" not in text
 
 
@@ -95,9 +102,11 @@ def test_unrecognised_log_falls_back_to_its_tail():
 
 
 def test_runtime_error_trimming():
-    log = (f"Traceback (most recent call last):\n  File \"run.py\", line 3\nRuntimeError: SAGE_CHECK(aclnnAddCustom(...)) "
-           "failed with 561103\nEZ9999: Inner Error!\n        The error from device(0), serial number is 4, there is an "
-           f"aicore error, core id is 3, error code = 0x800000\n[INFO] unrelated\n{WD}/project/op_kernel/add_custom.cpp")
+    log = (
+        f'Traceback (most recent call last):\n  File "run.py", line 3\nRuntimeError: SAGE_CHECK(aclnnAddCustom(...)) '
+        "failed with 561103\nEZ9999: Inner Error!\n        The error from device(0), serial number is 4, there is an "
+        f"aicore error, core id is 3, error code = 0x800000\n[INFO] unrelated\n{WD}/project/op_kernel/add_custom.cpp"
+    )
     text = trim_runtime_error(log, WD)
     assert "failed with 561103" in text and "EZ9999: Inner Error!" in text and "aicore error" in text
     assert "[INFO] unrelated" not in text

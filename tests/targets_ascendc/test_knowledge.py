@@ -9,11 +9,18 @@ from sagekernel.memory.io import load_seed
 from sagekernel.targets.ascendc.target import AscendCTarget
 
 TOPICS = {
-    "32-byte DataCopy alignment": "32-byte", "DataCopyPad tails": "DataCopyPad", "UB capacity": "UB",
-    "InitBuffer sizes": "InitBuffer", "TQue depth / double buffering": "TQue", "GetBlockIdx": "GetBlockIdx",
-    "host vs device memory": "ValueDepend", "scalars through tiling": "GetAttrPointer",
-    "TilingData field types": "TILING_DATA_FIELD_DEF(float", "cube/vector kernel types": "KERNEL_TYPE_AIV_ONLY",
-    "PIPE_ALL vs events": "PIPE_ALL", "Matmul API tiling": "TCubeTiling",
+    "32-byte DataCopy alignment": "32-byte",
+    "DataCopyPad tails": "DataCopyPad",
+    "UB capacity": "UB",
+    "InitBuffer sizes": "InitBuffer",
+    "TQue depth / double buffering": "TQue",
+    "GetBlockIdx": "GetBlockIdx",
+    "host vs device memory": "ValueDepend",
+    "scalars through tiling": "GetAttrPointer",
+    "TilingData field types": "TILING_DATA_FIELD_DEF(float",
+    "cube/vector kernel types": "KERNEL_TYPE_AIV_ONLY",
+    "PIPE_ALL vs events": "PIPE_ALL",
+    "Matmul API tiling": "TCubeTiling",
 }
 
 

@@ -13,7 +13,11 @@ from .conftest import config_for, edit, reference_candidate
 
 ABS_K, ABS_T = "op_kernel/abs_custom.cpp", "op_host/abs_custom_tiling_func.cpp"
 MS_K = "op_kernel/mul_sigmoid_custom.cpp"
-SM_H, SM_HOST, SM_K = "op_host/softmax_custom_tiling.h", "op_host/softmax_custom.cpp", "op_kernel/softmax_custom.cpp"
+SM_H, SM_HOST, SM_K = (
+    "op_host/softmax_custom_tiling.h",
+    "op_host/softmax_custom.cpp",
+    "op_kernel/softmax_custom.cpp",
+)
 
 
 def rules(candidate, task, name):
@@ -26,9 +30,13 @@ def test_reference_operators_are_clean(tasks, name):
 
 
 def test_forbidden_high_level_substitution(tasks):
-    c = edit(reference_candidate("mul_sigmoid"), MS_K, "Muls(y, y, -1.0f, count);\n        Exp(y, y, count);\n"
-             "        Adds(y, y, 1.0f, count);\n        Div(out, x, y, count);",
-             "AscendC::Sigmoid<float>(y, y, count);\n        Mul(out, x, y, count);")
+    c = edit(
+        reference_candidate("mul_sigmoid"),
+        MS_K,
+        "Muls(y, y, -1.0f, count);\n        Exp(y, y, count);\n"
+        "        Adds(y, y, 1.0f, count);\n        Div(out, x, y, count);",
+        "AscendC::Sigmoid<float>(y, y, count);\n        Mul(out, x, y, count);",
+    )
     findings = lint_candidate(c, tasks["mul_sigmoid"], config_for("mul_sigmoid"))
     assert [f.rule for f in findings] == ["forbidden_api"]
     assert "AscendC::Sigmoid<float>" in findings[0].reason and "substitution" in findings[0].reason
@@ -37,45 +45,76 @@ def test_forbidden_high_level_substitution(tasks):
 
 def test_forbidden_api_is_per_task(tasks):
     # abs may use the Abs instruction (it is primitive), and a comment or string naming Sigmoid is no call
-    c = edit(reference_candidate("abs"), ABS_K, "Abs(y, x, static_cast<uint32_t>(n));",
-             'Abs(y, x, static_cast<uint32_t>(n));  // not Sigmoid(y, x, n)\n        const char* s = "aclnnAbs(x)";')
+    c = edit(
+        reference_candidate("abs"),
+        ABS_K,
+        "Abs(y, x, static_cast<uint32_t>(n));",
+        "Abs(y, x, static_cast<uint32_t>(n));  // not Sigmoid(y, x, n)\n"
+        '        const char* s = "aclnnAbs(x)";',
+    )
     assert rules(c, tasks["abs"], "abs") == []
 
 
 def test_framework_calls_rejected(tasks):
-    c = edit(reference_candidate("softmax"), SM_HOST, "context->SetBlockDim(static_cast<uint32_t>(used));",
-             "context->SetBlockDim(static_cast<uint32_t>(used));\n    aclnnSoftmaxGetWorkspaceSize(nullptr, 1, nullptr, "
-             "nullptr, nullptr);\n    at::softmax(t, 1);")
+    c = edit(
+        reference_candidate("softmax"),
+        SM_HOST,
+        "context->SetBlockDim(static_cast<uint32_t>(used));",
+        "context->SetBlockDim(static_cast<uint32_t>(used));\n"
+        "    aclnnSoftmaxGetWorkspaceSize(nullptr, 1, nullptr, "
+        "nullptr, nullptr);\n    at::softmax(t, 1);",
+    )
     assert rules(c, tasks["softmax"], "softmax").count("framework_call") == 2
 
 
 def test_include_allow_list(tasks):
-    c = edit(reference_candidate("abs"), ABS_K, '#include "abs_custom_tiling.h"',
-             '#include "abs_custom_tiling.h"\n#include "../../ops-nn/softmax_v2.h"\n#include "aclnnop/aclnn_abs.h"\n'
-             "#include <vector>")
+    c = edit(
+        reference_candidate("abs"),
+        ABS_K,
+        '#include "abs_custom_tiling.h"',
+        '#include "abs_custom_tiling.h"\n#include "../../ops-nn/softmax_v2.h"\n'
+        '#include "aclnnop/aclnn_abs.h"\n'
+        "#include <vector>",
+    )
     found = [f for f in lint_candidate(c, tasks["abs"], config_for("abs")) if f.rule == "include"]
     assert len(found) == 3  # parent path, aclnn header, and an STL header in device code
-    host = edit(reference_candidate("softmax"), SM_HOST, '#include "register/op_def_registry.h"',
-                '#include "register/op_def_registry.h"\n#include <algorithm>\n#include "torch/extension.h"')
+    host = edit(
+        reference_candidate("softmax"),
+        SM_HOST,
+        '#include "register/op_def_registry.h"',
+        '#include "register/op_def_registry.h"\n#include <algorithm>\n#include "torch/extension.h"',
+    )
     assert rules(host, tasks["softmax"], "softmax") == ["include"]  # <algorithm> is fine on the host
 
 
 def test_hard_coded_evaluation_shape(tasks):
     assert {1000, 64000, 1531, 7 * 1531} <= set(suspicious_literals(tasks["abs"]))
     assert 64 not in suspicious_literals(tasks["abs"])  # powers of two are ordinary constants
-    c = edit(reference_candidate("abs"), ABS_T, "const int64_t blocks = (t.totalLength + kBlockElems - 1)",
-             "const int64_t blocks = (64000 + kBlockElems - 1)")
+    c = edit(
+        reference_candidate("abs"),
+        ABS_T,
+        "const int64_t blocks = (t.totalLength + kBlockElems - 1)",
+        "const int64_t blocks = (64000 + kBlockElems - 1)",
+    )
     findings = [f for f in lint_candidate(c, tasks["abs"], config_for("abs")) if f.rule == "hardcoded_shape"]
     assert len(findings) == 1 and "element count of x" in findings[0].reason
 
 
 def test_host_reading_device_memory(tasks):
-    c = edit(reference_candidate("softmax"), SM_HOST, "const int64_t rows = shape.GetDim(0);",
-             "const int64_t rows = *context->GetInputTensor(0)->GetData<int64_t>();")
+    c = edit(
+        reference_candidate("softmax"),
+        SM_HOST,
+        "const int64_t rows = shape.GetDim(0);",
+        "const int64_t rows = *context->GetInputTensor(0)->GetData<int64_t>();",
+    )
     findings = lint_candidate(c, tasks["softmax"], config_for("softmax"))
     assert [f.rule for f in findings] == ["host_device_memory"]
-    ok = edit(c, SM_HOST, '.Format({ge::FORMAT_ND});\n        this->Output', '.Format({ge::FORMAT_ND})'
-              ".ValueDepend(REQUIRED);\n        this->Output")
+    ok = edit(
+        c,
+        SM_HOST,
+        ".Format({ge::FORMAT_ND});\n        this->Output",
+        ".Format({ge::FORMAT_ND}).ValueDepend(REQUIRED);\n        this->Output",
+    )
     assert rules(ok, tasks["softmax"], "softmax") == []
 
 
@@ -87,8 +126,12 @@ def test_kernel_reads_undefined_tiling_field(tasks):
 
 
 def test_kernel_reads_field_the_host_never_sets(tasks):
-    c = edit(reference_candidate("softmax"), SM_HOST, "    tiling.set_tailRows(static_cast<uint32_t>(rows / used));\n",
-             "")
+    c = edit(
+        reference_candidate("softmax"),
+        SM_HOST,
+        "    tiling.set_tailRows(static_cast<uint32_t>(rows / used));\n",
+        "",
+    )
     findings = lint_candidate(c, tasks["softmax"], config_for("softmax"))
     assert [f.rule for f in findings] == ["tiling_fields"] and "set_tailRows" in findings[0].reason
 
@@ -100,13 +143,28 @@ def test_host_sets_undefined_field(tasks):
 
 
 def test_tiling_field_type_narrowing(tasks):
-    header = edit(reference_candidate("softmax"), SM_H, "TILING_DATA_FIELD_DEF(uint32_t, rowLength);",
-                  "TILING_DATA_FIELD_DEF(float, rowLength);")
-    c = edit(header, SM_K, "    KernelSoftmax op;", "    uint32_t len = tilingData.rowLength;\n    KernelSoftmax op;")
-    findings = [f for f in lint_candidate(c, tasks["softmax"], config_for("softmax")) if f.rule == "tiling_fields"]
+    header = edit(
+        reference_candidate("softmax"),
+        SM_H,
+        "TILING_DATA_FIELD_DEF(uint32_t, rowLength);",
+        "TILING_DATA_FIELD_DEF(float, rowLength);",
+    )
+    c = edit(
+        header,
+        SM_K,
+        "    KernelSoftmax op;",
+        "    uint32_t len = tilingData.rowLength;\n    KernelSoftmax op;",
+    )
+    findings = [
+        f for f in lint_candidate(c, tasks["softmax"], config_for("softmax")) if f.rule == "tiling_fields"
+    ]
     assert len(findings) == 1 and "float field read into a uint32_t local" in findings[0].reason
-    k = edit(reference_candidate("abs"), ABS_K, "        tileLength_ = t.tileLength;",
-             "        uint32_t narrow = t.tileLength;\n        tileLength_ = narrow;")
+    k = edit(
+        reference_candidate("abs"),
+        ABS_K,
+        "        tileLength_ = t.tileLength;",
+        "        uint32_t narrow = t.tileLength;\n        tileLength_ = narrow;",
+    )
     findings = [f for f in lint_candidate(k, tasks["abs"], config_for("abs")) if f.rule == "tiling_fields"]
     assert len(findings) == 1 and "int64_t field narrowed into a uint32_t local" in findings[0].reason
 
@@ -120,8 +178,12 @@ def test_kernel_only_plan_fields_must_be_assigned(tasks):
 
 
 def test_kernel_only_struct_must_not_be_redefined(tasks):
-    c = edit(reference_candidate("abs"), ABS_T, '#include "abs_custom_tiling.h"',
-             "struct AbsCustomTilingData { int64_t totalLength; };")
+    c = edit(
+        reference_candidate("abs"),
+        ABS_T,
+        '#include "abs_custom_tiling.h"',
+        "struct AbsCustomTilingData { int64_t totalLength; };",
+    )
     assert "tiling_fields" in rules(c, tasks["abs"], "abs")
 
 
@@ -140,17 +202,23 @@ def test_file_set_and_names(tasks):
 
 def test_opdef_names_and_registration(tasks):
     ref = reference_candidate("softmax")
-    assert rules(edit(ref, SM_HOST, "OP_ADD(SoftmaxCustom);", "OP_ADD(Softmax);"), tasks["softmax"], "softmax") == [
-        "names"]
-    assert rules(edit(ref, SM_HOST, 'this->Input("x")', 'this->Input("input")'), tasks["softmax"], "softmax") == [
-        "names"]
-    bad_reg = edit(ref, SM_H, "REGISTER_TILING_DATA_CLASS(SoftmaxCustom,", "REGISTER_TILING_DATA_CLASS(Softmax,")
+    assert rules(
+        edit(ref, SM_HOST, "OP_ADD(SoftmaxCustom);", "OP_ADD(Softmax);"), tasks["softmax"], "softmax"
+    ) == ["names"]
+    assert rules(
+        edit(ref, SM_HOST, 'this->Input("x")', 'this->Input("input")'), tasks["softmax"], "softmax"
+    ) == ["names"]
+    bad_reg = edit(
+        ref, SM_H, "REGISTER_TILING_DATA_CLASS(SoftmaxCustom,", "REGISTER_TILING_DATA_CLASS(Softmax,"
+    )
     assert rules(bad_reg, tasks["softmax"], "softmax") == ["names"]
 
 
 def test_parser_tolerates_ascend_qualifiers_and_macros():
-    src = Source('extern "C" __global__ __aicore__ void k(GM_ADDR x, GM_ADDR tiling) {\n'
-                 "  GET_TILING_DATA(t, tiling);\n  uint64_t n = t.total; // t.fake\n}\n")
+    src = Source(
+        'extern "C" __global__ __aicore__ void k(GM_ADDR x, GM_ADDR tiling) {\n'
+        "  GET_TILING_DATA(t, tiling);\n  uint64_t n = t.total; // t.fake\n}\n"
+    )
     assert src.function_names() == [("k", 1)]
     assert [(r.field, r.declared_type) for r in src.field_reads("t")] == [("total", "uint64_t")]
     assert src.macro_invocations("GET_TILING_DATA") == [(["t", "tiling"], 2)]
@@ -158,5 +226,7 @@ def test_parser_tolerates_ascend_qualifiers_and_macros():
 
 def test_lint_uses_template_from_config(tasks):
     # the abs reference is kernel-only: checked against the full template its file set is wrong
-    assert "file_set" in [f.rule for f in lint_candidate(reference_candidate("abs"), tasks["abs"],
-                                                         AscendConfig(template="full"))]
+    assert "file_set" in [
+        f.rule
+        for f in lint_candidate(reference_candidate("abs"), tasks["abs"], AscendConfig(template="full"))
+    ]

@@ -19,7 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sagekernel.targets.ascendc.runtime.ascendc_runtime import first_difference, scalar_values, sizes_from_shapes
+from sagekernel.targets.ascendc.runtime.ascendc_runtime import (
+    first_difference,
+    scalar_values,
+    sizes_from_shapes,
+)
 
 ROOT = Path(__file__).parents[2] / "src/sagekernel"
 RUNTIME = ROOT / "targets/ascendc/runtime/ascendc_runtime.py"
@@ -29,7 +33,8 @@ TWIN_ABS = r"""
 #include <stdint.h>
 #include <math.h>
 #include <string.h>
-int sage_twin_run(uint8_t* const* buffers, const uint64_t* nbytes, const int64_t* sizes, const double* attrs) {
+int sage_twin_run(uint8_t* const* buffers, const uint64_t* nbytes, const int64_t* sizes,
+                  const double* attrs) {
     (void)attrs;
     if ((uint64_t)(sizes[0] * sizes[1]) * 4 != nbytes[0]) return 5;   /* sizes arrive in task order */
     const float* x = (const float*)buffers[0];
@@ -50,8 +55,21 @@ def build_lib(tmp_path: Path, hostile: bool = False) -> Path:
     src = tmp_path / "twin.c"
     src.write_text(TWIN_ABS)
     lib = tmp_path / ("hostile.so" if hostile else "twin.so")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", *(["-DHOSTILE"] if hostile else []), str(src), "-o", str(lib),
-                    "-lm"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-O1",
+            *(["-DHOSTILE"] if hostile else []),
+            str(src),
+            "-o",
+            str(lib),
+            "-lm",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return lib
 
 
@@ -71,11 +89,27 @@ def frames(data: bytes) -> list[tuple[dict, bytes]]:
     return out
 
 
-def run_runtime(lib: Path, header: dict, blob: bytes, control: bytes) -> tuple[int, list[tuple[dict, bytes]], str]:
+def run_runtime(
+    lib: Path, header: dict, blob: bytes, control: bytes
+) -> tuple[int, list[tuple[dict, bytes]], str]:
     r, w = os.pipe()
     env = {**os.environ, "SAGE_RESULT_FD": str(w), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
-    argv = [sys.executable, str(RUNTIME), "--mode", "twin", "--artifact", str(lib), "--wire-dir", str(WIRE),
-            "--attrs", "[]", "--sizes", '["B", "D"]', "--dims", '[["B", "D"], ["B", "D"]]']
+    argv = [
+        sys.executable,
+        str(RUNTIME),
+        "--mode",
+        "twin",
+        "--artifact",
+        str(lib),
+        "--wire-dir",
+        str(WIRE),
+        "--attrs",
+        "[]",
+        "--sizes",
+        '["B", "D"]',
+        "--dims",
+        '[["B", "D"], ["B", "D"]]',
+    ]
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(w,), env=env)
     os.close(w)
     assert proc.stdin is not None
@@ -96,10 +130,19 @@ def abs_header(nonce: str, sets: list[np.ndarray], rounds: list[dict]) -> tuple[
     for s in sets:
         spans.append([[len(blob), s.nbytes]])
         blob += s.tobytes()
-    header = {"nonce": nonce, "artifact": {}, "threads": 1, "sets": spans, "rounds": rounds, "args": [
-        {"kind": "in", "dtype": "float32", "shape": [3, 5], "nbytes": 60, "fill": ""},
-        {"kind": "out", "dtype": "float32", "shape": [3, 5], "nbytes": 60, "fill": "ffc00000"},
-        {"kind": "i64", "value": 3}, {"kind": "i64", "value": 5}]}
+    header = {
+        "nonce": nonce,
+        "artifact": {},
+        "threads": 1,
+        "sets": spans,
+        "rounds": rounds,
+        "args": [
+            {"kind": "in", "dtype": "float32", "shape": [3, 5], "nbytes": 60, "fill": ""},
+            {"kind": "out", "dtype": "float32", "shape": [3, 5], "nbytes": 60, "fill": "ffc00000"},
+            {"kind": "i64", "value": 3},
+            {"kind": "i64", "value": 5},
+        ],
+    }
     return header, blob
 
 
@@ -107,7 +150,9 @@ def test_rounds_outputs_and_frames(tmp_path):
     rng = np.random.default_rng(0)
     sets = [rng.standard_normal((3, 5)).astype(np.float32) for _ in range(2)]
     nonce = "ab" * 16
-    header, blob = abs_header(nonce, sets, [{"calls": [0, 1, 0], "return": "all"}, {"calls": [1, 0], "return": 1}])
+    header, blob = abs_header(
+        nonce, sets, [{"calls": [0, 1, 0], "return": "all"}, {"calls": [1, 0], "return": 1}]
+    )
     code, got, err = run_runtime(build_lib(tmp_path), header, blob, b"GGQ")
     assert code == 0, err
     assert all(f["nonce"] == nonce for f, _ in got)
@@ -120,7 +165,9 @@ def test_rounds_outputs_and_frames(tmp_path):
     outs = [(f, p) for f, p in got if f["kind"] == "outputs"]
     assert len(outs) == 3 + 1  # every call of round 0, one drawn call of round 1
     for f, payload in outs:
-        np.testing.assert_array_equal(np.frombuffer(payload, np.float32).reshape(3, 5), np.abs(sets[f["set"]]))
+        np.testing.assert_array_equal(
+            np.frombuffer(payload, np.float32).reshape(3, 5), np.abs(sets[f["set"]])
+        )
     assert [f["round"] for f, _ in got if f["kind"] == "round_end"] == [0, 1]
 
 
@@ -131,7 +178,9 @@ def test_quit_before_a_round(tmp_path):
 
 
 def test_hostile_library_is_reported(tmp_path):
-    header, blob = abs_header("ef" * 16, [np.full((3, 5), -2.0, np.float32)], [{"calls": [0], "return": "all"}])
+    header, blob = abs_header(
+        "ef" * 16, [np.full((3, 5), -2.0, np.float32)], [{"calls": [0], "return": "all"}]
+    )
     code, got, err = run_runtime(build_lib(tmp_path, hostile=True), header, blob, b"G")
     assert code == 0, err
     done = next(f for f, _ in got if f["kind"] == "done")
@@ -147,8 +196,12 @@ def test_missing_library_is_a_load_error(tmp_path):
 
 
 def test_pure_helpers():
-    args = [{"kind": "in", "shape": [2, 3]}, {"kind": "out", "shape": [2, 3]}, {"kind": "i64", "value": 2},
-            {"kind": "f64", "value": 1.5}]
+    args = [
+        {"kind": "in", "shape": [2, 3]},
+        {"kind": "out", "shape": [2, 3]},
+        {"kind": "i64", "value": 2},
+        {"kind": "f64", "value": 1.5},
+    ]
     assert scalar_values(args, ["beta"]) == [1.5] and scalar_values(args, []) == []
     assert sizes_from_shapes([["B", "D"], ["B", "D"]], args[:2]) == {"B": 2, "D": 3}
     assert first_difference(b"abc", b"abc") == -1 and first_difference(b"abc", b"abd") == 2

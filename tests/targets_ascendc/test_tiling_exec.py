@@ -40,13 +40,31 @@ def test_reference_tiling_partitions_every_shape(tmp_path, tasks, name):
     (tmp_path / "tiling.cpp").write_text(reference_candidate(name).files[n.tiling_func_file])
     (tmp_path / "main.cpp").write_text(DRIVER.format(snake=n.snake, op=n.op_type, struct=n.tiling_struct))
     exe = tmp_path / "tiling"
-    subprocess.run(["g++", "-std=c++17", "-Wall", "-Werror", "-I", str(tmp_path), str(tmp_path / "tiling.cpp"),
-                    str(tmp_path / "main.cpp"), "-o", str(exe)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "g++",
+            "-std=c++17",
+            "-Wall",
+            "-Werror",
+            "-I",
+            str(tmp_path),
+            str(tmp_path / "tiling.cpp"),
+            str(tmp_path / "main.cpp"),
+            "-o",
+            str(exe),
+        ],
+        check=True,
+        capture_output=True,
+    )
     totals = {t.numel(s) for s in task.all_shapes() for t in task.outputs} | {1, 7, 8, 9, 10**7}
     for total in sorted(totals):
         for cores in (1, 8, 48):
-            out = subprocess.run([str(exe), str(total), str(cores), str(192 * 1024)], check=True,
-                                 capture_output=True, text=True).stdout.split()
+            out = subprocess.run(
+                [str(exe), str(total), str(cores), str(192 * 1024)],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.split()
             used, former_num, former_len, tail_len, tile = map(int, out)
             assert 1 <= used <= cores
             covered = former_num * former_len + (used - former_num) * tail_len
@@ -61,7 +79,15 @@ def test_plain_header_is_whole_words_and_compiles(tmp_path, tasks):
     for task in tasks.values():
         n = op_names(task)
         (tmp_path / "h.h").write_text(plain_tiling_header(task, kernel_side=False))
-        (tmp_path / "c.cpp").write_text('#include "h.h"\n' + "".join(
-            f"static_assert(sizeof({n.tiling_struct}::{f.name}) > 0, \"\");\n" for f in kernel_only_fields(task)))
-        subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-I", str(tmp_path), str(tmp_path / "c.cpp")],
-                       check=True, capture_output=True)
+        (tmp_path / "c.cpp").write_text(
+            '#include "h.h"\n'
+            + "".join(
+                f'static_assert(sizeof({n.tiling_struct}::{f.name}) > 0, "");\n'
+                for f in kernel_only_fields(task)
+            )
+        )
+        subprocess.run(
+            ["g++", "-std=c++17", "-fsyntax-only", "-I", str(tmp_path), str(tmp_path / "c.cpp")],
+            check=True,
+            capture_output=True,
+        )

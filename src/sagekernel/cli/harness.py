@@ -49,8 +49,8 @@ def eval_command(
     threads: Annotated[int, typer.Option("--threads", help="Threads for candidate and reference.")] = 1,
     sandbox: Annotated[str, typer.Option("--sandbox", help="auto, bwrap, unshare or process.")] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
-    plan: Annotated[bool, typer.Option("--plan", help="ascendc: print the build and run plans only.")] = False,
-    more_files: Annotated[list[Path] | None, typer.Argument(help="Further files (multi-file targets).")] = None,
+    plan: Annotated[bool, typer.Option("--plan", help="ascendc: print the build and run plans.")] = False,
+    more_files: Annotated[list[Path] | None, typer.Argument(help="Further files (multi-file).")] = None,
 ) -> None:
     """Judge one kernel file against a task: lint, build, correctness, timing."""
     if plan:  # the plan printer lives with the target (sagekernel.targets.ascendc.plan)

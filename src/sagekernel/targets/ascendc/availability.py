@@ -44,13 +44,19 @@ def probe_cann() -> Probe:
     try:
         home = cann_home()
         if home is None:
-            return Probe(False, "CANN toolkit not found: ASCEND_HOME_PATH is unset and none of "
-                         f"{', '.join(DEFAULT_CANN_HOMES)} exists (install the toolkit from hiascend.com, then "
-                         f"{SET_ENV_HINT})")
+            return Probe(
+                False,
+                "CANN toolkit not found: ASCEND_HOME_PATH is unset and none of "
+                f"{', '.join(DEFAULT_CANN_HOMES)} exists (install the toolkit from hiascend.com, then "
+                f"{SET_ENV_HINT})",
+            )
         missing = []
         if not (home / "bin" / "bisheng").exists() and shutil.which("bisheng") is None:
             missing.append("bisheng")
-        if not (home / "python" / "site-packages" / "bin" / "msopgen").exists() and shutil.which("msopgen") is None:
+        if (
+            not (home / "python" / "site-packages" / "bin" / "msopgen").exists()
+            and shutil.which("msopgen") is None
+        ):
             missing.append("msopgen")
         if not (home / "tools" / "tikcpp" / "ascendc_kernel_cmake").is_dir():
             missing.append("tools/tikcpp/ascendc_kernel_cmake")
@@ -72,12 +78,15 @@ def probe_twin_library() -> Probe:
 
 @lru_cache(maxsize=4)
 def probe_torch_npu(python: str = sys.executable, timeout_s: float = 60.0) -> Probe:
-    code = ("import torch, torch_npu; print(torch_npu.__version__); "
-            "print(int(torch.npu.is_available())); print(torch.npu.device_count())")
+    code = (
+        "import torch, torch_npu; print(torch_npu.__version__); "
+        "print(int(torch.npu.is_available())); print(torch.npu.device_count())"
+    )
     env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
     try:
-        out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env,
-                             timeout=timeout_s, check=False)
+        out = subprocess.run(
+            [python, "-c", code], capture_output=True, text=True, env=env, timeout=timeout_s, check=False
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         return Probe(False, f"torch_npu probe failed: {exc}")
     if out.returncode != 0:
@@ -88,7 +97,9 @@ def probe_torch_npu(python: str = sys.executable, timeout_s: float = 60.0) -> Pr
     lines = out.stdout.split()
     version = lines[0] if lines else "?"
     if len(lines) < 3 or lines[1] != "1" or lines[2] == "0":
-        return Probe(False, f"torch_npu {version} imports but sees no NPU (torch.npu.is_available() is false)")
+        return Probe(
+            False, f"torch_npu {version} imports but sees no NPU (torch.npu.is_available() is false)"
+        )
     return Probe(True, f"torch_npu {version}, {lines[2]} NPU(s)")
 
 
@@ -124,5 +135,13 @@ def available(device: str) -> tuple[bool, str]:
         return False, f"availability probe failed: {type(exc).__name__}: {exc}"
 
 
-__all__ = ["Probe", "available", "cann_home", "npu_device_nodes", "probe_cann", "probe_npu",
-           "probe_torch_npu", "probe_twin_library"]
+__all__ = [
+    "Probe",
+    "available",
+    "cann_home",
+    "npu_device_nodes",
+    "probe_cann",
+    "probe_npu",
+    "probe_torch_npu",
+    "probe_twin_library",
+]

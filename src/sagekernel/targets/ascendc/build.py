@@ -32,7 +32,12 @@ def _edit_presets(project: Path, detail: dict[str, str]) -> None:
     data = json.loads(path.read_text(encoding="utf-8"))
     for preset in data.get("configurePresets", []):
         cache = preset.setdefault("cacheVariables", {})
-        for key in ("ASCEND_CANN_PACKAGE_PATH", "vendor_name", "ASCEND_COMPUTE_UNIT", "ENABLE_BINARY_PACKAGE"):
+        for key in (
+            "ASCEND_CANN_PACKAGE_PATH",
+            "vendor_name",
+            "ASCEND_COMPUTE_UNIT",
+            "ENABLE_BINARY_PACKAGE",
+        ):
             entry = cache.get(key)
             if isinstance(entry, dict):
                 entry["value"] = detail[key]
@@ -53,8 +58,15 @@ def _run_step(step: Step, plan: BuildPlan, log_path: Path) -> tuple[int | None, 
         argv[1] = matches[-1]
     with open(log_path, "wb") as log:
         try:
-            proc = subprocess.Popen(argv, cwd=step.cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                cwd=step.cwd,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         except OSError as exc:
             return 127, f"{step.name}: cannot start {argv[0]}: {exc}"
         try:
@@ -70,14 +82,26 @@ def _run_step(step: Step, plan: BuildPlan, log_path: Path) -> tuple[int | None, 
 def execute(plan: BuildPlan, model_files: set[str]) -> BuildResult:
     wd = Path(plan.workdir)
     wd.mkdir(parents=True, exist_ok=True)
-    info: dict[str, object] = {"plan": plan.to_dict(), "path": plan.path, "device": plan.device, "steps": []}
+    steps: list[dict[str, object]] = []
+    info: dict[str, object] = {
+        "plan": plan.to_dict(),
+        "path": plan.path,
+        "device": plan.device,
+        "steps": steps,
+    }
     if plan.problems:
         return BuildResult(False, "; ".join(plan.problems), {}, info, stage="compile")
     ok, why = available(plan.device)
     if not ok:
         write_files(wd, plan.files)  # the project is still rendered for inspection
-        return BuildResult(False, f"not available here: {why}. The rendered project is in {wd}; "
-                           "`sage eval --target ascendc --plan` prints the commands", {}, info, stage="compile")
+        return BuildResult(
+            False,
+            f"not available here: {why}. The rendered project is in {wd}; "
+            "`sage eval --target ascendc --plan` prints the commands",
+            {},
+            info,
+            stage="compile",
+        )
     logs = wd / "logs"
     logs.mkdir(exist_ok=True)
     t0 = time.perf_counter()
@@ -90,8 +114,7 @@ def execute(plan: BuildPlan, model_files: set[str]) -> BuildResult:
             _edit_presets(Path(step.cwd), step.detail)
             continue
         code, text = _run_step(step, plan, logs / f"{step.name}.log")
-        info["steps"].append({"name": step.name, "returncode": code,  # type: ignore[attr-defined]
-                              "seconds": round(time.perf_counter() - t, 3)})
+        steps.append({"name": step.name, "returncode": code, "seconds": round(time.perf_counter() - t, 3)})
         if code is None:
             return BuildResult(False, f"{step.name} did not finish within {step.timeout_s:.0f} s", {}, info)
         if code != 0:
@@ -100,8 +123,14 @@ def execute(plan: BuildPlan, model_files: set[str]) -> BuildResult:
     artifacts = {k: Path(v) for k, v in plan.artifacts.items()}
     missing = [k for k, p in artifacts.items() if not p.exists()]
     if missing:
-        return BuildResult(False, f"the build finished but produced no {', '.join(missing)} "
-                           f"({', '.join(str(artifacts[k]) for k in missing)})", {}, info, stage="load")
+        return BuildResult(
+            False,
+            f"the build finished but produced no {', '.join(missing)} "
+            f"({', '.join(str(artifacts[k]) for k in missing)})",
+            {},
+            info,
+            stage="load",
+        )
     return BuildResult(True, "built", artifacts, info)
 
 

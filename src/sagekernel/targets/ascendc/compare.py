@@ -35,11 +35,22 @@ class ElementwiseResult:
         return self.mismatches / self.total if self.total else 0.0
 
 
-def compare_both_exceed(actual: np.ndarray, expected: np.ndarray, atol: float, rtol: float) -> ElementwiseResult:
+def compare_both_exceed(
+    actual: np.ndarray, expected: np.ndarray, atol: float, rtol: float
+) -> ElementwiseResult:
     a, e = np.asarray(actual), np.asarray(expected)
     if a.shape != e.shape:
-        return ElementwiseResult(False, a.size, e.size, None, None, None, float("inf"), float("inf"),
-                                 f"shape {a.shape} != expected {e.shape}")
+        return ElementwiseResult(
+            False,
+            a.size,
+            e.size,
+            None,
+            None,
+            None,
+            float("inf"),
+            float("inf"),
+            f"shape {a.shape} != expected {e.shape}",
+        )
     if not (np.issubdtype(e.dtype, np.floating) or np.issubdtype(a.dtype, np.floating)):
         bad = a != e
         abs_err = np.zeros(e.shape)
@@ -62,9 +73,18 @@ def compare_both_exceed(actual: np.ndarray, expected: np.ndarray, atol: float, r
         return ElementwiseResult(True, 0, e.size, None, None, None, max_abs, max_rel, "ok")
     idx = tuple(int(i) for i in np.argwhere(bad)[0])
     exp_v, act_v = float(e[idx]), float(a[idx])
-    return ElementwiseResult(False, count, e.size, idx, exp_v, act_v, max_abs, max_rel,
-                             f"{count} of {e.size} elements exceed both atol={atol:g} and rtol={rtol:g} "
-                             f"(first at {list(idx)}: expected {exp_v!r}, got {act_v!r})")
+    return ElementwiseResult(
+        False,
+        count,
+        e.size,
+        idx,
+        exp_v,
+        act_v,
+        max_abs,
+        max_rel,
+        f"{count} of {e.size} elements exceed both atol={atol:g} and rtol={rtol:g} "
+        f"(first at {list(idx)}: expected {exp_v!r}, got {act_v!r})",
+    )
 
 
 __all__ = ["ElementwiseResult", "compare_both_exceed"]

@@ -65,12 +65,16 @@ def kernel_only_fields(task: Task) -> list[TilingField]:
     """The fixed plain-struct fields: sizes, attrs, planning values (int64 first: no padding holes
     before the 32-bit fields, and the struct stays a whole number of 32-bit words)."""
     fields = [TilingField("int64_t", s, note="size symbol, filled from the input shapes") for s in task.sizes]
-    fields += [TilingField("int64_t", k, note="integer attribute") for k, v in task.attrs.items()
-               if not isinstance(v, float)]
+    fields += [
+        TilingField("int64_t", k, note="integer attribute")
+        for k, v in task.attrs.items()
+        if not isinstance(v, float)
+    ]
     fields += [TilingField(t, n, note=d) for t, n, d in PLAN_FIELDS if t == "int64_t"]
     fields.append(TilingField("int64_t", "extra", EXTRA_FIELDS, "free planning values"))
-    fields += [TilingField("float", k, note="float attribute") for k, v in task.attrs.items()
-               if isinstance(v, float)]
+    fields += [
+        TilingField("float", k, note="float attribute") for k, v in task.attrs.items() if isinstance(v, float)
+    ]
     fields += [TilingField(t, n, note=d) for t, n, d in PLAN_FIELDS if t == "uint32_t"]
     return fields
 
@@ -79,8 +83,12 @@ def files_for(task: Task, config: AscendConfig) -> list[FileSpec]:
     n = op_names(task)
     if template_of(task, config) == "kernel-only":
         return [
-            FileSpec(n.tiling_func_file, "cpp", "tiling",
-                     f"host tiling computation: fills {n.tiling_struct} (plain C++, no CANN headers)"),
+            FileSpec(
+                n.tiling_func_file,
+                "cpp",
+                "tiling",
+                f"host tiling computation: fills {n.tiling_struct} (plain C++, no CANN headers)",
+            ),
             FileSpec(n.kernel_file, "cpp", "kernel", f"device kernel {n.kernel_entry} (Ascend C)"),
         ]
     return [
@@ -91,13 +99,19 @@ def files_for(task: Task, config: AscendConfig) -> list[FileSpec]:
 
 
 def kernel_parameters(task: Task) -> list[str]:
-    return [f"GM_ADDR {t.name}" for t in task.inputs] + [f"GM_ADDR {t.name}" for t in task.outputs] + [
-        "GM_ADDR workspace", "GM_ADDR tiling"]
+    return (
+        [f"GM_ADDR {t.name}" for t in task.inputs]
+        + [f"GM_ADDR {t.name}" for t in task.outputs]
+        + ["GM_ADDR workspace", "GM_ADDR tiling"]
+    )
 
 
 def kernel_signature(task: Task) -> str:
-    return (f'extern "C" __global__ __aicore__ void {op_names(task).kernel_entry}('
-            + ", ".join(kernel_parameters(task)) + ")")
+    return (
+        f'extern "C" __global__ __aicore__ void {op_names(task).kernel_entry}('
+        + ", ".join(kernel_parameters(task))
+        + ")"
+    )
 
 
 def _tensor_lines(task: Task) -> list[str]:
@@ -105,15 +119,21 @@ def _tensor_lines(task: Task) -> list[str]:
     for kind, specs in (("input ", task.inputs), ("output", task.outputs)):
         for t in specs:
             dims = "[" + ", ".join(t.dims) + "]" if t.dims else "[] (one element)"
-            lines.append(f"- {kind} `{t.name}`: {t.dtype} ({DTYPES[t.dtype][2]} in the kernel) {dims}, "
-                         "ND format, contiguous row-major")
+            lines.append(
+                f"- {kind} `{t.name}`: {t.dtype} ({DTYPES[t.dtype][2]} in the kernel) {dims}, "
+                "ND format, contiguous row-major"
+            )
     for s, v in task.sizes.items():
-        lines.append(f"- size `{s}`: read it at run time (example {v}); held-out shapes are evaluated, "
-                     "so never hard-code it")
-    for k, v in task.attrs.items():
-        kind = "float" if isinstance(v, float) else "int64"
-        lines.append(f"- attribute `{k}`: {kind} scalar (example {v}); it reaches the kernel only through "
-                     "the tiling data")
+        lines.append(
+            f"- size `{s}`: read it at run time (example {v}); held-out shapes are evaluated, "
+            "so never hard-code it"
+        )
+    for k, attr in task.attrs.items():
+        kind = "float" if isinstance(attr, float) else "int64"
+        lines.append(
+            f"- attribute `{k}`: {kind} scalar (example {attr}); it reaches the kernel only through "
+            "the tiling data"
+        )
     return lines
 
 
@@ -129,43 +149,79 @@ def contract_text(task: Task, config: AscendConfig) -> str:
     n = op_names(task)
     template = template_of(task, config)
     settings = task_settings(task)
-    lines = [f"Ascend C operator `{n.op_type}` ({template} template, SoC {config.soc}, "
-             f"AddConfig(\"{config.add_config}\")).", "", "Tensors:", *_tensor_lines(task), ""]
+    lines = [
+        f"Ascend C operator `{n.op_type}` ({template} template, SoC {config.soc}, "
+        f'AddConfig("{config.add_config}")).',
+        "",
+        "Tensors:",
+        *_tensor_lines(task),
+        "",
+    ]
     lines += ["Files you write (one fenced block each, headed by its path):"]
     lines += [f"- `{f.path}` ({f.role}): {f.description}" for f in files_for(task, config)]
-    lines += ["", "Kernel entry (exact name and parameter order):", "```cpp", kernel_signature(task) + ";",
-              "```"]
+    lines += [
+        "",
+        "Kernel entry (exact name and parameter order):",
+        "```cpp",
+        kernel_signature(task) + ";",
+        "```",
+    ]
     if template == "kernel-only":
-        lines += ["", f"The skeleton defines the tiling struct in `{n.tiling_header}` and "
-                  f"`{n.kernel_tiling_header}` (include it as \"{n.snake}_tiling.h\"):", "```cpp",
-                  _struct_text(n, kernel_only_fields(task)), "```",
-                  f"`{n.tiling_func_file}` defines exactly:", "```cpp",
-                  f'#include "{n.snake}_tiling.h"',
-                  f"void Compute{n.op_type}Tiling({n.tiling_struct}& t, uint32_t coreNum, uint64_t ubBytes);",
-                  "```",
-                  "Sizes and attributes are already filled when it is called; set usedCoreNum (1..coreNum) "
-                  "and the planning fields. The kernel copies the struct from `tiling` with "
-                  f"`SageCopyTiling(&t, tiling)` (declared in {n.snake}_tiling.h)."]
+        lines += [
+            "",
+            f"The skeleton defines the tiling struct in `{n.tiling_header}` and "
+            f'`{n.kernel_tiling_header}` (include it as "{n.snake}_tiling.h"):',
+            "```cpp",
+            _struct_text(n, kernel_only_fields(task)),
+            "```",
+            f"`{n.tiling_func_file}` defines exactly:",
+            "```cpp",
+            f'#include "{n.snake}_tiling.h"',
+            f"void Compute{n.op_type}Tiling({n.tiling_struct}& t, uint32_t coreNum, uint64_t ubBytes);",
+            "```",
+            "Sizes and attributes are already filled when it is called; set usedCoreNum (1..coreNum) "
+            "and the planning fields. The kernel copies the struct from `tiling` with "
+            f"`SageCopyTiling(&t, tiling)` (declared in {n.snake}_tiling.h).",
+        ]
     else:
-        lines += ["", f"Tiling data: `BEGIN_TILING_DATA_DEF({n.tiling_struct})`, `TILING_DATA_FIELD_DEF(type, "
-                  f"name)` per field, `END_TILING_DATA_DEF;`, `REGISTER_TILING_DATA_CLASS({n.op_type}, "
-                  f"{n.tiling_struct})` inside `namespace optiling`.",
-                  f"Host: `optiling::TilingFunc(gert::TilingContext*)` (SetBlockDim, SaveToBuffer, "
-                  f"SetDataSize, workspace size), InferShape / InferDataType, `class {n.op_type} : public "
-                  f"OpDef` with every input, output and attribute above in this order, "
-                  f"`AICore().SetTiling(optiling::TilingFunc)`, `AICore().AddConfig(\"{config.add_config}\")`, "
-                  f"`OP_ADD({n.op_type});`.",
-                  f"Kernel: `GET_TILING_DATA(tilingData, tiling);` then read only fields your header defines, "
-                  f"with their declared types. The op is called as `{n.aclnn}`."]
-    lines += ["", "Rules: tiling comes from the shapes at run time (held-out shapes are evaluated); query "
-              "the core count and UB size on the host (PlatformAscendC) instead of hard-coding them; no aclnn, "
-              "torch or torch_npu calls inside the operator; include only kernel_operator.h, lib/... "
-              "Ascend C headers, the CANN register/tiling headers and your own files."]
+        lines += [
+            "",
+            f"Tiling data: `BEGIN_TILING_DATA_DEF({n.tiling_struct})`, `TILING_DATA_FIELD_DEF(type, "
+            f"name)` per field, `END_TILING_DATA_DEF;`, `REGISTER_TILING_DATA_CLASS({n.op_type}, "
+            f"{n.tiling_struct})` inside `namespace optiling`.",
+            f"Host: `optiling::TilingFunc(gert::TilingContext*)` (SetBlockDim, SaveToBuffer, "
+            f"SetDataSize, workspace size), InferShape / InferDataType, `class {n.op_type} : public "
+            f"OpDef` with every input, output and attribute above in this order, "
+            f'`AICore().SetTiling(optiling::TilingFunc)`, `AICore().AddConfig("{config.add_config}")`, '
+            f"`OP_ADD({n.op_type});`.",
+            f"Kernel: `GET_TILING_DATA(tilingData, tiling);` then read only fields your header defines, "
+            f"with their declared types. The op is called as `{n.aclnn}`.",
+        ]
+    lines += [
+        "",
+        "Rules: tiling comes from the shapes at run time (held-out shapes are evaluated); query "
+        "the core count and UB size on the host (PlatformAscendC) instead of hard-coding them; no aclnn, "
+        "torch or torch_npu calls inside the operator; include only kernel_operator.h, lib/... "
+        "Ascend C headers, the CANN register/tiling headers and your own files.",
+    ]
     if settings.forbidden_apis:
-        lines.append("Not allowed for this operator (they would implement its core for you): "
-                     + ", ".join(f"AscendC::{a}" for a in settings.forbidden_apis) + ".")
+        lines.append(
+            "Not allowed for this operator (they would implement its core for you): "
+            + ", ".join(f"AscendC::{a}" for a in settings.forbidden_apis)
+            + "."
+        )
     return "\n".join(lines)
 
 
-__all__ = ["DTYPES", "EXTRA_FIELDS", "PLAN_FIELDS", "TilingField", "contract_text", "files_for",
-           "kernel_only_fields", "kernel_parameters", "kernel_signature", "template_of"]
+__all__ = [
+    "DTYPES",
+    "EXTRA_FIELDS",
+    "PLAN_FIELDS",
+    "TilingField",
+    "contract_text",
+    "files_for",
+    "kernel_only_fields",
+    "kernel_parameters",
+    "kernel_signature",
+    "template_of",
+]

@@ -33,8 +33,9 @@ def _parser() -> Any:
         import tree_sitter_cpp
         from tree_sitter import Language, Parser
     except ImportError as exc:  # pragma: no cover - the extra is part of the dev environment
-        raise ParserMissing("the Ascend C checks need tree-sitter and tree-sitter-cpp "
-                            "(pip install 'sagekernel[ascendc]')") from exc
+        raise ParserMissing(
+            "the Ascend C checks need tree-sitter and tree-sitter-cpp (pip install 'sagekernel[ascendc]')"
+        ) from exc
     return Parser(Language(tree_sitter_cpp.language()))
 
 
@@ -90,8 +91,10 @@ class Source:
             n = stack.pop()
             if n.type == "comment":
                 continue
-            if n.type in ("string_literal", "char_literal", "raw_string_literal", "system_lib_string") \
-                    or not n.children:
+            if (
+                n.type in ("string_literal", "char_literal", "raw_string_literal", "system_lib_string")
+                or not n.children
+            ):
                 text = self.node_text(n)
                 if text:
                     out.append(Token(n.type, text, n.start_point[0] + 1))
@@ -116,7 +119,9 @@ class Source:
         for i, tok in enumerate(toks):
             if tok.text != name or i + 1 >= len(toks) or toks[i + 1].text != "(":
                 continue
-            depth, args, current = 0, [], []
+            depth = 0
+            args: list[str] = []
+            current: list[str] = []
             for t in toks[i + 1 :]:
                 if t.text in "([{":
                     depth += 1
@@ -172,8 +177,11 @@ class Source:
             declared = None
             if parent is not None and parent.type == "call_expression":
                 continue  # a method call (tiling.set_x(...)), not a field read
-            if parent is not None and parent.type == "init_declarator" and \
-                    parent.child_by_field_name("value") == n:
+            if (
+                parent is not None
+                and parent.type == "init_declarator"
+                and parent.child_by_field_name("value") == n
+            ):
                 decl = parent.parent
                 type_node = decl.child_by_field_name("type") if decl is not None else None
                 if type_node is not None:

@@ -18,8 +18,10 @@ from pathlib import Path
 MAX_ERRORS = 6
 MAX_CHARS = 2000
 
-_LOC = re.compile(r"^(?P<path>[^\s:][^:]*):(?P<line>\d+)(?::(?P<col>\d+))?: (?P<sev>fatal error|error|warning|note)"
-                  r": (?P<msg>.*)$")
+_LOC = re.compile(
+    r"^(?P<path>[^\s:][^:]*):(?P<line>\d+)(?::(?P<col>\d+))?: (?P<sev>fatal error|error|warning|note)"
+    r": (?P<msg>.*)$"
+)
 _CMAKE = re.compile(r"^CMake Error at (?P<path>[^:]+):(?P<line>\d+) \((?P<cmd>[^)]*)\):")
 _BRACKET = re.compile(r"^\s*\[ERROR\]\s*(?P<msg>.+)$")
 _CODE = re.compile(r"\b(E[A-Z0-9]\d{4}|EZ\d{4}):\s*(?P<msg>.*)")
@@ -44,7 +46,7 @@ def map_path(raw: str, workdir: Path | None, model_files: set[str]) -> tuple[str
         root = str(Path(workdir).resolve())
         for prefix in (root + "/project/", root + "/", "/box/build/project/", "/box/build/"):
             if path.startswith(prefix):
-                path = path[len(prefix):]
+                path = path[len(prefix) :]
                 break
     for rel in model_files:
         if path == rel or path.endswith("/" + rel):
@@ -82,21 +84,34 @@ def parse_log(log: str, workdir: Path | None, model_files: set[str]) -> list[Dia
                     if norigin == "model":
                         context.append(f"{npath}:{n.group('line')}: note: {n.group('msg')}")
                         break
-            found.append(Diagnostic(path, int(m.group("line")), int(m.group("col")) if m.group("col") else None,
-                                    "error", m.group("msg").strip(), origin, tuple(context)))
+            found.append(
+                Diagnostic(
+                    path,
+                    int(m.group("line")),
+                    int(m.group("col")) if m.group("col") else None,
+                    "error",
+                    m.group("msg").strip(),
+                    origin,
+                    tuple(context),
+                )
+            )
             i = j
             continue
         c = _CMAKE.match(line.strip())
         if c:
             path, origin = map_path(c.group("path"), workdir, model_files)
             detail = next((x.strip() for x in lines[i + 1 : i + 6] if x.strip()), "")
-            found.append(Diagnostic(path, int(c.group("line")), None, "error",
-                                    f"CMake ({c.group('cmd')}): {detail}", origin))
+            found.append(
+                Diagnostic(
+                    path, int(c.group("line")), None, "error", f"CMake ({c.group('cmd')}): {detail}", origin
+                )
+            )
         elif _LINKER.search(line):
             found.append(Diagnostic("<link>", None, None, "error", line.strip(), "build"))
         elif (b := _BRACKET.match(line)) or (b := _CODE.search(line)):
-            found.append(Diagnostic("<build>", None, None, "error", b.group("msg").strip() or line.strip(),
-                                    "build"))
+            found.append(
+                Diagnostic("<build>", None, None, "error", b.group("msg").strip() or line.strip(), "build")
+            )
         i += 1
     return found
 
@@ -144,4 +159,11 @@ def trim_runtime_error(text: str, workdir: Path | None = None, model_files: set[
     return text_out[:MAX_CHARS]
 
 
-__all__ = ["Diagnostic", "format_diagnostics", "map_path", "parse_log", "trim_build_log", "trim_runtime_error"]
+__all__ = [
+    "Diagnostic",
+    "format_diagnostics",
+    "map_path",
+    "parse_log",
+    "trim_build_log",
+    "trim_runtime_error",
+]

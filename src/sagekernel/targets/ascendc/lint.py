@@ -34,9 +34,28 @@ from sagekernel.tasks.task import Task
 KERNEL_INCLUDES = ("kernel_operator.h", "kernel_tiling/kernel_tiling.h")
 KERNEL_INCLUDE_PREFIXES = ("lib/",)  # Ascend C high-level API headers (lib/matmul_intf.h, ...)
 HOST_INCLUDE_PREFIXES = ("register/", "tiling/", "graph/", "exe_graph/")
-STD_HEADERS = frozenset(("cstdint", "cstddef", "cstring", "cmath", "climits", "cfloat", "algorithm", "limits",
-                         "type_traits", "utility", "numeric", "array", "vector", "string", "stdint.h",
-                         "stddef.h", "string.h", "math.h"))
+STD_HEADERS = frozenset(
+    (
+        "cstdint",
+        "cstddef",
+        "cstring",
+        "cmath",
+        "climits",
+        "cfloat",
+        "algorithm",
+        "limits",
+        "type_traits",
+        "utility",
+        "numeric",
+        "array",
+        "vector",
+        "string",
+        "stdint.h",
+        "stddef.h",
+        "string.h",
+        "math.h",
+    )
+)
 FRAMEWORK_CALL_PREFIXES = ("aclnn", "aclop", "aclrt", "EXEC_NPU_CMD", "npu_")
 FRAMEWORK_QUALIFIERS = ("at::", "torch::", "c10::", "c10_npu::", "torch_npu", "op_api::", "l0op::")
 _POW2 = {1 << k for k in range(64)}
@@ -48,20 +67,34 @@ def _finding(rule: str, reason: str, src: Source | None = None, line: int | None
 
 def check_file_set(candidate: Candidate, task: Task, config: AscendConfig) -> list[LintFinding]:
     expected = [f.path for f in files_for(task, config)]
-    out = [_finding("file_set", f"missing file {p} (the contract names: {', '.join(expected)})")
-           for p in expected if p not in candidate.files]
-    out += [_finding("file_set", f"unexpected file {p}: write only {', '.join(expected)}")
-            for p in candidate.files if p not in expected]
-    out += [_finding("file_set", f"{p} is empty") for p in expected
-            if p in candidate.files and not candidate.files[p].strip()]
+    out = [
+        _finding("file_set", f"missing file {p} (the contract names: {', '.join(expected)})")
+        for p in expected
+        if p not in candidate.files
+    ]
+    out += [
+        _finding("file_set", f"unexpected file {p}: write only {', '.join(expected)}")
+        for p in candidate.files
+        if p not in expected
+    ]
+    out += [
+        _finding("file_set", f"{p} is empty")
+        for p in expected
+        if p in candidate.files and not candidate.files[p].strip()
+    ]
     return out
 
 
 def check_kernel_entry(kernel: Source, path: str, task: Task, names: OpNames) -> list[LintFinding]:
     defined = dict(kernel.function_names())
     if names.kernel_entry not in defined:
-        return [_finding("names", f"{path} must define the kernel entry {names.kernel_entry} "
-                         f"(found functions: {', '.join(defined) or 'none'})")]
+        return [
+            _finding(
+                "names",
+                f"{path} must define the kernel entry {names.kernel_entry} "
+                f"(found functions: {', '.join(defined) or 'none'})",
+            )
+        ]
     out = []
     for node in kernel.of_type("function_definition"):
         decl = node.child_by_field_name("declarator")
@@ -74,30 +107,57 @@ def check_kernel_entry(kernel: Source, path: str, task: Task, names: OpNames) ->
         want = [p.split()[-1] for p in kernel_parameters(task)]
         line = node.start_point[0] + 1
         if len(got) != len(want):
-            out.append(_finding("names", f"{names.kernel_entry} takes {len(got)} parameters; the contract has "
-                                f"{len(want)}: {', '.join(want)}", kernel, line))
+            out.append(
+                _finding(
+                    "names",
+                    f"{names.kernel_entry} takes {len(got)} parameters; the contract has "
+                    f"{len(want)}: {', '.join(want)}",
+                    kernel,
+                    line,
+                )
+            )
         if 'extern "C"' not in kernel.text:
-            out.append(_finding("names", f'{names.kernel_entry} must be declared extern "C" __global__ __aicore__',
-                                kernel, line))
+            out.append(
+                _finding(
+                    "names",
+                    f'{names.kernel_entry} must be declared extern "C" __global__ __aicore__',
+                    kernel,
+                    line,
+                )
+            )
     return out
 
 
 def check_opdef(host: Source, path: str, task: Task, names: OpNames) -> list[LintFinding]:
     out = []
-    classes = {host.node_text(n.child_by_field_name("name")) for n in host.of_type("class_specifier")
-               if n.child_by_field_name("name") is not None}
+    classes = {
+        host.node_text(n.child_by_field_name("name"))
+        for n in host.of_type("class_specifier")
+        if n.child_by_field_name("name") is not None
+    }
     if names.op_type not in classes:
         out.append(_finding("names", f"{path} must define class {names.op_type} : public OpDef"))
     added = [a[0] for a, _ in host.macro_invocations("OP_ADD") if a]
     if names.op_type not in added:
-        out.append(_finding("names", f"{path} must register OP_ADD({names.op_type}) (found "
-                            f"{', '.join(added) or 'none'})"))
-    for kind, want in (("Input", [t.name for t in task.inputs]), ("Output", [t.name for t in task.outputs]),
-                       ("Attr", [a for a, _, _ in op_attrs(task)])):
+        out.append(
+            _finding(
+                "names", f"{path} must register OP_ADD({names.op_type}) (found {', '.join(added) or 'none'})"
+            )
+        )
+    for kind, want in (
+        ("Input", [t.name for t in task.inputs]),
+        ("Output", [t.name for t in task.outputs]),
+        ("Attr", [a for a, _, _ in op_attrs(task)]),
+    ):
         got = [a[0].strip('"') for a, _ in host.macro_invocations(kind) if a and a[0].startswith('"')]
         if got != want:
-            out.append(_finding("names", f"{path}: OpDef {kind}s are {got or 'none'}; the contract's are "
-                                f"{want or 'none'}, in that order"))
+            out.append(
+                _finding(
+                    "names",
+                    f"{path}: OpDef {kind}s are {got or 'none'}; the contract's are "
+                    f"{want or 'none'}, in that order",
+                )
+            )
     return out
 
 
@@ -106,20 +166,31 @@ def check_includes(src: Source, path: str, role: str, own: set[str]) -> list[Lin
     for inc, line in src.includes():
         base = inc.rsplit("/", 1)[-1]
         if inc.startswith("/") or ".." in inc.split("/"):
-            out.append(_finding("include", f"#include \"{inc}\": absolute and parent paths are not allowed",
-                                src, line))
+            out.append(
+                _finding("include", f'#include "{inc}": absolute and parent paths are not allowed', src, line)
+            )
             continue
-        if inc in own or base in own and "/" not in inc:
+        if inc in own or (base in own and "/" not in inc):
             continue
         if role == "kernel":
             ok = inc in KERNEL_INCLUDES or inc.startswith(KERNEL_INCLUDE_PREFIXES)
         else:
             ok = inc.startswith(HOST_INCLUDE_PREFIXES) or inc in STD_HEADERS
         if not ok:
-            allowed = (", ".join(KERNEL_INCLUDES) + ", lib/..." if role == "kernel"
-                       else "register/..., tiling/..., graph/..., exe_graph/..., the C++ standard headers")
-            out.append(_finding("include", f"#include \"{inc}\" is outside the allow-list for a {role} file "
-                                f"({allowed}, and your own files)", src, line))
+            allowed = (
+                ", ".join(KERNEL_INCLUDES) + ", lib/..."
+                if role == "kernel"
+                else "register/..., tiling/..., graph/..., exe_graph/..., the C++ standard headers"
+            )
+            out.append(
+                _finding(
+                    "include",
+                    f'#include "{inc}" is outside the allow-list for a {role} file '
+                    f"({allowed}, and your own files)",
+                    src,
+                    line,
+                )
+            )
     return out
 
 
@@ -127,12 +198,26 @@ def check_calls(src: Source, path: str, forbidden: tuple[str, ...], task: Task) 
     out = []
     for call in src.calls():
         if call.name in forbidden:
-            out.append(_finding("forbidden_api", f"{path} calls {call.qualified}: for {task.name} that API is "
-                                "the operator itself (equivalent high-level substitution); compose it from "
-                                "basic vector instructions", src, call.line))
+            out.append(
+                _finding(
+                    "forbidden_api",
+                    f"{path} calls {call.qualified}: for {task.name} that API is "
+                    "the operator itself (equivalent high-level substitution); compose it from "
+                    "basic vector instructions",
+                    src,
+                    call.line,
+                )
+            )
         elif call.name.startswith(FRAMEWORK_CALL_PREFIXES) or call.qualified.startswith(FRAMEWORK_QUALIFIERS):
-            out.append(_finding("framework_call", f"{path} calls {call.qualified}: the operator must do the work "
-                                "itself, not call aclnn, torch, torch_npu or the ACL runtime", src, call.line))
+            out.append(
+                _finding(
+                    "framework_call",
+                    f"{path} calls {call.qualified}: the operator must do the work "
+                    "itself, not call aclnn, torch, torch_npu or the ACL runtime",
+                    src,
+                    call.line,
+                )
+            )
     return out
 
 
@@ -152,18 +237,34 @@ def suspicious_literals(task: Task) -> dict[int, str]:
 
 def check_literals(src: Source, path: str, task: Task) -> list[LintFinding]:
     bad = suspicious_literals(task)
-    return [_finding("hardcoded_shape", f"{path}: the literal {text} equals {bad[v]}; read shapes from the "
-                     "tiling data (held-out shapes are evaluated)", src, line)
-            for v, line, text in src.number_literals() if v in bad]
+    return [
+        _finding(
+            "hardcoded_shape",
+            f"{path}: the literal {text} equals {bad[v]}; read shapes from the "
+            "tiling data (held-out shapes are evaluated)",
+            src,
+            line,
+        )
+        for v, line, text in src.number_literals()
+        if v in bad
+    ]
 
 
 def check_host_device_memory(host: Source, path: str) -> list[LintFinding]:
     if any(t.text == "ValueDepend" for t in host.tokens()):
         return []
-    return [_finding("host_device_memory", f"{path} reads tensor data with {c.qualified} in host tiling, but no "
-                     "input is declared ValueDepend: that address is device memory. Pass the value as an "
-                     "attribute, or mark the input .ValueDepend(REQUIRED)", host, c.line)
-            for c in host.calls() if c.name in ("GetData", "GetValue") and "GetInputTensor" in c.qualified]
+    return [
+        _finding(
+            "host_device_memory",
+            f"{path} reads tensor data with {c.qualified} in host tiling, but no "
+            "input is declared ValueDepend: that address is device memory. Pass the value as an "
+            "attribute, or mark the input .ValueDepend(REQUIRED)",
+            host,
+            c.line,
+        )
+        for c in host.calls()
+        if c.name in ("GetData", "GetValue") and "GetInputTensor" in c.qualified
+    ]
 
 
 def lint_candidate(candidate: Candidate, task: Task, config: AscendConfig) -> list[LintFinding]:
@@ -191,8 +292,9 @@ def lint_candidate(candidate: Candidate, task: Task, config: AscendConfig) -> li
             findings += check_opdef(host, n.host_file, task, n)
             findings += check_host_device_memory(host, n.host_file)
         if header is not None and host is not None and kernel is not None:
-            findings += tiling_check.check_full(header, n.tiling_header, host, n.host_file, kernel,
-                                                n.kernel_file, n)
+            findings += tiling_check.check_full(
+                header, n.tiling_header, host, n.host_file, kernel, n.kernel_file, n
+            )
     else:
         tiling = parsed.get(n.tiling_func_file)
         if tiling is not None:
@@ -200,8 +302,9 @@ def lint_candidate(candidate: Candidate, task: Task, config: AscendConfig) -> li
             if entry not in dict(tiling.function_names()):
                 findings.append(_finding("names", f"{n.tiling_func_file} must define {entry}"))
         if tiling is not None and kernel is not None:
-            findings += tiling_check.check_kernel_only(tiling, n.tiling_func_file, kernel, n.kernel_file, n,
-                                                       kernel_only_fields(task))
+            findings += tiling_check.check_kernel_only(
+                tiling, n.tiling_func_file, kernel, n.kernel_file, n, kernel_only_fields(task)
+            )
     return findings
 
 

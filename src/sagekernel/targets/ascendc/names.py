@@ -1,4 +1,4 @@
-"""Names derived from a task: op type AddCustom <-> files add_custom* <-> aclnnAddCustom <-> kernel add_custom.
+"""Names derived from a task: op AddCustom <-> files add_custom* <-> aclnnAddCustom <-> kernel add_custom.
 
 msOpGen turns an op type in CamelCase into snake_case file names and the kernel entry; the
 generated aclnn API is `aclnn<OpType>` in `aclnn_<snake>.h`. Everything here is derived from the

@@ -22,9 +22,11 @@ from sagekernel.targets.ascendc.target import AscendCTarget
 from sagekernel.targets.base import BuildResult
 from sagekernel.tasks.task import Task
 
-TIMING_PROTOCOL = ("torch.npu.Event(enable_timing=True); 5 warm-up calls per side; per call: synchronise, "
-                   "L2 flush, record, call, record, synchronise; candidate and torch_npu reference in the same "
-                   "process, interleaved per round in random order (paper C.4)")
+TIMING_PROTOCOL = (
+    "torch.npu.Event(enable_timing=True); 5 warm-up calls per side; per call: synchronise, "
+    "L2 flush, record, call, record, synchronise; candidate and torch_npu reference in the same "
+    "process, interleaved per round in random order (paper C.4)"
+)
 
 
 def load_task_spec(spec: str) -> Task:
@@ -41,8 +43,9 @@ def candidate_from_paths(paths: list[Path], expected: list[str]) -> tuple[Candid
     if len(paths) == 1 and paths[0].is_dir():
         root = paths[0]
         found = {rel: (root / rel) for rel in expected if (root / rel).is_file()}
-        found.update({rel: p for rel in expected if rel not in found
-                      for p in sorted(root.rglob(Path(rel).name))[:1]})
+        found.update(
+            {rel: p for rel in expected if rel not in found for p in sorted(root.rglob(Path(rel).name))[:1]}
+        )
         return Candidate({rel: p.read_text(encoding="utf-8") for rel, p in found.items()}), []
     files: dict[str, str] = {}
     unmatched = []
@@ -50,7 +53,8 @@ def candidate_from_paths(paths: list[Path], expected: list[str]) -> tuple[Candid
         text = p.read_text(encoding="utf-8")
         posix = p.as_posix()
         rel = next((e for e in expected if posix.endswith(e)), None) or next(
-            (e for e in expected if Path(e).name == p.name), None)
+            (e for e in expected if Path(e).name == p.name), None
+        )
         if rel is None:
             unmatched.append(str(p))
             files[p.name] = text  # kept: the lint reports it as an unexpected file
@@ -59,50 +63,83 @@ def candidate_from_paths(paths: list[Path], expected: list[str]) -> tuple[Candid
     return Candidate(files), unmatched
 
 
-def plan_report(task: Task, paths: list[Path], *, device: str = "npu", workdir: Path | None = None,
-                target: AscendCTarget | None = None) -> dict[str, Any]:
+def plan_report(
+    task: Task,
+    paths: list[Path],
+    *,
+    device: str = "npu",
+    workdir: Path | None = None,
+    target: AscendCTarget | None = None,
+) -> dict[str, Any]:
     target = target or AscendCTarget()
     expected = [f.path for f in target.files(task)]
     candidate, unmatched = candidate_from_paths(paths, expected)
     wd = workdir or Path(tempfile.gettempdir()) / f"sage-ascendc-{task.name}-{candidate.digest}"
     build = target.plan(candidate, task, wd, device=device)
     ok, why = target.available(device)
-    pseudo = BuildResult(True, "planned", {k: Path(v) for k, v in build.artifacts.items()},
-                         {"plan": build.to_dict()})
+    pseudo = BuildResult(
+        True, "planned", {k: Path(v) for k, v in build.artifacts.items()}, {"plan": build.to_dict()}
+    )
     spec = target.runtime(pseudo, task, device)
     return {
-        "task": task.name, "device": device, "available": ok, "availability": why,
+        "task": task.name,
+        "device": device,
+        "available": ok,
+        "availability": why,
         "config": {"template": build.template, "build_path": build.path, "soc": target.config.soc},
         "files": {rel: "given" if rel in candidate.files else "MISSING" for rel in expected},
         "unmatched": unmatched,
         "lint": [f.__dict__ for f in target.lint(candidate, task)],
-        "build": build.to_dict(), "build_script": describe(build),
-        "run": {"argv": spec.argv, "env": spec.env, "ro_binds": spec.ro_binds, "device_nodes": spec.device_nodes,
-                "reference_in_process": spec.reference_in_process, "timed": device == "npu",
-                "timing": TIMING_PROTOCOL if device == "npu" else "not timed (CPU twin debug is functional only)"},
+        "build": build.to_dict(),
+        "build_script": describe(build),
+        "run": {
+            "argv": spec.argv,
+            "env": spec.env,
+            "ro_binds": spec.ro_binds,
+            "device_nodes": spec.device_nodes,
+            "reference_in_process": spec.reference_in_process,
+            "timed": device == "npu",
+            "timing": TIMING_PROTOCOL if device == "npu" else "not timed (CPU twin debug is functional only)",
+        },
     }
 
 
 def format_report(report: dict[str, Any]) -> str:
-    lines = [f"task {report['task']} on {report['device']}: template {report['config']['template']}, "
-             f"build path {report['config']['build_path']}, SoC {report['config']['soc']}",
-             f"available here: {'yes' if report['available'] else 'no'} ({report['availability']})", "", "files:"]
+    lines = [
+        f"task {report['task']} on {report['device']}: template {report['config']['template']}, "
+        f"build path {report['config']['build_path']}, SoC {report['config']['soc']}",
+        f"available here: {'yes' if report['available'] else 'no'} ({report['availability']})",
+        "",
+        "files:",
+    ]
     lines += [f"  {rel}: {state}" for rel, state in report["files"].items()]
     lines += [f"  (not in the contract: {u})" for u in report["unmatched"]]
     lines += ["", f"static findings: {len(report['lint'])}"]
-    lines += [f"  [{f['rule']}] {f['reason']}" + (f" (line {f['line']})" if f["line"] else "") for f in report["lint"]]
+    lines += [
+        f"  [{f['rule']}] {f['reason']}" + (f" (line {f['line']})" if f["line"] else "")
+        for f in report["lint"]
+    ]
     lines += ["", report["build_script"], "", "# run plan"]
     run = report["run"]
     lines += [f"export {k}={shlex.quote(str(v))}" for k, v in sorted(run["env"].items())]
     lines += [shlex.join(run["argv"])]
     lines += [f"# bind (read-only) {src} -> {dst}" for src, dst in run["ro_binds"]]
-    lines += [f"# device nodes: {', '.join(run['device_nodes']) or 'none'}",
-              f"# reference timed in-process: {run['reference_in_process']}", f"# timing: {run['timing']}"]
+    lines += [
+        f"# device nodes: {', '.join(run['device_nodes']) or 'none'}",
+        f"# reference timed in-process: {run['reference_in_process']}",
+        f"# timing: {run['timing']}",
+    ]
     return "\n".join(lines)
 
 
-def print_plan(task_spec: str, paths: list[Path], *, device: str = "npu", as_json: bool = False,
-               workdir: Path | None = None) -> int:
+def print_plan(
+    task_spec: str,
+    paths: list[Path],
+    *,
+    device: str = "npu",
+    as_json: bool = False,
+    workdir: Path | None = None,
+) -> int:
     """Print the plan; returns the exit status (0: planned without static findings, 1 otherwise)."""
     report = plan_report(load_task_spec(task_spec), paths, device=device, workdir=workdir)
     print(json.dumps(report, indent=2, default=str) if as_json else format_report(report))

@@ -83,9 +83,19 @@ class AscendCTarget:
     def plan(self, candidate: Candidate, task: Task, workdir: Path, *, device: str = "npu") -> BuildPlan:
         return build_plan(candidate, task, workdir, device=device, config=self.config)
 
-    def build(self, candidate: Candidate, task: Task, workdir: Path, *, device: str, sandbox_kind: str,
-              timeout_s: float) -> BuildResult:
-        del sandbox_kind  # see build.py: toolchain steps need the CANN tree; the model's code is only compiled
+    def build(
+        self,
+        candidate: Candidate,
+        task: Task,
+        workdir: Path,
+        *,
+        device: str,
+        sandbox_kind: str,
+        timeout_s: float,
+    ) -> BuildResult:
+        del (
+            sandbox_kind
+        )  # see build.py: toolchain steps need the CANN tree; the model's code is only compiled
         plan = self.plan(candidate, task, workdir, device=device)
         if timeout_s:
             plan = _with_timeouts(plan, timeout_s)
@@ -105,22 +115,42 @@ class AscendCTarget:
         binds = [(str(RUNTIME_DIR), BOX_RUNTIME), (str(WIRE_DIR), BOX_WIRE), (workdir, workdir)]
         if root:
             binds.append((root, root))
-        argv = [sys.executable, f"{BOX_RUNTIME}/ascendc_runtime.py", "--mode", mode, "--artifact", str(artifact),
-                "--wire-dir", BOX_WIRE, "--attrs", json.dumps([a for a, _, _ in op_attrs(task)
-                                                              if not a.startswith("size_")]),
-                "--sizes", json.dumps(list(task.sizes)),
-                "--dims", json.dumps([list(t.dims) for t in (*task.inputs, *task.outputs)])]
+        argv = [
+            sys.executable,
+            f"{BOX_RUNTIME}/ascendc_runtime.py",
+            "--mode",
+            mode,
+            "--artifact",
+            str(artifact),
+            "--wire-dir",
+            BOX_WIRE,
+            "--attrs",
+            json.dumps([a for a, _, _ in op_attrs(task) if not a.startswith("size_")]),
+            "--sizes",
+            json.dumps(list(task.sizes)),
+            "--dims",
+            json.dumps([list(t.dims) for t in (*task.inputs, *task.outputs)]),
+        ]
         return RuntimeSpec(
-            argv=argv, ro_binds=binds, env=env, python=True,
+            argv=argv,
+            ro_binds=binds,
+            env=env,
+            python=True,
             device_nodes=availability.npu_device_nodes() if mode == "npu" else [],
             address_space_bytes=None if mode == "npu" else 8 << 30,
-            reference_in_process=mode == "npu", name=f"ascendc-{'npu' if mode == 'npu' else 'cpu-twin'}")
+            reference_in_process=mode == "npu",
+            name=f"ascendc-{'npu' if mode == 'npu' else 'cpu-twin'}",
+        )
 
     def comparison(self, task: Task) -> tuple[str, float, float]:
         """(rule, atol, rtol) for this task: `allclose` (the harness's own) or `elementwise_both`
         (NPUKernelBench: compare.compare_both_exceed)."""
         s = task_settings(task)
-        return s.compare, s.atol if s.atol is not None else task.atol, s.rtol if s.rtol is not None else task.rtol
+        return (
+            s.compare,
+            s.atol if s.atol is not None else task.atol,
+            s.rtol if s.rtol is not None else task.rtol,
+        )
 
 
 def _with_timeouts(plan: BuildPlan, timeout_s: float) -> BuildPlan:

@@ -19,10 +19,27 @@ from sagekernel.targets.ascendc.names import OpNames
 
 RULE = "tiling_fields"
 
-_INT_WIDTH = {"int8_t": 8, "uint8_t": 8, "int16_t": 16, "uint16_t": 16, "int32_t": 32, "uint32_t": 32,
-              "int": 32, "unsigned": 32, "unsigned int": 32, "int64_t": 64, "uint64_t": 64, "long": 64,
-              "size_t": 64, "long long": 64, "unsigned long": 64, "uint64": 64, "int64": 64, "uint32": 32,
-              "int32": 32}
+_INT_WIDTH = {
+    "int8_t": 8,
+    "uint8_t": 8,
+    "int16_t": 16,
+    "uint16_t": 16,
+    "int32_t": 32,
+    "uint32_t": 32,
+    "int": 32,
+    "unsigned": 32,
+    "unsigned int": 32,
+    "int64_t": 64,
+    "uint64_t": 64,
+    "long": 64,
+    "size_t": 64,
+    "long long": 64,
+    "unsigned long": 64,
+    "uint64": 64,
+    "int64": 64,
+    "uint32": 32,
+    "int32": 32,
+}
 _FLOAT = {"float", "double", "half", "float16_t", "bfloat16_t"}
 
 
@@ -106,20 +123,38 @@ def check_kernel_reads(kernel: Source, kernel_path: str, definition: TilingDef) 
     findings = []
     variables = tiling_variables(kernel, definition.struct)
     if not variables:
-        findings.append(LintFinding(RULE, f"the kernel never reads its tiling data ({definition.struct}); "
-                                    "shapes must come from the tiling, not from constants", None, kernel_path))
+        findings.append(
+            LintFinding(
+                RULE,
+                f"the kernel never reads its tiling data ({definition.struct}); "
+                "shapes must come from the tiling, not from constants",
+                None,
+                kernel_path,
+            )
+        )
     for var in sorted(variables):
         for read in kernel.field_reads(var):
             field = definition.fields.get(read.field)
             if field is None:
-                findings.append(LintFinding(
-                    RULE, f"{kernel_path} reads {var}.{read.field}, but {definition.struct} defines no field "
-                    f"{read.field} (fields: {', '.join(definition.fields) or 'none'})", read.line,
-                    kernel.line_text(read.line)))
+                findings.append(
+                    LintFinding(
+                        RULE,
+                        f"{kernel_path} reads {var}.{read.field}, but {definition.struct} defines no field "
+                        f"{read.field} (fields: {', '.join(definition.fields) or 'none'})",
+                        read.line,
+                        kernel.line_text(read.line),
+                    )
+                )
             elif read.declared_type and (problem := _type_problem(field, read.declared_type)):
-                findings.append(LintFinding(RULE, f"{kernel_path}: {problem} ({var}.{read.field}); declare the "
-                                            "local with the field's type", read.line,
-                                            kernel.line_text(read.line)))
+                findings.append(
+                    LintFinding(
+                        RULE,
+                        f"{kernel_path}: {problem} ({var}.{read.field}); declare the "
+                        "local with the field's type",
+                        read.line,
+                        kernel.line_text(read.line),
+                    )
+                )
     return findings
 
 
@@ -127,19 +162,38 @@ def kernel_read_fields(kernel: Source, struct: str) -> set[str]:
     return {r.field for v in tiling_variables(kernel, struct) for r in kernel.field_reads(v)}
 
 
-def check_full(header: Source, header_path: str, host: Source, host_path: str, kernel: Source,
-               kernel_path: str, names: OpNames) -> list[LintFinding]:
+def check_full(
+    header: Source,
+    header_path: str,
+    host: Source,
+    host_path: str,
+    kernel: Source,
+    kernel_path: str,
+    names: OpNames,
+) -> list[LintFinding]:
     definition = parse_macro_definition(header)
     findings: list[LintFinding] = []
     if definition.struct != names.tiling_struct:
-        findings.append(LintFinding("names", f"{header_path} must define BEGIN_TILING_DATA_DEF("
-                                    f"{names.tiling_struct}), found {definition.struct or 'none'}",
-                                    definition.line, ""))
+        findings.append(
+            LintFinding(
+                "names",
+                f"{header_path} must define BEGIN_TILING_DATA_DEF("
+                f"{names.tiling_struct}), found {definition.struct or 'none'}",
+                definition.line,
+                "",
+            )
+        )
     if definition.registered != (names.op_type, names.tiling_struct):
-        findings.append(LintFinding("names", f"{header_path} must register REGISTER_TILING_DATA_CLASS("
-                                    f"{names.op_type}, {names.tiling_struct}), found "
-                                    f"{', '.join(definition.registered) if definition.registered else 'none'}",
-                                    None, ""))
+        findings.append(
+            LintFinding(
+                "names",
+                f"{header_path} must register REGISTER_TILING_DATA_CLASS("
+                f"{names.op_type}, {names.tiling_struct}), found "
+                f"{', '.join(definition.registered) if definition.registered else 'none'}",
+                None,
+                "",
+            )
+        )
     if not definition.fields:
         findings.append(LintFinding(RULE, f"{header_path} defines no tiling fields", None, ""))
     definition = TilingDef(names.tiling_struct, definition.fields, definition.registered, definition.line)
@@ -150,47 +204,97 @@ def check_full(header: Source, header_path: str, host: Source, host_path: str, k
             set_fields[call.name[4:]] = call.line
     for fname, line in sorted(set_fields.items()):
         if fname not in definition.fields:
-            findings.append(LintFinding(RULE, f"{host_path} sets {fname}, which {names.tiling_struct} does not "
-                                        "define", line, host.line_text(line)))
+            findings.append(
+                LintFinding(
+                    RULE,
+                    f"{host_path} sets {fname}, which {names.tiling_struct} does not define",
+                    line,
+                    host.line_text(line),
+                )
+            )
     for fname in sorted(kernel_read_fields(kernel, names.tiling_struct) & set(definition.fields)):
         if fname not in set_fields:
-            findings.append(LintFinding(RULE, f"the kernel reads {fname}, but {host_path} never calls "
-                                        f"set_{fname}: the kernel would read an unset value", None, ""))
+            findings.append(
+                LintFinding(
+                    RULE,
+                    f"the kernel reads {fname}, but {host_path} never calls "
+                    f"set_{fname}: the kernel would read an unset value",
+                    None,
+                    "",
+                )
+            )
     return findings
 
 
 def names_filled_by_skeleton(task_fields: list[TilingField]) -> list[str]:
     """Sizes, attributes and totalLength: what the skeleton writes before the model's function runs."""
-    return [f.name for f in task_fields if f.note.startswith(("size symbol", "integer attribute",
-                                                              "float attribute", "elements of the first"))]
+    return [
+        f.name
+        for f in task_fields
+        if f.note.startswith(("size symbol", "integer attribute", "float attribute", "elements of the first"))
+    ]
 
 
-def check_kernel_only(tiling_func: Source, tiling_path: str, kernel: Source, kernel_path: str,
-                      names: OpNames, task_fields: list[TilingField]) -> list[LintFinding]:
+def check_kernel_only(
+    tiling_func: Source,
+    tiling_path: str,
+    kernel: Source,
+    kernel_path: str,
+    names: OpNames,
+    task_fields: list[TilingField],
+) -> list[LintFinding]:
     definition = plain_definition(names, task_fields)
     findings = check_kernel_reads(kernel, kernel_path, definition)
     for src, path in ((tiling_func, tiling_path), (kernel, kernel_path)):
         for node in src.of_type("struct_specifier"):
             name = node.child_by_field_name("name")
-            if name is not None and src.node_text(name) == names.tiling_struct and \
-                    node.child_by_field_name("body") is not None:
-                findings.append(LintFinding(RULE, f"{path} redefines {names.tiling_struct}; the kernel-only "
-                                            "template fixes it: include the skeleton header instead",
-                                            node.start_point[0] + 1, src.line_text(node.start_point[0] + 1)))
+            if (
+                name is not None
+                and src.node_text(name) == names.tiling_struct
+                and node.child_by_field_name("body") is not None
+            ):
+                findings.append(
+                    LintFinding(
+                        RULE,
+                        f"{path} redefines {names.tiling_struct}; the kernel-only "
+                        "template fixes it: include the skeleton header instead",
+                        node.start_point[0] + 1,
+                        src.line_text(node.start_point[0] + 1),
+                    )
+                )
     assigned = assigned_fields(tiling_func)
     for fname in sorted(assigned - set(definition.fields)):
-        findings.append(LintFinding(RULE, f"{tiling_path} assigns {fname}, which {names.tiling_struct} does not "
-                                    "define", None, ""))
+        findings.append(
+            LintFinding(
+                RULE, f"{tiling_path} assigns {fname}, which {names.tiling_struct} does not define", None, ""
+            )
+        )
     filled = set(names_filled_by_skeleton(task_fields))
     for fname in sorted(kernel_read_fields(kernel, names.tiling_struct) - filled - assigned):
         if fname in definition.fields:
-            findings.append(LintFinding(RULE, f"the kernel reads {fname}, but {tiling_path} never assigns it "
-                                        "(it would read 0)", None, ""))
+            findings.append(
+                LintFinding(
+                    RULE,
+                    f"the kernel reads {fname}, but {tiling_path} never assigns it (it would read 0)",
+                    None,
+                    "",
+                )
+            )
     if "usedCoreNum" not in assigned:
-        findings.append(LintFinding(RULE, f"{tiling_path} never sets usedCoreNum (the block count to launch)",
-                                    None, ""))
+        findings.append(
+            LintFinding(RULE, f"{tiling_path} never sets usedCoreNum (the block count to launch)", None, "")
+        )
     return findings
 
 
-__all__ = ["RULE", "TilingDef", "assigned_fields", "check_full", "check_kernel_only", "check_kernel_reads",
-           "kernel_only_fields", "parse_macro_definition", "tiling_variables"]
+__all__ = [
+    "RULE",
+    "TilingDef",
+    "assigned_fields",
+    "check_full",
+    "check_kernel_only",
+    "check_kernel_reads",
+    "kernel_only_fields",
+    "parse_macro_definition",
+    "tiling_variables",
+]

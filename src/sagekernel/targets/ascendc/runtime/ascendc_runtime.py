@@ -29,9 +29,18 @@ from typing import Any
 GUARD = 512  # bytes before and after every buffer; 512 keeps the payload 32-byte aligned
 GUARD_BYTE = 0xA5
 WARMUP = 5
-TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "float64": "float64",
-                "int64": "int64", "int32": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8",
-                "bool": "bool"}
+TORCH_DTYPES = {
+    "float32": "float32",
+    "float16": "float16",
+    "bfloat16": "bfloat16",
+    "float64": "float64",
+    "int64": "int64",
+    "int32": "int32",
+    "int16": "int16",
+    "int8": "int8",
+    "uint8": "uint8",
+    "bool": "bool",
+}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -60,7 +69,7 @@ def first_difference(a: bytes, b: bytes) -> int:
 def scalar_values(header_args: list[dict[str, Any]], attr_names: list[str]) -> list[float | int]:
     """The attribute values: the last len(attr_names) scalar args (sizes, if sent first, are shapes)."""
     scalars = [a["value"] for a in header_args if a["kind"] in ("i64", "f32", "f64")]
-    return scalars[len(scalars) - len(attr_names):] if attr_names else []
+    return scalars[len(scalars) - len(attr_names) :] if attr_names else []
 
 
 def sizes_from_shapes(dims: list[list[str]], tensor_args: list[dict[str, Any]]) -> dict[str, int]:
@@ -76,30 +85,41 @@ class Buffers:
 
     def __init__(self, torch: Any, device: str, tensor_args: list[dict[str, Any]]) -> None:
         self.torch, self.args = torch, tensor_args
-        self.raw = [torch.empty(a["nbytes"] + 2 * GUARD, dtype=torch.uint8, device=device) for a in tensor_args]
+        self.raw = [
+            torch.empty(a["nbytes"] + 2 * GUARD, dtype=torch.uint8, device=device) for a in tensor_args
+        ]
         self.views = []
         for raw, a in zip(self.raw, tensor_args, strict=True):
             body = raw[GUARD : GUARD + a["nbytes"]]
             dtype = getattr(torch, TORCH_DTYPES[a["dtype"]])
-            self.views.append(body.view(dtype).view(a["shape"]) if a["nbytes"] else
-                              torch.empty(a["shape"], dtype=dtype, device=device))
+            self.views.append(
+                body.view(dtype).view(a["shape"])
+                if a["nbytes"]
+                else torch.empty(a["shape"], dtype=dtype, device=device)
+            )
         guard = torch.full((GUARD,), GUARD_BYTE, dtype=torch.uint8)
         self.guard_host = guard
-        self.fills = [torch.frombuffer(bytearray(pattern(a.get("fill", ""), a["nbytes"])), dtype=torch.uint8)
-                      if a["kind"] == "out" and a["nbytes"] else None for a in tensor_args]
+        self.fills = [
+            torch.frombuffer(bytearray(pattern(a.get("fill", ""), a["nbytes"])), dtype=torch.uint8)
+            if a["kind"] == "out" and a["nbytes"]
+            else None
+            for a in tensor_args
+        ]
 
     def place(self, blob: memoryview, spans: list[list[int]]) -> list[bytes]:
         """Fresh inputs, sentinel-filled outputs, fresh guards. Returns the input bytes placed."""
         placed, k = [], 0
         for raw, a, fill in zip(self.raw, self.args, self.fills, strict=True):
             raw[:GUARD].copy_(self.guard_host)
-            raw[GUARD + a["nbytes"]:].copy_(self.guard_host)
+            raw[GUARD + a["nbytes"] :].copy_(self.guard_host)
             if a["kind"] == "in":
                 off, length = spans[k]
                 k += 1
                 data = bytes(blob[off : off + length])
                 if length:
-                    raw[GUARD : GUARD + length].copy_(self.torch.frombuffer(bytearray(data), dtype=self.torch.uint8))
+                    raw[GUARD : GUARD + length].copy_(
+                        self.torch.frombuffer(bytearray(data), dtype=self.torch.uint8)
+                    )
                 placed.append(data)
             elif fill is not None:
                 raw[GUARD : GUARD + a["nbytes"]].copy_(fill)
@@ -110,8 +130,10 @@ class Buffers:
         changed, guards, outs, k = [], [], [], 0
         for raw, a in zip(self.raw, self.args, strict=True):
             host = bytes(raw.cpu().numpy().tobytes())
-            guards.append(host[:GUARD] == bytes([GUARD_BYTE]) * GUARD and
-                          host[GUARD + a["nbytes"]:] == bytes([GUARD_BYTE]) * GUARD)
+            guards.append(
+                host[:GUARD] == bytes([GUARD_BYTE]) * GUARD
+                and host[GUARD + a["nbytes"] :] == bytes([GUARD_BYTE]) * GUARD
+            )
             body = host[GUARD : GUARD + a["nbytes"]]
             if a["kind"] == "in":
                 changed.append(first_difference(body, placed[k]))
@@ -128,8 +150,9 @@ class NpuBackend:
         import torch
         import torch_npu  # noqa: F401  (registers the npu device)
 
-        self.torch, self.opts, self.device = torch, opts, "npu:0"
-        torch.npu.set_device(self.device)
+        self.torch: Any = torch
+        self.opts, self.device = opts, "npu:0"
+        self.torch.npu.set_device(self.device)
         spec = importlib.util.spec_from_file_location(_module_name(opts.artifact), opts.artifact)
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot load {opts.artifact}")
@@ -161,11 +184,16 @@ class TwinBackend:
     def __init__(self, opts: argparse.Namespace) -> None:
         import torch
 
-        self.torch, self.opts, self.device = torch, opts, "cpu"
+        self.torch: Any = torch
+        self.opts, self.device = opts, "cpu"
         self.lib = ctypes.CDLL(opts.artifact)
         self.lib.sage_twin_run.restype = ctypes.c_int
-        self.lib.sage_twin_run.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_uint64),
-                                           ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_double)]
+        self.lib.sage_twin_run.argtypes = [
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.POINTER(ctypes.c_uint64),
+            ctypes.POINTER(ctypes.c_int64),
+            ctypes.POINTER(ctypes.c_double),
+        ]
 
     def sync(self) -> None:
         return None
@@ -195,6 +223,7 @@ def candidate_call(backend: Any, bufs: Buffers, attrs: list[float | int], sizes:
         rc = backend.lib.sage_twin_run(ptrs, nbytes, size_arr, attr_arr)
         if rc != 0:
             raise RuntimeError(f"sage_twin_run returned {rc} (2: the tiling chose an invalid usedCoreNum)")
+
     return call
 
 
@@ -224,11 +253,13 @@ def serve(opts: argparse.Namespace, stdin: Any) -> int:
         backend = backend_cls(opts)
         bufs = Buffers(backend.torch, backend.device, tensor_args)
         call = candidate_call(backend, bufs, attrs, size_list)
-        ref_model = None
+        ref_model: Any = None
         if header.get("reference") and opts.mode == "npu":
             ref_model = load_reference(backend.torch, header["reference"], backend.device)
     except Exception as exc:
-        chan.send({"kind": "load_error", "error": f"{type(exc).__name__}: {exc}\n" + traceback.format_exc(limit=4)})
+        chan.send(
+            {"kind": "load_error", "error": f"{type(exc).__name__}: {exc}\n" + traceback.format_exc(limit=4)}
+        )
         chan.send({"kind": "end"})
         return 1
     chan.send({"kind": "loaded"})
@@ -258,8 +289,18 @@ def serve(opts: argparse.Namespace, stdin: Any) -> int:
                     ns, wall = backend.timed(call)
                     changed, guards, out = bufs.inspect(placed)
                     outputs.append(out)
-                    chan.send({"kind": "done", "call": i, "set": s, "ns": ns, "wall_ns": wall,
-                               "inputs_changed": changed, "guards": guards, "fpenv": "ok"})
+                    chan.send(
+                        {
+                            "kind": "done",
+                            "call": i,
+                            "set": s,
+                            "ns": ns,
+                            "wall_ns": wall,
+                            "inputs_changed": changed,
+                            "guards": guards,
+                            "fpenv": "ok",
+                        }
+                    )
                 else:
                     inputs = bufs.views[:n_inputs]
                     with backend.torch.no_grad():
