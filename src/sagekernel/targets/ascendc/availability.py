@@ -135,10 +135,27 @@ def available(device: str) -> tuple[bool, str]:
         return False, f"availability probe failed: {type(exc).__name__}: {exc}"
 
 
+def doctor() -> list[tuple[str, bool, str]]:
+    """(check, ok, detail) for `sage doctor`: every piece the Ascend C target can use."""
+    cann, twin, npu = probe_cann(), probe_twin_library(), probe_npu()
+    rows = [
+        ("CANN toolkit", cann.ok, cann.detail),
+        ("CANN CPU twin-debug library", twin.ok, twin.detail),
+        ("Ascend NPU", npu.ok, npu.detail),
+    ]
+    torch_npu = probe_torch_npu() if cann.ok else Probe(False, "not probed: importing torch_npu needs CANN")
+    rows.append(("torch_npu", torch_npu.ok, torch_npu.detail))
+    for device in ("npu", "cpu-twin"):
+        ok, why = available(device)
+        rows.append((f"device {device}", ok, why))
+    return rows
+
+
 __all__ = [
     "Probe",
     "available",
     "cann_home",
+    "doctor",
     "npu_device_nodes",
     "probe_cann",
     "probe_npu",

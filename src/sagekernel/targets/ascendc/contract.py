@@ -197,12 +197,17 @@ def contract_text(task: Task, config: AscendConfig) -> str:
             f"Kernel: `GET_TILING_DATA(tilingData, tiling);` then read only fields your header defines, "
             f"with their declared types. The op is called as `{n.aclnn}`.",
         ]
+    platform = (
+        "use the coreNum and ubBytes your tiling function receives"
+        if template == "kernel-only"
+        else "query the core count and UB size on the host (PlatformAscendC)"
+    )
     lines += [
         "",
-        "Rules: tiling comes from the shapes at run time (held-out shapes are evaluated); query "
-        "the core count and UB size on the host (PlatformAscendC) instead of hard-coding them; no aclnn, "
-        "torch or torch_npu calls inside the operator; include only kernel_operator.h, lib/... "
-        "Ascend C headers, the CANN register/tiling headers and your own files.",
+        "Rules: tiling comes from the shapes at run time (held-out shapes are evaluated); "
+        f"{platform} instead of hard-coding them; no aclnn, torch or torch_npu calls inside the "
+        "operator; include only kernel_operator.h, lib/... Ascend C headers, the CANN register/tiling "
+        "headers and your own files.",
     ]
     if settings.forbidden_apis:
         lines.append(

@@ -314,8 +314,15 @@ def serve(opts: argparse.Namespace, stdin: Any) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """A failure while running (an aclnn status, an AI Core exception) ends the process with the
+    error on stderr and no `end` frame: the harness reads that as a runtime failure."""
     opts = parse_args(sys.argv[1:] if argv is None else argv)
-    return serve(opts, sys.stdin.buffer)
+    try:
+        return serve(opts, sys.stdin.buffer)
+    except Exception as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        traceback.print_exc(limit=6, file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":
