@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sagekernel.candidate import Candidate
 from sagekernel.targets.ascendc.config import AscendConfig
@@ -90,6 +92,9 @@ def test_include_allow_list(tasks):
 def test_hard_coded_evaluation_shape(tasks):
     assert {1000, 64000, 1531, 7 * 1531} <= set(suspicious_literals(tasks["abs"]))
     assert 64 not in suspicious_literals(tasks["abs"])  # powers of two are ordinary constants
+    from sagekernel.tasks.suites import find_task
+
+    assert 1024 not in suspicious_literals(find_task("reduce_sum"))  # a power-of-two product too
     c = edit(
         reference_candidate("abs"),
         ABS_T,
@@ -230,3 +235,11 @@ def test_lint_uses_template_from_config(tasks):
         f.rule
         for f in lint_candidate(reference_candidate("abs"), tasks["abs"], AscendConfig(template="full"))
     ]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(alphabet=st.sampled_from(list('abcxyz_(){}[]<>;:,."#/*\n 0123456789&=+-')), max_size=300))
+def test_lint_never_raises_on_arbitrary_text(tasks, text):
+    candidate = Candidate({"op_host/abs_custom_tiling_func.cpp": text, "op_kernel/abs_custom.cpp": text})
+    findings = lint_candidate(candidate, tasks["abs"], config_for("abs"))
+    assert all(f.rule and f.reason for f in findings)
