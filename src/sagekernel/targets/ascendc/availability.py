@@ -19,6 +19,12 @@ from pathlib import Path
 
 DEFAULT_CANN_HOMES = ("/usr/local/Ascend/ascend-toolkit/latest", "/usr/local/Ascend/cann")
 SET_ENV_HINT = "source /usr/local/Ascend/ascend-toolkit/set_env.sh"
+#: Where CANN releases keep the kernel CMake module (it moved between versions).
+KERNEL_CMAKE_DIRS = (
+    "tools/tikcpp/ascendc_kernel_cmake",
+    "compiler/tikcpp/ascendc_kernel_cmake",
+    "ascendc_devkit/tikcpp/samples/cmake",
+)
 NPU_DEVICE_NODES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
 
 
@@ -58,8 +64,8 @@ def probe_cann() -> Probe:
             and shutil.which("msopgen") is None
         ):
             missing.append("msopgen")
-        if not (home / "tools" / "tikcpp" / "ascendc_kernel_cmake").is_dir():
-            missing.append("tools/tikcpp/ascendc_kernel_cmake")
+        if not any((home / d).is_dir() for d in KERNEL_CMAKE_DIRS):
+            missing.append("ascendc_kernel_cmake (" + " | ".join(KERNEL_CMAKE_DIRS) + ")")
         if missing:
             return Probe(False, f"CANN toolkit at {home} lacks {', '.join(missing)} (run {SET_ENV_HINT})")
         return Probe(True, f"CANN toolkit at {home}")

@@ -130,7 +130,7 @@ def kernel_only_host(task: Task, config: AscendConfig) -> str:
         for t in specs:
             opdef.append(
                 f'        this->{kind}("{t.name}").ParamType(REQUIRED).DataType({{{DTYPES[t.dtype][1]}}})'
-                ".Format({ge::FORMAT_ND}).UnknownShapeFormat({ge::FORMAT_ND});"
+                ".Format({ge::FORMAT_ND});"
             )
     for a, kind, default in attrs:
         value = f"{float(str(default))!r}f" if kind == "float" else f"{int(str(default))}"
