@@ -56,6 +56,9 @@ def eval_command(
     if plan:  # the plan printer lives with the target (sagekernel.targets.ascendc.plan)
         from sagekernel.targets.ascendc.plan import print_plan
 
+        if target != "ascendc":
+            raise typer.BadParameter("--plan is implemented for --target ascendc", param_hint="--plan")
+
         raise typer.Exit(print_plan(task, [kernel_file, *(more_files or [])], as_json=as_json))
     from sagekernel.harness.evaluate import evaluate
     from sagekernel.targets import get_target
