@@ -49,8 +49,17 @@ def eval_command(
     threads: Annotated[int, typer.Option("--threads", help="Threads for candidate and reference.")] = 1,
     sandbox: Annotated[str, typer.Option("--sandbox", help="auto, bwrap, unshare or process.")] = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
+    plan: Annotated[bool, typer.Option("--plan", help="ascendc: print the build and run plans.")] = False,
+    more_files: Annotated[list[Path] | None, typer.Argument(help="Further files (multi-file).")] = None,
 ) -> None:
     """Judge one kernel file against a task: lint, build, correctness, timing."""
+    if plan:  # the plan printer lives with the target (sagekernel.targets.ascendc.plan)
+        from sagekernel.targets.ascendc.plan import print_plan
+
+        if target != "ascendc":
+            raise typer.BadParameter("--plan is implemented for --target ascendc", param_hint="--plan")
+
+        raise typer.Exit(print_plan(task, [kernel_file, *(more_files or [])], as_json=as_json))
     from sagekernel.harness.evaluate import evaluate
     from sagekernel.targets import get_target
 

@@ -17,7 +17,10 @@ if TYPE_CHECKING:
 
 ENTRY_POINT_GROUP = "sagekernel.targets"
 #: name -> "module:Class" for the package's own targets (also declared as entry points).
-BUILTIN: dict[str, str] = {"cpu": "sagekernel.targets.cpu.target:CpuTarget"}
+BUILTIN: dict[str, str] = {
+    "cpu": "sagekernel.targets.cpu.target:CpuTarget",
+    "ascendc": "sagekernel.targets.ascendc.target:AscendCTarget",
+}
 _INSTANCES: dict[str, Target] = {}
 
 

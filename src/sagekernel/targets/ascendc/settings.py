@@ -1,0 +1,120 @@
+"""Per-task Ascend C settings: template, forbidden high-level APIs, comparison rule.
+
+A task file may carry a module-level literal `SAGE_ASCENDC = {...}` (read with `ast`, never by
+importing the file, so the lint costs nothing and runs no task code):
+
+    SAGE_ASCENDC = {
+        "template": "kernel-only",            # or "full" (NPUKernelBench's two templates)
+        "forbidden_apis": ["Sigmoid"],        # Ascend C APIs that would implement the op's core
+        "compare": "elementwise_both",        # NPUKernelBench: fail only where abs AND rel exceed
+        "atol": 1e-3, "rtol": 1e-3,           # override the task's tolerances for this target
+    }
+
+The built-in suite's tasks get sensible `forbidden_apis` from `BUILTIN_FORBIDDEN` (paper C.3: no
+equivalent high-level substitution). Primitive ops keep their primitive instruction (abs may use
+`Abs`, exp may use `Exp`): only composite APIs that replace the work being asked for are listed.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from sagekernel.tasks.task import Task
+
+TEMPLATES = ("kernel-only", "full")
+COMPARE_RULES = ("allclose", "elementwise_both")
+
+#: task name -> Ascend C APIs (unqualified; `AscendC::` is implied) that would implement its core.
+BUILTIN_FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "swish": ("Sigmoid", "Swish", "Silu"),
+    "mul_sigmoid": ("Sigmoid", "Swish", "Silu"),
+    "softmax": ("SoftMax", "SimpleSoftMax", "SoftmaxFlash", "SoftmaxFlashV2", "SoftmaxFlashV3"),
+    "log_softmax": ("LogSoftMax", "SoftMax", "SimpleSoftMax"),
+    "cross_entropy": ("LogSoftMax", "SoftMax", "SimpleSoftMax"),
+    "gelu": ("Gelu", "FasterGelu", "FasterGeluV2"),
+    "fast_gelu": ("Gelu", "FasterGelu", "FasterGeluV2"),
+    "geglu": ("GeGLU", "Gelu", "FasterGelu", "FasterGeluV2"),
+    "swiglu": ("SwiGLU", "Swish", "Silu", "Sigmoid"),
+    "swiglu_quant": ("SwiGLU", "Swish", "Silu", "Sigmoid", "AscendQuant"),
+    "layer_norm": ("LayerNorm", "Normalize"),
+    "add_layer_norm": ("LayerNorm", "Normalize"),
+    "rms_norm": ("RmsNorm",),
+    "rms_norm_rope": ("RmsNorm",),
+    "group_norm": ("GroupNorm", "Normalize"),
+    "cumsum": ("CumSum",),
+    "quantize_per_channel": ("AscendQuant",),
+    "dequantize_per_channel": ("AscendDequant", "AscendAntiQuant"),
+    "matmul_bias_gelu": ("Gelu", "FasterGelu", "FasterGeluV2"),
+    "attention": ("SoftMax", "SimpleSoftMax", "SoftmaxFlash", "SoftmaxFlashV2", "SoftmaxFlashV3"),
+}
+
+
+@dataclass(frozen=True)
+class AscendTaskSettings:
+    template: str | None = None  # None: the configuration decides
+    forbidden_apis: tuple[str, ...] = ()
+    compare: str = "allclose"
+    atol: float | None = None
+    rtol: float | None = None
+    problems: tuple[str, ...] = field(default_factory=tuple)  # why a SAGE_ASCENDC entry was ignored
+
+
+def _literal_block(source: str) -> object:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "SAGE_ASCENDC" for t in node.targets
+        ):
+            try:
+                return ast.literal_eval(node.value)
+            except ValueError:
+                return "not a literal"
+    return None
+
+
+def task_settings(task: Task) -> AscendTaskSettings:
+    """The task's Ascend settings: built-in defaults, overridden by the file's SAGE_ASCENDC."""
+    forbidden = BUILTIN_FORBIDDEN.get(task.name, ())
+    try:
+        raw = _literal_block(task.source)
+    except OSError:
+        raw = None
+    if raw is None:
+        return AscendTaskSettings(forbidden_apis=forbidden)
+    if not isinstance(raw, dict):
+        return AscendTaskSettings(forbidden_apis=forbidden, problems=("SAGE_ASCENDC is not a dict literal",))
+    problems: list[str] = []
+    template = raw.get("template")
+    if template is not None and template not in TEMPLATES:
+        problems.append(f"template {template!r} is not one of {TEMPLATES}")
+        template = None
+    compare = raw.get("compare", "allclose")
+    if compare not in COMPARE_RULES:
+        problems.append(f"compare {compare!r} is not one of {COMPARE_RULES}")
+        compare = "allclose"
+    apis = raw.get("forbidden_apis", forbidden)
+    if not isinstance(apis, list | tuple) or not all(isinstance(a, str) for a in apis):
+        problems.append("forbidden_apis must be a list of API names")
+        apis = forbidden
+    tolerances: dict[str, float | None] = {}
+    for key in ("atol", "rtol"):
+        value = raw.get(key)
+        if value is not None and not isinstance(value, int | float):
+            problems.append(f"{key} must be a number")
+            value = None
+        tolerances[key] = None if value is None else float(value)
+    return AscendTaskSettings(
+        template=template,
+        forbidden_apis=tuple(a.removeprefix("AscendC::") for a in apis),
+        compare=compare,
+        atol=tolerances["atol"],
+        rtol=tolerances["rtol"],
+        problems=tuple(problems),
+    )
+
+
+__all__ = ["BUILTIN_FORBIDDEN", "COMPARE_RULES", "TEMPLATES", "AscendTaskSettings", "task_settings"]

@@ -1,0 +1,162 @@
+"""The Ascend C target (the paper's own NPU target): AscendCTarget implements `Target`.
+
+Devices: `npu` (hardware, timed: torch_npu on an Ascend NPU) and `cpu-twin` (CANN CPU twin
+debug: emulated, never timed). Everything up to the build plan runs without CANN; building and
+running need the toolkit (and torch_npu plus an NPU for `npu`), and say which piece is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from sagekernel.candidate import Candidate
+from sagekernel.harness.verdict import LintFinding
+from sagekernel.targets.ascendc import availability
+from sagekernel.targets.ascendc.build import execute
+from sagekernel.targets.ascendc.config import AscendConfig
+from sagekernel.targets.ascendc.contract import contract_text, files_for
+from sagekernel.targets.ascendc.lint import lint_candidate
+from sagekernel.targets.ascendc.plans import BuildPlan, build_plan
+from sagekernel.targets.ascendc.settings import task_settings
+from sagekernel.targets.ascendc.skeleton import op_attrs
+from sagekernel.targets.base import BuildResult, DeviceInfo, Evidence, FileSpec, RuntimeSpec
+from sagekernel.tasks.task import Task
+
+HERE = Path(__file__).resolve().parent
+RUNTIME_DIR = HERE / "runtime"
+WIRE_DIR = HERE.parent.parent / "harness" / "children"
+BOX_RUNTIME, BOX_WIRE = "/box/ascendc", "/box/wire"
+DEVICES = (DeviceInfo("npu", Evidence.HARDWARE, True), DeviceInfo("cpu-twin", Evidence.EMULATED, False))
+
+
+@dataclass(frozen=True)
+class AscendKnowledge:
+    quick_reference: str
+    debugging_guide: str
+    example: str
+
+
+@lru_cache(maxsize=1)
+def _knowledge() -> AscendKnowledge:
+    def read(name: str) -> str:
+        return (HERE / "knowledge" / name).read_text(encoding="utf-8")
+
+    return AscendKnowledge(read("quick_reference.md"), read("debugging_guide.md"), read("example.md"))
+
+
+class AscendCTarget:
+    name = "ascendc"
+    language = "cpp"
+
+    def __init__(self, config: AscendConfig | None = None) -> None:
+        self._config = config
+
+    @property
+    def config(self) -> AscendConfig:
+        return self._config or AscendConfig.from_env()
+
+    def devices(self) -> list[DeviceInfo]:
+        return list(DEVICES)
+
+    def available(self, device: str) -> tuple[bool, str]:
+        return availability.available(device)
+
+    def files(self, task: Task) -> list[FileSpec]:
+        return files_for(task, self.config)
+
+    def contract(self, task: Task) -> str:
+        return contract_text(task, self.config)
+
+    def knowledge(self) -> AscendKnowledge:
+        return _knowledge()
+
+    def lint(self, candidate: Candidate, task: Task) -> list[LintFinding]:
+        return lint_candidate(candidate, task, self.config)
+
+    def seed_memory_path(self) -> Path:
+        return HERE / "knowledge" / "seed_memory.jsonl"
+
+    def plan(self, candidate: Candidate, task: Task, workdir: Path, *, device: str = "npu") -> BuildPlan:
+        return build_plan(candidate, task, workdir, device=device, config=self.config)
+
+    def build(
+        self,
+        candidate: Candidate,
+        task: Task,
+        workdir: Path,
+        *,
+        device: str,
+        sandbox_kind: str,
+        timeout_s: float,
+    ) -> BuildResult:
+        del (
+            sandbox_kind
+        )  # see build.py: toolchain steps need the CANN tree; the model's code is only compiled
+        plan = self.plan(candidate, task, workdir, device=device)
+        if timeout_s:
+            plan = _with_timeouts(plan, timeout_s)
+        return execute(plan, {f.path for f in self.files(task)})
+
+    def runtime(self, built: BuildResult, task: Task, device: str) -> RuntimeSpec:
+        """The Python runtime in the sandbox; the evaluation's directory is bound at the same path
+        (the extension's rpath and the vendor dir point into it), read-only."""
+        mode = "twin" if device == "cpu-twin" else "npu"
+        artifact = built.artifacts["library" if mode == "twin" else "module"]
+        plan = built.info.get("plan", {})
+        workdir = plan.get("workdir", str(Path(artifact).parent))
+        root = plan.get("base_env", {}).get("ASCEND_HOME_PATH") or str(availability.cann_home() or "")
+        env = {**plan.get("base_env", {}), **plan.get("run_env", {}), "TORCH_DEVICE_BACKEND_AUTOLOAD": "1"}
+        if mode == "twin":
+            env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # plain CPU torch: never load torch_npu
+        binds = [(str(RUNTIME_DIR), BOX_RUNTIME), (str(WIRE_DIR), BOX_WIRE), (workdir, workdir)]
+        if root:
+            binds.append((root, root))
+        argv = [
+            sys.executable,
+            f"{BOX_RUNTIME}/ascendc_runtime.py",
+            "--mode",
+            mode,
+            "--artifact",
+            str(artifact),
+            "--wire-dir",
+            BOX_WIRE,
+            "--attrs",
+            json.dumps([a for a, _, _ in op_attrs(task) if not a.startswith("size_")]),
+            "--sizes",
+            json.dumps(list(task.sizes)),
+            "--dims",
+            json.dumps([list(t.dims) for t in (*task.inputs, *task.outputs)]),
+        ]
+        return RuntimeSpec(
+            argv=argv,
+            ro_binds=binds,
+            env=env,
+            python=True,
+            device_nodes=availability.npu_device_nodes() if mode == "npu" else [],
+            address_space_bytes=None if mode == "npu" else 8 << 30,
+            reference_in_process=mode == "npu",
+            name=f"ascendc-{'npu' if mode == 'npu' else 'cpu-twin'}",
+        )
+
+    def comparison(self, task: Task) -> tuple[str, float, float]:
+        """(rule, atol, rtol) for this task: `allclose` (the harness's own) or `elementwise_both`
+        (NPUKernelBench: compare.compare_both_exceed)."""
+        s = task_settings(task)
+        return (
+            s.compare,
+            s.atol if s.atol is not None else task.atol,
+            s.rtol if s.rtol is not None else task.rtol,
+        )
+
+
+def _with_timeouts(plan: BuildPlan, timeout_s: float) -> BuildPlan:
+    from dataclasses import replace
+
+    return replace(plan, steps=tuple(replace(s, timeout_s=max(s.timeout_s, timeout_s)) for s in plan.steps))
+
+
+__all__ = ["DEVICES", "AscendCTarget", "AscendKnowledge"]

@@ -1,0 +1,110 @@
+"""Names, file sets and contract text derived from the task; the target's registration."""
+
+from __future__ import annotations
+
+import pytest
+
+from sagekernel.protocols import Target
+from sagekernel.targets import get_target, target_names
+from sagekernel.targets.ascendc.config import AscendConfig
+from sagekernel.targets.ascendc.contract import contract_text, files_for, kernel_only_fields, kernel_signature
+from sagekernel.targets.ascendc.names import camel_from_snake, op_names, snake_from_camel
+from sagekernel.targets.ascendc.target import AscendCTarget
+from sagekernel.targets.base import Evidence
+
+
+@pytest.mark.parametrize(
+    ("task", "op", "snake"),
+    [
+        ("abs", "AbsCustom", "abs_custom"),
+        ("mul_sigmoid", "MulSigmoidCustom", "mul_sigmoid_custom"),
+        ("rms_norm", "RmsNormCustom", "rms_norm_custom"),
+        ("softmax", "SoftmaxCustom", "softmax_custom"),
+    ],
+)
+def test_names_agree(tasks, task, op, snake):
+    n = op_names(tasks[task])
+    assert (n.op_type, n.snake, n.kernel_entry) == (op, snake, snake)
+    assert n.aclnn == f"aclnn{op}" and n.aclnn_header == f"aclnn_{snake}.h"
+    assert n.tiling_struct == f"{op}TilingData"
+    assert snake_from_camel(op) == snake
+
+
+def test_msopgen_style_snake_case():
+    assert snake_from_camel("AddCustom") == "add_custom"
+    assert snake_from_camel("CastF32F16SatCustom") == "cast_f32_f16_sat_custom"
+    assert snake_from_camel("GELUCustom") == "gelu_custom"
+    assert camel_from_snake("cast_f32_f16_sat") == "CastF32F16Sat"
+
+
+def test_full_template_files_and_contract(tasks):
+    task, cfg = tasks["swish"], AscendConfig(template="full")
+    paths = [f.path for f in files_for(task, cfg)]
+    assert paths == [
+        "op_host/swish_custom_tiling.h",
+        "op_host/swish_custom.cpp",
+        "op_kernel/swish_custom.cpp",
+    ]
+    text = contract_text(task, cfg)
+    for needle in (
+        *paths,
+        "SwishCustomTilingData",
+        "REGISTER_TILING_DATA_CLASS(SwishCustom, SwishCustomTilingData)",
+        "OP_ADD(SwishCustom)",
+        "aclnnSwishCustom",
+        kernel_signature(task),
+        "AscendC::Sigmoid",
+        "attribute `beta`",
+        'AddConfig("ascend910b")',
+    ):
+        assert needle in text, needle
+    assert kernel_signature(task) == (
+        'extern "C" __global__ __aicore__ void swish_custom(GM_ADDR x, GM_ADDR out, '
+        "GM_ADDR workspace, GM_ADDR tiling)"
+    )
+
+
+def test_kernel_only_files_and_fixed_struct(tasks):
+    task, cfg = tasks["swish"], AscendConfig(template="kernel-only")
+    assert [f.path for f in files_for(task, cfg)] == [
+        "op_host/swish_custom_tiling_func.cpp",
+        "op_kernel/swish_custom.cpp",
+    ]
+    fields = {f.name: f.ctype for f in kernel_only_fields(task)}
+    assert fields["B"] == fields["D"] == "int64_t" and fields["beta"] == "float"
+    assert fields["usedCoreNum"] == "uint32_t" and "extra" in fields
+    text = contract_text(task, cfg)
+    assert (
+        "void ComputeSwishCustomTiling(SwishCustomTilingData& t, uint32_t coreNum, uint64_t ubBytes);" in text
+    )
+    assert "struct SwishCustomTilingData {" in text and "SageCopyTiling(&t, tiling)" in text
+
+
+def test_task_setting_overrides_template(tmp_path, tasks):
+    from dataclasses import replace
+
+    src = tasks["abs"].source_path.read_text() + '\nSAGE_ASCENDC = {"template": "kernel-only"}\n'
+    path = tmp_path / "abs.py"
+    path.write_text(src)
+    task = replace(tasks["abs"], source_path=path)
+    assert len(files_for(task, AscendConfig(template="full"))) == 2
+
+
+def test_registered_and_protocol():
+    assert "ascendc" in target_names()
+    target = get_target("ascendc")
+    assert isinstance(target, AscendCTarget) and isinstance(target, Target)
+    devices = {d.name: d for d in target.devices()}
+    assert devices["npu"].evidence is Evidence.HARDWARE and devices["npu"].timed
+    assert devices["cpu-twin"].evidence is Evidence.EMULATED and not devices["cpu-twin"].timed
+
+
+def test_config_from_env_rejects_unknown_values():
+    assert AscendConfig.from_env({"SAGE_ASCENDC_BUILD": "direct"}).build_path == "direct"
+    for env in (
+        {"SAGE_ASCENDC_TEMPLATE": "half"},
+        {"SAGE_ASCENDC_BUILD": "x"},
+        {"SAGE_ASCENDC_SOC": "Ascend999"},
+    ):
+        with pytest.raises(ValueError):
+            AscendConfig.from_env(env)
