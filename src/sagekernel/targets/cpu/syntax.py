@@ -1,0 +1,218 @@
+"""A real C/C++ parse of a kernel (tree-sitter), read the way the compiler reads it.
+
+tree-sitter parses what it is given; it does not run translation phases 1-3. So the text is first
+put through them: backslash-newline splices are removed (GCC also splices a backslash followed by
+blanks), and a `%:` digraph that opens a directive is spelt `#`. Trigraphs are off in both modes
+the target builds with (-std=gnu11, -std=c++17), so `??=` stays text, as it does for GCC.
+Every row of the parsed text maps back to a line of the original, so findings keep line numbers.
+
+Directives are found by a small lexer over that text (a `#` that is the first token of a line,
+after blanks and comments, outside any literal) rather than by the grammar, which only knows
+directives where a declaration or statement may stand. Macro bodies and directive arguments are
+raw text to the grammar; `fragment_tokens` parses them on their own so rules see their tokens too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+
+import tree_sitter
+import tree_sitter_c
+import tree_sitter_cpp
+
+#: Nodes read as one token (their children are pieces of the literal).
+ATOMIC = frozenset(
+    {"string_literal", "raw_string_literal", "char_literal", "system_lib_string", "preproc_arg"}
+)
+#: Leaf types that name something (what identifier rules look at).
+NAME_TYPES = frozenset(
+    {"identifier", "type_identifier", "namespace_identifier", "field_identifier", "statement_identifier"}
+)
+_SPLICE = re.compile(r"\\[ \t\f\v]*\r?\n")
+
+
+@lru_cache(maxsize=2)
+def _parser(cxx: bool) -> tree_sitter.Parser:
+    grammar = tree_sitter_cpp.language() if cxx else tree_sitter_c.language()
+    return tree_sitter.Parser(tree_sitter.Language(grammar))
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token of the parse: a leaf, or a literal / raw directive argument read whole."""
+
+    kind: str  # the node type ("identifier", "string_literal", "(", "preproc_arg", ...)
+    text: str
+    row: int  # row in the parsed text (0-based)
+    node: tree_sitter.Node | None  # None for tokens of a re-parsed fragment
+
+
+@dataclass(frozen=True)
+class Directive:
+    row: int  # row of the `#` in the parsed text
+    name: str  # "include", "pragma", "line", "12" (a GNU line marker), "" for a null directive
+    rest: str  # the text after the name, comments blanked
+
+
+@dataclass
+class Unit:
+    """A parsed source: the text given to the parser, its tree and the original line of each row."""
+
+    text: str
+    tree: tree_sitter.Tree
+    line_of_row: list[int]
+    cxx: bool
+
+    def line(self, row: int) -> int:
+        return self.line_of_row[row] if 0 <= row < len(self.line_of_row) else row + 1
+
+    def tokens(self) -> Iterator[Token]:
+        return tokens_of(self.tree.root_node)
+
+    def directives(self) -> list[Directive]:
+        return directives(self.text)
+
+
+def translate_phases(source: str, line_numbers: list[int] | None = None) -> tuple[str, list[int]]:
+    """(the text after splicing and directive digraphs, the original line number of each row).
+
+    `line_numbers` gives the original line of each input line (default: 1, 2, 3, ...)."""
+    physical = source.split("\n")
+    numbers = line_numbers if line_numbers is not None else list(range(1, len(physical) + 1))
+    rows: list[str] = []
+    line_of_row: list[int] = []
+    pending: str | None = None
+    start = 1
+    for k, raw in enumerate(physical):
+        if pending is None:
+            pending, start = "", numbers[k] if k < len(numbers) else k + 1
+        stripped = raw.rstrip(" \t\f\v\r")
+        if stripped.endswith("\\") and k + 1 < len(physical):
+            pending += stripped[:-1]  # phase 2: the next line continues this one
+            continue
+        rows.append(_DIGRAPH_HASH.sub(r"\1# ", pending + raw))
+        line_of_row.append(start)
+        pending = None
+    return "\n".join(rows), line_of_row
+
+
+_DIGRAPH_HASH = re.compile(r"^([ \t]*(?:/\*.*?\*/[ \t]*)*)%:")
+
+
+def parse(source: str, cxx: bool, line_numbers: list[int] | None = None) -> Unit:
+    text, line_of_row = translate_phases(source, line_numbers)
+    tree = _parser(cxx).parse(text.encode("utf-8", "surrogatepass"))
+    return Unit(text, tree, line_of_row, cxx)
+
+
+def node_text(node: tree_sitter.Node) -> str:
+    return (node.text or b"").decode("utf-8", "replace")
+
+
+def tokens_of(root: tree_sitter.Node) -> Iterator[Token]:
+    """The tokens under `root` in source order, comments left out (an iterative walk)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        kind = node.type
+        if kind == "comment":
+            continue
+        if kind in ATOMIC or node.child_count == 0:
+            if node.end_byte > node.start_byte:  # MISSING nodes have no text
+                yield Token(kind, node_text(node), node.start_point[0], node)
+            continue
+        stack.extend(reversed(node.children))
+
+
+def fragment_tokens(text: str, row: int, cxx: bool) -> list[Token]:
+    """The tokens of a macro body or directive argument, parsed on its own, all at `row`."""
+    tree = _parser(cxx).parse(text.encode("utf-8", "surrogatepass"))
+    return [Token(t.kind, t.text, row, None) for t in tokens_of(tree.root_node)]
+
+
+def string_value(literal: str) -> str:
+    """The characters of a C string literal (prefixes, quotes and simple escapes undone)."""
+    m = re.match(r'^(?:u8|[uUL])?R"([^(\s]*)\((.*)\)\1"$', literal, re.DOTALL)
+    if m is not None:
+        return m.group(2)
+    m = re.match(r'^(?:u8|[uUL])?"(.*)"$', literal, re.DOTALL)
+    body = m.group(1) if m is not None else literal
+    return re.sub(r"\\(.)", lambda e: {"n": "\n", "t": "\t"}.get(e.group(1), e.group(1)), body)
+
+
+def directives(text: str) -> list[Directive]:
+    """Every directive line of `text` (already through `translate_phases`), found by lexing:
+    a `#` is a directive only as the first token of a line, outside comments and literals."""
+    found: list[Directive] = []
+    i, n, row = 0, len(text), 0
+    at_line_start = True
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            row += 1
+            at_line_start = True
+            i += 1
+        elif c in " \t\f\v\r":
+            i += 1
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            row += text.count("\n", i, j)
+            i = j
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif c == "#" and at_line_start:
+            j, body = _directive_body(text, i + 1)
+            m = re.match(r"[ \t]*([A-Za-z_]\w*|\d[\w.]*)?", body)
+            name = (m.group(1) or "") if m is not None else ""
+            found.append(Directive(row, name, body[m.end() if m else 0 :].strip()))
+            row += text.count("\n", i, j)  # a comment may carry the directive over lines
+            i = j
+            at_line_start = False
+        else:
+            i = _skip_token(text, i)
+            at_line_start = False
+    return found
+
+
+def _directive_body(text: str, i: int) -> tuple[int, str]:
+    """(end, text) of the directive whose `#` precedes `i`: up to the first newline outside a
+    comment, each comment replaced by a blank (phase 3), so `# /*...*/ line` reads `# line`."""
+    out: list[str] = []
+    n = len(text)
+    while i < n and text[i] != "\n":
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+            out.append(" ")
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text[i] in "\"'":
+            j = _skip_token(text, i)
+            out.append(text[i:j])
+            i = j
+        else:
+            out.append(text[i])
+            i += 1
+    return i, "".join(out)
+
+
+def _skip_token(text: str, i: int) -> int:
+    """Past the token at `i`; a literal is skipped whole (a raw string may span lines)."""
+    m = re.compile(r'(?:u8|[uUL])?R"([^(\s"]{0,16})\(').match(text, i)
+    if m is not None and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+        end = text.find(")" + m.group(1) + '"', m.end())
+        return len(text) if end < 0 else end + len(m.group(1)) + 2
+    c = text[i]
+    if c in "\"'":
+        j = i + 1
+        while j < len(text) and text[j] not in (c, "\n"):
+            j += 2 if text[j] == "\\" else 1
+        return min(j + 1, len(text))
+    m = re.compile(r"[A-Za-z_0-9]+").match(text, i)
+    return m.end() if m is not None else i + 1
