@@ -23,8 +23,8 @@ from functools import lru_cache
 import tree_sitter
 
 from sagekernel.harness.verdict import LintFinding
-from sagekernel.targets.cpu.contract import KERNEL_SYMBOL
 from sagekernel.targets.cpu import syntax
+from sagekernel.targets.cpu.contract import KERNEL_SYMBOL
 from sagekernel.targets.cpu.syntax import Token, Unit
 
 FAST_MATH_REASON = (
@@ -147,8 +147,8 @@ ATTRIBUTES: dict[str, tuple[str, str]] = {
                       "through an ifunc resolver that runs at load time)"),
     "ifunc": ("constructor", CONSTRUCTOR_REASON + " (attribute 'ifunc': its resolver runs when the library "
               "is loaded, before the harness locks the process down)"),
-    "constructor": ("constructor", CONSTRUCTOR_REASON + " (attribute 'constructor' runs the function when the "
-                    "library is loaded)"),
+    "constructor": ("constructor", CONSTRUCTOR_REASON + " (attribute 'constructor' runs the function "
+                    "when the library is loaded)"),
     "destructor": ("constructor", CONSTRUCTOR_REASON + " (attribute 'destructor' runs the function when the "
                    "library is unloaded)"),
     "init_priority": ("constructor", CONSTRUCTOR_REASON + " (attribute 'init_priority' orders a static "
@@ -213,7 +213,8 @@ def _token_findings(
 ) -> Iterator[tuple[str, str, int]]:
     for i, tok in enumerate(tokens):
         if tok.kind == "preproc_arg":  # a macro body or directive argument: its own tokens
-            if tok.node is not None and tok.node.parent is not None and tok.node.parent.type == "preproc_call":
+            parent = tok.node.parent if tok.node is not None else None
+            if parent is not None and parent.type == "preproc_call":
                 continue  # a directive's argument: read by `directives()` (pragmas) instead
             yield from _token_findings(syntax.fragment_tokens(tok.text, tok.row, cxx), cxx, {})
             continue
@@ -233,10 +234,10 @@ def _token_findings(
                     yield rule, reason, tok.row
         elif tok.kind in syntax.NAME_TYPES and tok.kind not in ("field_identifier", "statement_identifier"):
             name = _qualified(tok)
-            for rule in NAME_RULES:
-                if rule.names.match(name) or rule.names.match(tok.text):
-                    if not rule.word or _word_is_the_function(tok, variables):
-                        yield rule.rule, rule.reason, tok.row
+            for name_rule in NAME_RULES:
+                if name_rule.names.match(name) or name_rule.names.match(tok.text):
+                    if not name_rule.word or _word_is_the_function(tok, variables):
+                        yield name_rule.rule, name_rule.reason, tok.row
                     break
 
 
@@ -339,7 +340,7 @@ def _declarator_role(node: tree_sitter.Node) -> str | None:
                 pointer_after_function = True
             current = parent
             continue
-        if parent.type in _DECLARATIONS and parent.child_by_field_name("declarator") == current:
+        if parent.type in _DECLARATIONS and current in parent.children_by_field_name("declarator"):
             return "function" if through_function and not pointer_after_function else "variable"
         return None
     return None
