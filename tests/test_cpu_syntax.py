@@ -67,6 +67,9 @@ FAST_MATH = [
     c_kernel("#pragma clang fp contract(fast)"),
     c_kernel("#pragma STDC CX_LIMITED_RANGE ON"),
     c_kernel("", '_Pragma("GCC optimize(\\"fast-math\\")")'),
+    c_kernel('#define FAST _Pragma("GCC optimize(\\"fast-math\\")")'),
+    c_kernel('#define OPT __attribute__((optimize("O3")))'),
+    c_kernel('[[gnu::optimize("fast-math")]] static float f(float v) { return v; }'),  # C grammar
 ]
 
 
@@ -219,6 +222,24 @@ def test_candidate_markers_are_caught_in_the_unit_even_without_the_source_rule()
 def test_a_unit_splits_rows_by_the_preprocessors_own_markers() -> None:
     unit = syntax.parse("int a;\nint b = fes\\\netround;\n", False)
     assert unit.text.split("\n")[1] == "int b = fesetround;" and unit.line(1) == 2
+
+
+@pytest.mark.parametrize(
+    "top", ['/* a */ #include "ref.h"', '#inc\\\nlude "ref.h"', "%:include <cblas.h>", "#include_next <math.h>"]
+)
+def test_includes_are_read_as_directives(top: str) -> None:
+    assert "include" in rules(c_kernel(top)), top
+
+
+def test_a_macro_defined_before_an_include_is_rejected() -> None:
+    hijack = '#define __inline __attribute__((optimize("fast-math"))) __inline\n#include <immintrin.h>\n'
+    assert "macro_before_include" in rules(hijack + c_kernel())
+    assert rules("#define _GNU_SOURCE\n" + c_kernel("#define TILE 8")) == set()
+
+
+def test_library_definitions_are_rejected_unless_static() -> None:
+    assert "defines_library_symbol" in rules(c_kernel("float expf(float v) { return v; }"))
+    assert rules(c_kernel("static inline float select(float a, float b, int c) { return c ? a : b; }")) == set()
 
 
 HONEST = sorted(SUITE.glob("**/*.cpu.c"))

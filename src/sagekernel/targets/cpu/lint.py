@@ -77,6 +77,12 @@ ALLOWED_HEADERS = frozenset(
 _INTRIN_HEADER = re.compile(r"^[a-z0-9_]*intrin\.h$")
 #: Directives that pull in a file; only `#include <...>` / `#include "..."` may (then checked above).
 _INCLUDE_DIRECTIVES = frozenset({"include", "include_next", "import", "embed", "__include_macros"})
+MACRO_BEFORE_INCLUDE_REASON = (
+    "a macro defined before an #include rewrites the header's code, which the rules read as the "
+    "header's; put every #include first (feature-test macros such as _GNU_SOURCE excepted)"
+)
+_FEATURE_MACRO = re.compile(r"(?:_GNU_SOURCE|_DEFAULT_SOURCE|_POSIX_C_SOURCE|_XOPEN_SOURCE\w*|_ISOC\w+_SOURCE|"
+                            r"_USE_MATH_DEFINES|__STDC_\w+)\Z")
 _PATH = re.compile(r"\s*/(?:proc|dev|sys|tmp|etc|home|root|var|usr|box|work|run)\b|\s*\.\.?/")
 PATH_REASON = "file paths in a kernel mean it reads or writes files, which it may not"
 GLOBAL_STATE_REASON = (
@@ -175,10 +181,19 @@ def lint_source(source: str, task: Task | None = None, *, check_strings: bool = 
 
 
 def include_findings(unit: syntax.Unit) -> Iterator[tuple[str, str, int]]:
-    """Includes outside the allow-list, and every other directive that pulls in a file."""
-    for d in unit.directives():
+    """Includes outside the allow-list, every other directive that pulls in a file, and macros
+    defined before an include (they rewrite the header's code, which is read as the header's)."""
+    defined: list[tuple[int, str]] = []
+    for d in unit.directives:
+        if d.name in ("define", "undef"):
+            macro = re.match(r"\w*", d.rest).group()  # type: ignore[union-attr]
+            if not _FEATURE_MACRO.match(macro):
+                defined.append((unit.line(d.row), macro))
         if d.name not in _INCLUDE_DIRECTIVES:
             continue
+        for line, macro in defined:
+            yield "macro_before_include", f"{MACRO_BEFORE_INCLUDE_REASON} (found {macro})", line
+        defined.clear()
         line = unit.line(d.row)
         m = re.match(r'<([^>\n]*)>|"([^"\n]*)"', d.rest) if d.name == "include" else None
         if m is None:
@@ -193,7 +208,7 @@ def include_findings(unit: syntax.Unit) -> Iterator[tuple[str, str, int]]:
 
 def path_literal_lines(unit: syntax.Unit) -> Iterator[int]:
     """Lines of string literals that name a file path (adjacent literals read as one string)."""
-    tokens = list(unit.tokens())
+    tokens = unit.tokens
     i = 0
     while i < len(tokens):
         if tokens[i].kind not in ("string_literal", "raw_string_literal"):

@@ -51,7 +51,7 @@ def candidate_lines(preprocessed: str, include_lines: set[int] | None = None) ->
     stack: list[str] = []
     line, in_preamble = 1, True
     for raw in preprocessed.splitlines():
-        m = _MARKER.match(raw)
+        m = _MARKER.match(raw) if raw[:1] == "#" else None
         if m is None:
             if stack and stack[-1] == out.main:
                 out.rows.append(raw)
@@ -90,12 +90,17 @@ def main_file_text(preprocessed: str) -> tuple[str, list[str]]:
     """(the candidate file's lines after preprocessing, joined at their original line numbers;
     every other file named by a line marker)."""
     lines = candidate_lines(preprocessed)
+    return joined_text(lines), lines.files
+
+
+def joined_text(lines: CandidateLines) -> str:
+    """The candidate's rows joined per original line (line k of the text is source line k)."""
     by_line: dict[int, list[str]] = {}
     for number, row in zip(lines.line_numbers, lines.rows, strict=True):
         if not row.lstrip().startswith("#"):  # a pragma the preprocessor put on its own row
             by_line.setdefault(number, []).append(row)
     last = max(by_line, default=0)
-    return "\n".join(" ".join(by_line.get(i, [])) for i in range(1, last + 1)), lines.files
+    return "\n".join(" ".join(by_line.get(i, [])) for i in range(1, last + 1))
 
 
 def lint_preprocessed(preprocessed: str, source: str | None = None) -> list[LintFinding]:
@@ -124,7 +129,7 @@ def lint_preprocessed(preprocessed: str, source: str | None = None) -> list[Lint
     unit = syntax.parse("\n".join(lines.rows), cxx, lines.line_numbers)
     for f in syntax_rules.check(unit):
         add(f)
-    text, _files = main_file_text(preprocessed)
+    text = joined_text(lines)
     code, _strings = lint.strip_source(text)
     for number in lint.global_state_lines(code):
         add(LintFinding("global_state", lint.GLOBAL_STATE_REASON, number, lint.excerpt(text, number)))

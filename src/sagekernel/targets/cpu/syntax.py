@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import tree_sitter
 import tree_sitter_c
@@ -69,10 +69,14 @@ class Unit:
     def line(self, row: int) -> int:
         return self.line_of_row[row] if 0 <= row < len(self.line_of_row) else row + 1
 
-    def tokens(self) -> Iterator[Token]:
-        return tokens_of(self.tree.root_node)
+    @cached_property
+    def tokens(self) -> list[Token]:
+        """Every token of the tree, in source order (computed once)."""
+        return list(tokens_of(self.tree.root_node))
 
+    @cached_property
     def directives(self) -> list[Directive]:
+        """Every directive line (computed once)."""
         return directives(self.text)
 
 
@@ -143,76 +147,56 @@ def string_value(literal: str) -> str:
     return re.sub(r"\\(.)", lambda e: {"n": "\n", "t": "\t"}.get(e.group(1), e.group(1)), body)
 
 
+_LEX = re.compile(
+    r"""(?P<nl>\n)|(?P<ws>[ \t\f\v\r]+)|(?P<block>/\*.*?(?:\*/|\Z))|(?P<line>//[^\n]*)"""
+    r"""|(?P<raw>(?:u8|[uUL])?R"(?P<delim>[^(\s"]{0,16})\(.*?\)(?P=delim)")"""
+    r"""|(?P<str>(?:u8|[uUL])?"(?:[^"\\\n]|\\.)*"?|'(?:[^'\\\n]|\\.)*'?)"""
+    r"""|(?P<hash>\#)|(?P<word>\w+)|(?P<other>.)""",
+    re.DOTALL,
+)
+
+
 def directives(text: str) -> list[Directive]:
     """Every directive line of `text` (already through `translate_phases`), found by lexing:
-    a `#` is a directive only as the first token of a line, outside comments and literals."""
+    a `#` is a directive only as the first token of a line, outside comments and literals, and a
+    comment inside a directive is one blank (phase 3), so `# /*...*/ line` reads `# line`."""
     found: list[Directive] = []
-    i, n, row = 0, len(text), 0
-    at_line_start = True
-    while i < n:
-        c = text[i]
-        if c == "\n":
+    row, at_line_start = 0, True
+    body: list[str] | None = None  # the directive being read, if any
+    start_row = 0
+
+    def close() -> None:
+        text_ = "".join(body or [])
+        m = re.match(r"[ \t]*([A-Za-z_]\w*|\d[\w.]*)?", text_)
+        name = (m.group(1) or "") if m is not None else ""
+        found.append(Directive(start_row, name, text_[m.end() if m else 0 :].strip()))
+
+    for m in _LEX.finditer(text):
+        kind = m.lastgroup
+        if kind == "nl":
+            if body is not None:
+                close()
+                body = None
             row += 1
             at_line_start = True
-            i += 1
-        elif c in " \t\f\v\r":
-            i += 1
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            row += text.count("\n", i, j)
-            i = j
-        elif text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-        elif c == "#" and at_line_start:
-            j, body = _directive_body(text, i + 1)
-            m = re.match(r"[ \t]*([A-Za-z_]\w*|\d[\w.]*)?", body)
-            name = (m.group(1) or "") if m is not None else ""
-            found.append(Directive(row, name, body[m.end() if m else 0 :].strip()))
-            row += text.count("\n", i, j)  # a comment may carry the directive over lines
-            i = j
-            at_line_start = False
+            continue
+        if kind == "block":
+            row += m.group().count("\n")
+            if body is not None:
+                body.append(" ")
+            continue
+        if kind in ("ws", "line"):
+            if body is not None and kind == "ws":
+                body.append(m.group())
+            continue
+        if body is not None:
+            row += m.group().count("\n")  # a raw string inside a directive
+            body.append(m.group())
+        elif kind == "hash" and at_line_start:
+            body, start_row = [], row
         else:
-            i = _skip_token(text, i)
-            at_line_start = False
+            row += m.group().count("\n")
+        at_line_start = False
+    if body is not None:
+        close()
     return found
-
-
-def _directive_body(text: str, i: int) -> tuple[int, str]:
-    """(end, text) of the directive whose `#` precedes `i`: up to the first newline outside a
-    comment, each comment replaced by a blank (phase 3), so `# /*...*/ line` reads `# line`."""
-    out: list[str] = []
-    n = len(text)
-    while i < n and text[i] != "\n":
-        if text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            i = n if j < 0 else j + 2
-            out.append(" ")
-        elif text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-        elif text[i] in "\"'":
-            j = _skip_token(text, i)
-            out.append(text[i:j])
-            i = j
-        else:
-            out.append(text[i])
-            i += 1
-    return i, "".join(out)
-
-
-def _skip_token(text: str, i: int) -> int:
-    """Past the token at `i`; a literal is skipped whole (a raw string may span lines)."""
-    m = re.compile(r'(?:u8|[uUL])?R"([^(\s"]{0,16})\(').match(text, i)
-    if m is not None and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
-        end = text.find(")" + m.group(1) + '"', m.end())
-        return len(text) if end < 0 else end + len(m.group(1)) + 2
-    c = text[i]
-    if c in "\"'":
-        j = i + 1
-        while j < len(text) and text[j] not in (c, "\n"):
-            j += 2 if text[j] == "\\" else 1
-        return min(j + 1, len(text))
-    m = re.compile(r"[A-Za-z_0-9]+").match(text, i)
-    return m.end() if m is not None else i + 1

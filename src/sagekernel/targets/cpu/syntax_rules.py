@@ -134,6 +134,10 @@ NAME_RULES: tuple[NameRule, ...] = (
     ),
 )
 
+#: All name rules in one pattern (group r<k> is NAME_RULES[k]): one match per identifier.
+_ANY_NAME = re.compile("|".join(f"(?P<r{k}>{rule.names.pattern})" for k, rule in enumerate(NAME_RULES)))
+_QUALIFIED_ONLY = frozenset({"thread", "jthread", "async"})  # banned only as std::...
+
 INLINE_ASM_REASON = "inline assembly is not allowed; use SIMD intrinsics, which the compiler checks"
 _ASM_WORDS = frozenset({"asm", "__asm__", "__asm"})
 
@@ -190,11 +194,11 @@ def check(unit: Unit, *, library_names: bool = True) -> list[LintFinding]:
             excerpt = lines[row].strip()[:160] if 0 <= row < len(lines) else ""
             findings.append(LintFinding(rule=rule, reason=reason, line=line, excerpt=excerpt))
 
-    tokens = list(unit.tokens())
-    variables = _variables_by_scope(unit.tree.root_node)
+    tokens = unit.tokens
+    variables = _variables_by_scope(tokens)
     for rule, reason, row in _token_findings(tokens, unit.cxx, variables):
         add(rule, reason, row)
-    for d in unit.directives():
+    for d in unit.directives:
         if d.name == "line" or d.name[:1].isdigit():
             add("line_marker", LINE_MARKER_REASON + f" (found #{d.name} {d.rest[:60]})".rstrip(), d.row)
         elif d.name == "pragma":
@@ -202,7 +206,7 @@ def check(unit: Unit, *, library_names: bool = True) -> list[LintFinding]:
             for rule, reason in _pragma_findings(words, unit.cxx):
                 add(rule, reason, d.row)
     if library_names:
-        for name, row in _library_definitions(unit.tree.root_node):
+        for name, row in _library_definitions(tokens):
             add("defines_library_symbol", f"the kernel defines `{name}`, {LIBRARY_SYMBOL_REASON}", row)
     findings.sort(key=lambda f: (f.line or 0, f.rule))
     return findings
@@ -215,7 +219,7 @@ def _token_findings(
         if tok.kind == "preproc_arg":  # a macro body or directive argument: its own tokens
             parent = tok.node.parent if tok.node is not None else None
             if parent is not None and parent.type == "preproc_call":
-                continue  # a directive's argument: read by `directives()` (pragmas) instead
+                continue  # a directive's argument: read by `Unit.directives` (pragmas) instead
             yield from _token_findings(syntax.fragment_tokens(tok.text, tok.row, cxx), cxx, {})
             continue
         if tok.text in _ASM_WORDS:
@@ -233,12 +237,13 @@ def _token_findings(
                 for rule, reason in _pragma_findings(words, cxx):
                     yield rule, reason, tok.row
         elif tok.kind in syntax.NAME_TYPES and tok.kind not in ("field_identifier", "statement_identifier"):
-            name = _qualified(tok)
-            for name_rule in NAME_RULES:
-                if name_rule.names.match(name) or name_rule.names.match(tok.text):
-                    if not name_rule.word or _word_is_the_function(tok, variables):
-                        yield name_rule.rule, name_rule.reason, tok.row
-                    break
+            m = _ANY_NAME.match(tok.text)
+            if m is None and tok.text in _QUALIFIED_ONLY:
+                m = _ANY_NAME.match(_qualified(tok))
+            if m is not None and m.lastgroup is not None:
+                name_rule = NAME_RULES[int(m.lastgroup[1:])]
+                if not name_rule.word or _word_is_the_function(tok, variables):
+                    yield name_rule.rule, name_rule.reason, tok.row
 
 
 def _attribute_name(text: str) -> str:
@@ -358,9 +363,9 @@ def _scope_key(node: tree_sitter.Node) -> int | None:
     return None
 
 
-def _variables_by_scope(root: tree_sitter.Node) -> dict[int | None, set[str]]:
+def _variables_by_scope(tokens: list[Token]) -> dict[int | None, set[str]]:
     found: dict[int | None, set[str]] = {}
-    for tok in syntax.tokens_of(root):
+    for tok in tokens:
         if tok.kind == "identifier" and tok.node is not None and _declarator_role(tok.node) == "variable":
             found.setdefault(_scope_key(tok.node), set()).add(tok.text)
     return found
@@ -394,20 +399,24 @@ def _is_callee(node: tree_sitter.Node) -> bool:
 # ---- definitions of C library functions ---------------------------------------------------------------
 
 
-def _library_definitions(root: tree_sitter.Node) -> Iterator[tuple[str, int]]:
-    for tok in syntax.tokens_of(root):
+def _library_definitions(tokens: list[Token]) -> Iterator[tuple[str, int]]:
+    """Exported (not `static`) function definitions named like a C library function."""
+    for tok in tokens:
         node = tok.node
         if tok.kind != "identifier" or node is None or tok.text == KERNEL_SYMBOL:
             continue
-        if _declarator_role(node) == "function" and _in_definition(node) and _is_libc_name(tok.text):
+        if _declarator_role(node) == "function" and _exported_definition(node) and _is_libc_name(tok.text):
             yield tok.text, tok.row
 
 
-def _in_definition(node: tree_sitter.Node) -> bool:
-    current = node
-    while current.parent is not None and current.type != "function_definition":
+def _exported_definition(node: tree_sitter.Node) -> bool:
+    current: tree_sitter.Node | None = node
+    while current is not None and current.type != "function_definition":
         current = current.parent
-    return current.type == "function_definition"
+    if current is None:
+        return False
+    return not any(c.type == "storage_class_specifier" and syntax.node_text(c) == "static"
+                   for c in current.children)
 
 
 @lru_cache(maxsize=4096)
