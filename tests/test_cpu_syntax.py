@@ -225,7 +225,8 @@ def test_a_unit_splits_rows_by_the_preprocessors_own_markers() -> None:
 
 
 @pytest.mark.parametrize(
-    "top", ['/* a */ #include "ref.h"', '#inc\\\nlude "ref.h"', "%:include <cblas.h>", "#include_next <math.h>"]
+    "top",
+    ['/* a */ #include "ref.h"', '#inc\\\nlude "ref.h"', "%:include <cblas.h>", "#include_next <math.h>"],
 )
 def test_includes_are_read_as_directives(top: str) -> None:
     assert "include" in rules(c_kernel(top)), top
@@ -239,7 +240,8 @@ def test_a_macro_defined_before_an_include_is_rejected() -> None:
 
 def test_library_definitions_are_rejected_unless_static() -> None:
     assert "defines_library_symbol" in rules(c_kernel("float expf(float v) { return v; }"))
-    assert rules(c_kernel("static inline float select(float a, float b, int c) { return c ? a : b; }")) == set()
+    helper = "static inline float select(float a, float b, int c) { return c ? a : b; }"
+    assert rules(c_kernel(helper)) == set()
 
 
 HONEST = sorted(SUITE.glob("**/*.cpu.c"))

@@ -81,8 +81,10 @@ MACRO_BEFORE_INCLUDE_REASON = (
     "a macro defined before an #include rewrites the header's code, which the rules read as the "
     "header's; put every #include first (feature-test macros such as _GNU_SOURCE excepted)"
 )
-_FEATURE_MACRO = re.compile(r"(?:_GNU_SOURCE|_DEFAULT_SOURCE|_POSIX_C_SOURCE|_XOPEN_SOURCE\w*|_ISOC\w+_SOURCE|"
-                            r"_USE_MATH_DEFINES|__STDC_\w+)\Z")
+_FEATURE_MACRO = re.compile(
+    r"(?:_GNU_SOURCE|_DEFAULT_SOURCE|_POSIX_C_SOURCE|_XOPEN_SOURCE\w*|_ISOC\w+_SOURCE|_USE_MATH_DEFINES|"
+    r"__STDC_\w+)\Z"
+)
 _PATH = re.compile(r"\s*/(?:proc|dev|sys|tmp|etc|home|root|var|usr|box|work|run)\b|\s*\.\.?/")
 PATH_REASON = "file paths in a kernel mean it reads or writes files, which it may not"
 GLOBAL_STATE_REASON = (

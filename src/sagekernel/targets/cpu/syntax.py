@@ -31,13 +31,15 @@ ATOMIC = frozenset(
 NAME_TYPES = frozenset(
     {"identifier", "type_identifier", "namespace_identifier", "field_identifier", "statement_identifier"}
 )
-_SPLICE = re.compile(r"\\[ \t\f\v]*\r?\n")
 
 
 @lru_cache(maxsize=2)
+def _language(cxx: bool) -> tree_sitter.Language:
+    return tree_sitter.Language(tree_sitter_cpp.language() if cxx else tree_sitter_c.language())
+
+
 def _parser(cxx: bool) -> tree_sitter.Parser:
-    grammar = tree_sitter_cpp.language() if cxx else tree_sitter_c.language()
-    return tree_sitter.Parser(tree_sitter.Language(grammar))
+    return tree_sitter.Parser(_language(cxx))  # one per parse: a parser is not safe across threads
 
 
 @dataclass(frozen=True)
@@ -200,3 +202,81 @@ def directives(text: str) -> list[Directive]:
     if body is not None:
         close()
     return found
+
+
+# ---- what a name is: a declared function, a declared variable, a callee ---------------------------
+
+_DECLARATOR_WRAPPERS = frozenset(
+    {"pointer_declarator", "array_declarator", "parenthesized_declarator", "reference_declarator",
+     "init_declarator", "attributed_declarator", "function_declarator"}
+)
+_DECLARATIONS = frozenset(
+    {"declaration", "parameter_declaration", "optional_parameter_declaration", "function_definition",
+     "field_declaration", "for_range_loop", "condition_clause"}
+)
+
+
+def declarator_role(node: tree_sitter.Node) -> str | None:
+    """'function' if `node` is the name a function declarator declares, 'variable' if a variable's
+    or parameter's, None if `node` is a use."""
+    current, through_function, pointer_after_function = node, False, False
+    while current.parent is not None:
+        parent = current.parent
+        if parent.type in _DECLARATOR_WRAPPERS:
+            if parent.child_by_field_name("declarator") != current:
+                return None
+            if parent.type == "function_declarator":
+                through_function = True
+            elif through_function and parent.type == "pointer_declarator":
+                pointer_after_function = True
+            current = parent
+            continue
+        if parent.type in _DECLARATIONS and current in parent.children_by_field_name("declarator"):
+            return "function" if through_function and not pointer_after_function else "variable"
+        return None
+    return None
+
+
+def scope_key(node: tree_sitter.Node) -> int | None:
+    """The id of the top-level function definition around `node` (None at file scope)."""
+    current = node
+    while current.parent is not None:
+        if current.type == "function_definition" and current.parent.type in ("translation_unit",
+                                                                              "declaration_list",
+                                                                              "linkage_specification"):
+            return current.id
+        current = current.parent
+    return None
+
+
+def variables_by_scope(tokens: list[Token]) -> dict[int | None, set[str]]:
+    """Names declared as variables or parameters, by `scope_key` (None: file scope)."""
+    found: dict[int | None, set[str]] = {}
+    for tok in tokens:
+        if tok.kind == "identifier" and tok.node is not None and declarator_role(tok.node) == "variable":
+            found.setdefault(scope_key(tok.node), set()).add(tok.text)
+    return found
+
+
+def is_callee(node: tree_sitter.Node) -> bool:
+    """Whether `node` is what a call calls, through parentheses, `*`, `&` and `ns::`."""
+    current = node
+    while current.parent is not None and current.parent.type in (
+        "parenthesized_expression", "pointer_expression", "qualified_identifier"
+    ):
+        current = current.parent
+    parent = current.parent
+    return parent is not None and parent.type == "call_expression" and parent.child_by_field_name(
+        "function"
+    ) == current
+
+
+def exported_definition(node: tree_sitter.Node) -> bool:
+    """Whether `node` lies in a function definition that is not `static`."""
+    current: tree_sitter.Node | None = node
+    while current is not None and current.type != "function_definition":
+        current = current.parent
+    if current is None:
+        return False
+    return not any(c.type == "storage_class_specifier" and node_text(c) == "static"
+                   for c in current.children)

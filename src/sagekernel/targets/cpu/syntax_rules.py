@@ -20,8 +20,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
-import tree_sitter
-
 from sagekernel.harness.verdict import LintFinding
 from sagekernel.targets.cpu import syntax
 from sagekernel.targets.cpu.contract import KERNEL_SYMBOL
@@ -195,7 +193,7 @@ def check(unit: Unit, *, library_names: bool = True) -> list[LintFinding]:
             findings.append(LintFinding(rule=rule, reason=reason, line=line, excerpt=excerpt))
 
     tokens = unit.tokens
-    variables = _variables_by_scope(tokens)
+    variables = syntax.variables_by_scope(tokens)
     for rule, reason, row in _token_findings(tokens, unit.cxx, variables):
         add(rule, reason, row)
     for d in unit.directives:
@@ -320,80 +318,18 @@ def _qualified(tok: Token) -> str:
 
 # ---- ordinary words: the function, or a variable of the kernel's that shares its name --------------
 
-_DECLARATOR_WRAPPERS = frozenset(
-    {"pointer_declarator", "array_declarator", "parenthesized_declarator", "reference_declarator",
-     "init_declarator", "attributed_declarator", "function_declarator"}
-)
-_DECLARATIONS = frozenset(
-    {"declaration", "parameter_declaration", "optional_parameter_declaration", "function_definition",
-     "field_declaration", "for_range_loop", "condition_clause"}
-)
-
-
-def _declarator_role(node: tree_sitter.Node) -> str | None:
-    """'function' if `node` is the name a function declarator declares, 'variable' if a variable's
-    or parameter's, None if `node` is a use."""
-    current, through_function, pointer_after_function = node, False, False
-    while current.parent is not None:
-        parent = current.parent
-        if parent.type in _DECLARATOR_WRAPPERS:
-            if parent.child_by_field_name("declarator") != current:
-                return None
-            if parent.type == "function_declarator":
-                through_function = True
-            elif through_function and parent.type == "pointer_declarator":
-                pointer_after_function = True
-            current = parent
-            continue
-        if parent.type in _DECLARATIONS and current in parent.children_by_field_name("declarator"):
-            return "function" if through_function and not pointer_after_function else "variable"
-        return None
-    return None
-
-
-def _scope_key(node: tree_sitter.Node) -> int | None:
-    """The id of the top-level function definition around `node` (None at file scope)."""
-    current = node
-    while current.parent is not None:
-        if current.type == "function_definition" and current.parent.type in ("translation_unit",
-                                                                              "declaration_list",
-                                                                              "linkage_specification"):
-            return current.id
-        current = current.parent
-    return None
-
-
-def _variables_by_scope(tokens: list[Token]) -> dict[int | None, set[str]]:
-    found: dict[int | None, set[str]] = {}
-    for tok in tokens:
-        if tok.kind == "identifier" and tok.node is not None and _declarator_role(tok.node) == "variable":
-            found.setdefault(_scope_key(tok.node), set()).add(tok.text)
-    return found
-
 
 def _word_is_the_function(tok: Token, variables: dict[int | None, set[str]]) -> bool:
     node = tok.node
     if node is None:
         return True  # a macro body or pragma: no scopes to consult
-    role = _declarator_role(node)
+    role = syntax.declarator_role(node)
     if role is not None:
         return role == "function"
-    if _is_callee(node):
+    if syntax.is_callee(node):
         return True
-    scope = _scope_key(node)
+    scope = syntax.scope_key(node)
     return tok.text not in variables.get(scope, set()) and tok.text not in variables.get(None, set())
-
-
-def _is_callee(node: tree_sitter.Node) -> bool:
-    current = node
-    while current.parent is not None and current.parent.type in (
-        "parenthesized_expression", "pointer_expression", "qualified_identifier"
-    ):
-        current = current.parent
-    parent = current.parent
-    return parent is not None and parent.type == "call_expression" and parent.child_by_field_name(
-        "function"
-    ) == current
 
 
 # ---- definitions of C library functions ---------------------------------------------------------------
@@ -405,18 +341,10 @@ def _library_definitions(tokens: list[Token]) -> Iterator[tuple[str, int]]:
         node = tok.node
         if tok.kind != "identifier" or node is None or tok.text == KERNEL_SYMBOL:
             continue
-        if _declarator_role(node) == "function" and _exported_definition(node) and _is_libc_name(tok.text):
+        if syntax.declarator_role(node) != "function" or not syntax.exported_definition(node):
+            continue
+        if _is_libc_name(tok.text):
             yield tok.text, tok.row
-
-
-def _exported_definition(node: tree_sitter.Node) -> bool:
-    current: tree_sitter.Node | None = node
-    while current is not None and current.type != "function_definition":
-        current = current.parent
-    if current is None:
-        return False
-    return not any(c.type == "storage_class_specifier" and syntax.node_text(c) == "static"
-                   for c in current.children)
 
 
 @lru_cache(maxsize=4096)
