@@ -256,3 +256,20 @@ def test_honest_kernels_raise_no_findings(path: Path) -> None:
     source = path.read_text()
     assert lint_source(source) == []
     assert lint_preprocessed(preprocess(source), source) == []
+
+
+@pytest.mark.parametrize(
+    ("top", "rule"),
+    [('#define P(x) _Pragma(#x)\nP(GCC optimize("fast-math"))', "fast_math"),
+     ('# 1 "/usr/include/stdio.h" 1 3 4\nstatic float cache[4];\n# 9 "/box/build/kernel.c" 2',
+      "line_marker")],
+)
+def test_the_build_checks_its_own_preprocessed_unit(tmp_path: Path, top: str, rule: str) -> None:
+    """Through the real build (sandboxed gcc -save-temps), with no source lint in front of it."""
+    from sagekernel.targets.cpu import build as build_mod
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed (the CPU target needs it)")
+    built = build_mod.build(c_kernel(top), tmp_path)
+    assert not built.ok and built.stage == "lint", built.message
+    assert rule in {f.rule for f in built.findings}, built.findings
