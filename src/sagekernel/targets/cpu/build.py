@@ -64,7 +64,7 @@ def build(source: str, workdir: Path, *, sandbox_kind: str = "auto", timeout_s: 
     if result.returncode != 0 or not library.exists():
         return BuildResult(False, trim_compiler_log(log, suffix), {}, info)
     findings, problem = check_library(library, language)
-    findings = check_preprocessed(build_dir) + findings
+    findings = check_preprocessed(build_dir, source) + findings
     if problem:
         return BuildResult(False, problem, {}, info, stage="load")
     if findings:
@@ -95,12 +95,12 @@ def trim_compiler_log(log: str, suffix: str) -> str:
     return "compilation failed:\n" + (text or "(the compiler printed nothing)")
 
 
-def check_preprocessed(build_dir: Path) -> list[LintFinding]:
+def check_preprocessed(build_dir: Path, source: str | None = None) -> list[LintFinding]:
     """The source rules on the compiler's preprocessed unit (macros expanded, includes resolved)."""
     saved = sorted(build_dir.glob("kernel.so-kernel.i*"))
     if not saved:
         return [LintFinding("preprocessed", "the compiler kept no preprocessed source to check", None, "")]
-    return preprocessed.lint_preprocessed(saved[0].read_text("utf-8", "replace"))
+    return preprocessed.lint_preprocessed(saved[0].read_text("utf-8", "replace"), source)
 
 
 # ---- object checks -------------------------------------------------------------------------------

@@ -1,112 +1,23 @@
 """Static rules for CPU C/C++ kernels, each with the one-line reason the model is shown.
 
-The source is scanned after comments and string/char literals are blanked out (line numbers are
-kept), so a rule never fires on prose. String literals are checked separately for file paths.
-Symbol-level checks on the built library live in build.py; these rules catch the same things
-earlier and with a line number.
+Most rules run on a real parse (syntax.py, tree-sitter; the rules themselves are in
+syntax_rules.py): names, attributes, pragmas, inline assembly, line markers, directives and string
+literals are read as the parser's tokens. Two rules still read text: mutable state that outlives a
+call (`global_state_lines`, on the source with comments and literals blanked) and sizes written as
+literals (`_hardcoded_sizes`). Symbol-level checks on the built library live in build.py; these
+rules catch the same things earlier and with a line number.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from sagekernel.harness.verdict import LintFinding
+from sagekernel.targets.cpu import syntax, syntax_rules
 from sagekernel.targets.cpu.contract import KERNEL_SYMBOL
+from sagekernel.targets.cpu.flags import is_cxx
 from sagekernel.tasks.task import Task
-
-
-@dataclass(frozen=True)
-class Rule:
-    name: str
-    reason: str
-    pattern: re.Pattern[str]
-
-
-def _rx(text: str) -> re.Pattern[str]:
-    return re.compile(text, re.MULTILINE)
-
-
-RULES: tuple[Rule, ...] = (
-    Rule(
-        "library_op",
-        "calls a library routine (BLAS/LAPACK/MKL/oneDNN/Eigen/FFTW) that does the operator's "
-        "work; the kernel must compute it itself",
-        _rx(
-            r"\b(?:cblas_\w+|LAPACKE_\w+|mkl_\w+|openblas_\w+|dnnl_\w+|fftwf?_\w+|[sdcz]ge(?:mm|mv)_)\s*\(|"
-            r"\bEigen::"
-        ),
-    ),
-    Rule(
-        "timer",
-        "reads or defines a clock; timing belongs to the harness and a kernel must not observe or replace it",
-        _rx(
-            r"\b(?:clock_gettime|gettimeofday|clock|time|times|timespec_get|omp_get_wtime|omp_get_wtick|"
-            r"getrusage|__rdtsc|__rdtscp|__builtin_ia32_rdtsc|__builtin_ia32_rdtscp|rdtsc)\s*\(|"
-            r"std::chrono\b|\b__rdtsc\b"
-        ),
-    ),
-    Rule(
-        "fast_math",
-        "relaxes floating-point semantics (fast-math / optimize pragmas or attributes); results "
-        "must keep IEEE semantics, so NaN/Inf and rounding stay comparable",
-        _rx(
-            r"#\s*pragma\s+GCC\s+optimize|#\s*pragma\s+clang\s+fp|#\s*pragma\s+float_control|"
-            r"__attribute__\s*\(\(\s*(?:__)?optimize|\bfast-math\b|-Ofast\b|-ffast|"
-            r"#\s*pragma\s+GCC\s+push_options"
-        ),
-    ),
-    Rule(
-        "os_access",
-        "file, network, process or dynamic-loading calls are not allowed in a kernel: it may "
-        "only read its inputs and write its outputs",
-        _rx(
-            r"\b(?:fopen|freopen|fdopen|open|openat|creat|socket|connect|fork|vfork|clone|execl|execlp|"
-            r"execle|execv|execvp|execvpe|execve|system|popen|dlopen|dlsym|dlmopen|syscall|ptrace|mmap|"
-            r"mprotect|getenv|process_vm_readv|memfd_create)\s*\("
-        ),
-    ),
-    Rule(
-        "threads",
-        "threads outside OpenMP are not allowed: their work escapes the timer and the thread budget",
-        _rx(r"\bpthread_create\b|\bstd::(?:j?thread|async)\b|\bthrd_create\b"),
-    ),
-    Rule(
-        "inline_asm",
-        "inline assembly is not allowed; use SIMD intrinsics, which the compiler checks",
-        _rx(r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile|__volatile__|goto|inline)?\s*\(|\b__asm__\b"),
-    ),
-    Rule(
-        "constructor",
-        "code that runs when the library is loaded or unloaded runs outside the harness's view",
-        _rx(
-            r"__attribute__\s*\(\([^)]*\b(?:__)?(?:constructor|destructor|ifunc|section)(?:__)?\b|"
-            r"#\s*pragma\s+init\b|#\s*pragma\s+fini\b"
-        ),
-    ),
-    Rule(
-        "fp_environment",
-        "changes the floating-point environment (rounding mode, flush-to-zero, exception masks); "
-        "the setting outlives the call and changes later results and the reference's arithmetic",
-        _rx(
-            r"\b(?:_mm_setcsr|__builtin_ia32_ldmxcsr|__builtin_aarch64_set_fp[cs]r\w*|fesetround|"
-            r"fesetenv|feupdateenv|feholdexcept|fesetexceptflag|feenableexcept|fedisableexcept)\s*\(|"
-            r"\b_MM_SET_\w+\s*\("
-        ),
-    ),
-    Rule(
-        "omp_state",
-        "changes OpenMP settings (omp_set_*): they persist between calls (hidden state) and the "
-        "thread count is fixed by the harness; use a num_threads clause or the defaults instead",
-        _rx(r"\bomp_set_(?!lock\b|nest_lock\b)\w+\s*\(|\bomp_(?:init_allocator|pause_resource\w*)\s*\("),
-    ),
-    Rule(
-        "fallback",
-        "signal handlers and non-local jumps hide crashes and route around the kernel",
-        _rx(r"\b(?:setjmp|longjmp|sigsetjmp|siglongjmp|_setjmp|signal|sigaction)\s*\("),
-    ),
-)
 
 INCLUDE_REASON = (
     "only standard C/C++ headers, <omp.h> and SIMD intrinsic headers may be included; other "
@@ -165,8 +76,16 @@ ALLOWED_HEADERS = frozenset(
 )
 _INTRIN_HEADER = re.compile(r"^[a-z0-9_]*intrin\.h$")
 #: Directives that pull in a file; only `#include <...>` / `#include "..."` may (then checked above).
-_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(include|include_next|import|embed)\b[ \t]*(.?)", re.MULTILINE)
-
+_INCLUDE_DIRECTIVES = frozenset({"include", "include_next", "import", "embed", "__include_macros"})
+MACRO_BEFORE_INCLUDE_REASON = (
+    "a macro defined before an #include rewrites the header's code, which the rules read as the "
+    "header's; put every #include first (feature-test macros such as _GNU_SOURCE excepted)"
+)
+_FEATURE_MACRO = re.compile(
+    r"(?:_GNU_SOURCE|_DEFAULT_SOURCE|_POSIX_C_SOURCE|_XOPEN_SOURCE\w*|_ISOC\w+_SOURCE|_USE_MATH_DEFINES|"
+    r"__STDC_\w+)\Z"
+)
+_PATH = re.compile(r"\s*/(?:proc|dev|sys|tmp|etc|home|root|var|usr|box|work|run)\b|\s*\.\.?/")
 PATH_REASON = "file paths in a kernel mean it reads or writes files, which it may not"
 GLOBAL_STATE_REASON = (
     "mutable state that outlives a call (static or global variables) can carry results "
@@ -221,6 +140,11 @@ def _line_of(code: str, pos: int) -> int:
     return code.count("\n", 0, pos) + 1
 
 
+def excerpt(text: str, line: int) -> str:
+    """Line `line` of `text`, stripped and capped (for a finding)."""
+    return _excerpt(text.splitlines(), line)
+
+
 def _excerpt(source_lines: list[str], line: int) -> str:
     return source_lines[line - 1].strip()[:160] if 0 < line <= len(source_lines) else ""
 
@@ -230,38 +154,75 @@ def lint_source(source: str, task: Task | None = None, *, check_strings: bool = 
 
     `check_strings=False` skips the file-path check of string literals (for preprocessed text,
     where `assert` brings in `__FILE__`)."""
-    code, strings = strip_source(source)
+    unit = syntax.parse(source, is_cxx(source))
     lines = source.splitlines()
     findings: list[LintFinding] = []
     seen: set[tuple[str, int]] = set()
 
-    def add(rule: str, reason: str, line: int) -> None:
+    def add(rule: str, reason: str, line: int, excerpt: str | None = None) -> None:
         if (rule, line) not in seen:
             seen.add((rule, line))
-            findings.append(LintFinding(rule=rule, reason=reason, line=line, excerpt=_excerpt(lines, line)))
+            findings.append(LintFinding(rule=rule, reason=reason, line=line,
+                                        excerpt=_excerpt(lines, line) if excerpt is None else excerpt))
 
-    for rule in RULES:
-        for m in rule.pattern.finditer(code):
-            add(rule.name, rule.reason, _line_of(code, m.start()))
-    for m in re.finditer(r"^[ \t]*#[ \t]*include[ \t]*([<\"])([^>\"\n]*)", source, re.MULTILINE):
-        header = m.group(2).strip()
-        if m.group(1) == '"' or not (header in ALLOWED_HEADERS or _INTRIN_HEADER.match(header)):
-            add("include", f"{INCLUDE_REASON} (found {m.group(1)}{header})", _line_of(source, m.start()))
-    for m in _DIRECTIVE.finditer(code):
-        if m.group(1) != "include" or m.group(2) not in ("<", '"'):
-            line = _line_of(code, m.start())
-            add("include", f"{INCLUDE_REASON}; write #include <header> (found a computed or non-standard "
-                f"directive: {_excerpt(lines, line)})", line)
-    for line, text in strings if check_strings else []:
-        if re.match(r"\s*/(?:proc|dev|sys|tmp|etc|home|root|var|usr|box|work|run)\b|\s*\.\.?/", text):
+    for f in syntax_rules.check(unit):
+        add(f.rule, f.reason, f.line or 0, _excerpt(lines, f.line or 0))
+    for rule, reason, line in include_findings(unit):
+        add(rule, reason, line)
+    if check_strings:
+        for line in path_literal_lines(unit):
             add("filesystem_path", PATH_REASON, line)
-    for line in _global_state_lines(code):
+    code, _strings = strip_source(source)
+    for line in global_state_lines(code):
         add("global_state", GLOBAL_STATE_REASON, line)
     if task is not None:
         for line, msg in _hardcoded_sizes(code, task):
             add("hardcoded_shape", f"{HARDCODED_REASON} ({msg})", line)
     findings.sort(key=lambda f: (f.line or 0, f.rule))
     return findings
+
+
+def include_findings(unit: syntax.Unit) -> Iterator[tuple[str, str, int]]:
+    """Includes outside the allow-list, every other directive that pulls in a file, and macros
+    defined before an include (they rewrite the header's code, which is read as the header's)."""
+    defined: list[tuple[int, str]] = []
+    for d in unit.directives:
+        if d.name in ("define", "undef"):
+            macro = re.match(r"\w*", d.rest).group()  # type: ignore[union-attr]
+            if not _FEATURE_MACRO.match(macro):
+                defined.append((unit.line(d.row), macro))
+        if d.name not in _INCLUDE_DIRECTIVES:
+            continue
+        for line, macro in defined:
+            yield "macro_before_include", f"{MACRO_BEFORE_INCLUDE_REASON} (found {macro})", line
+        defined.clear()
+        line = unit.line(d.row)
+        m = re.match(r'<([^>\n]*)>|"([^"\n]*)"', d.rest) if d.name == "include" else None
+        if m is None:
+            yield "include", (f"{INCLUDE_REASON}; write #include <header> (found a computed or non-standard "
+                              f"directive: #{d.name} {d.rest[:80]})"), line
+        elif m.group(2) is not None or not (m.group(1).strip() in ALLOWED_HEADERS
+                                             or _INTRIN_HEADER.match(m.group(1).strip())):
+            opener = "<" if m.group(1) is not None else '"'
+            header = (m.group(1) if m.group(1) is not None else m.group(2)).strip()
+            yield "include", f"{INCLUDE_REASON} (found {opener}{header})", line
+
+
+def path_literal_lines(unit: syntax.Unit) -> Iterator[int]:
+    """Lines of string literals that name a file path (adjacent literals read as one string)."""
+    tokens = unit.tokens
+    i = 0
+    while i < len(tokens):
+        if tokens[i].kind not in ("string_literal", "raw_string_literal"):
+            i += 1
+            continue
+        j, value = i, ""
+        while j < len(tokens) and tokens[j].kind in ("string_literal", "raw_string_literal"):
+            value += syntax.string_value(tokens[j].text)
+            j += 1
+        if _PATH.match(value):
+            yield unit.line(tokens[i].row)
+        i = j
 
 
 _TYPE_ONLY = re.compile(
@@ -271,7 +232,7 @@ _TYPE_ONLY = re.compile(
 _TYPE_DEF = re.compile(r"^(?:struct|union|enum|class)\b[^=]*\{\}\s*$|^(?:struct|union|enum|class)\s+\w+\s*$")
 
 
-def _global_state_lines(code: str) -> Iterator[int]:
+def global_state_lines(code: str) -> Iterator[int]:
     """Lines that define mutable variables at file/namespace scope, or `static` ones in functions."""
     # Blank preprocessor lines (keeping newlines) so macros don't look like statements.
     code = re.sub(r"^[ \t]*#.*$", lambda m: " " * len(m.group(0)), code, flags=re.MULTILINE)
