@@ -126,7 +126,7 @@ def test_softmax_without_max_subtraction_fails() -> None:
 def test_a_limit_says_which_limit_it_was() -> None:
     source = (
         "#include <stdint.h>\nvoid sage_kernel(const float* restrict x, float* restrict out, int64_t B, "
-        "int64_t D) {\n  for (volatile long k = 0; k < 400000000L; ++k) {}\n"
+        "int64_t D) {\n  for (volatile long k = 0; k < 8000000000L; ++k) {}\n"
         "  for (int64_t i = 0; i < B * D; ++i) out[i] = x[i] > 0 ? x[i] : 0;\n}\n"
     )
     v = judge(TASKS / "relu_rows.py", source, skip_timing=True, call_timeout_s=0.05, start_timeout_s=0.5)
