@@ -1,137 +1,119 @@
-"""Per-candidate cost of the harness next to the bare minimum (compiler alone + timed loop alone).
+"""Per-candidate cost and speedups of the harness, before and after the rebuild, side by side.
 
-    python3 benchmarks/bench_harness.py [--repeats 5] [--json] [TASK_FILE ...]
+    python3 benchmarks/bench_harness.py [--repeats 5] [--baseline REV] [--json] [TASK_FILE ...]
 
-For each task's hand-written CPU kernel: the harness's build / correctness / timing / total time
-(warm timing server and correctness zygote, as the agent uses them; the first call that starts them
-is excluded; `--cold-correctness` starts a fresh sandboxed process per correctness run), and
-the bare minimum: the same gcc command run directly, plus the same number of timed candidate and
-reference calls in this process (no sandbox, no checks). Medians over repeats; ratio = total / bare.
+For each task's hand-written CPU kernel, in one run: the current harness (this checkout) and the
+harness at git revision REV (default: the last commit before the rebuild), each evaluating the
+same kernels the way the agent uses them (warm servers started by one excluded warm-up evaluation).
+Repeats alternate between the two, so drift on a shared machine hits both alike. The table gives
+medians of the stage times, the total, the measured speedup, and the cost ratio after/before.
+The baseline runs from a `git archive` of REV in a subprocess; nothing of it is kept.
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
-import time
+from io import BytesIO
 from pathlib import Path
 
-import torch
-
-from sagekernel.harness.config import HarnessConfig
-from sagekernel.harness.evaluate import evaluate
-from sagekernel.targets import get_target
-from sagekernel.targets.cpu.flags import LINK_LIBS, compiler_command
-from sagekernel.tasks.loader import build_inputs, load_task, make_model
-
 ROOT = Path(__file__).resolve().parents[1]
+BASELINE = "4df48f1"  # main before the harness rebuild (issue 9)
 DEFAULT_TASKS = [
     ROOT / "src/sagekernel/tasks/suite/level1/abs.py",
     ROOT / "src/sagekernel/tasks/suite/level1/sqrt.py",
     ROOT / "tests/fixtures/tasks/relu_rows.py",
     ROOT / "tests/fixtures/tasks/matmul_small.py",
+    ROOT / "src/sagekernel/tasks/suite/level2/softmax.py",
 ]
 
+#: Runs in a subprocess with PYTHONPATH set to one tree's src/: one evaluation per task (after a
+#: warm-up), printed as JSON. Only the API both trees share is used.
+MEASURE = r"""
+import json, sys
+from pathlib import Path
+from sagekernel.harness.config import HarnessConfig
+from sagekernel.harness.evaluate import evaluate
+from sagekernel.targets import get_target
+from sagekernel.tasks.loader import load_task
+paths = [Path(p) for p in sys.argv[1:]]
+target, config = get_target("cpu"), HarnessConfig()
+rows = []
+for i, path in enumerate([paths[0]] + paths):
+    task = load_task(path)
+    source = task.reference_kernels["cpu"].read_text()
+    v = evaluate(task, source, target, config)
+    if i == 0:
+        continue  # the warm-up: starts the servers
+    d = v.durations_s
+    rows.append({"task": task.name, "ok": v.stage.value == "ok", "message": v.message[:200],
+                 "build": d.get("build", 0.0), "correctness": d.get("correctness", 0.0) + d.get("reference", 0.0),
+                 "timing": d.get("timing", 0.0), "total": d.get("total", 0.0), "speedup": v.speedup})
+print(json.dumps(rows))
+"""
 
-def bare(task_path: Path, config: HarnessConfig) -> tuple[float, float]:
-    task = load_task(task_path)
-    src = task.reference_kernels["cpu"]
-    with tempfile.TemporaryDirectory() as tmp:
-        so = Path(tmp) / "k.so"
-        t0 = time.perf_counter()
-        subprocess.run([*compiler_command("c"), str(src), "-o", str(so), *LINK_LIBS], check=True)
-        compile_s = time.perf_counter() - t0
-        lib = ctypes.CDLL(str(so))
-        inputs = build_inputs(task, None, 1, "default")
-        outputs = [
-            torch.empty(tuple(task.sizes[d] for d in o.dims), dtype=getattr(torch, o.dtype))
-            for o in task.outputs
-        ]
-        args: list[object] = [ctypes.c_void_p(t.data_ptr()) for t in inputs + outputs]
-        args += [ctypes.c_int64(task.sizes[s]) for s in task.sizes]
-        args += [
-            ctypes.c_float(v) if isinstance(v, float) else ctypes.c_int64(v) for v in task.attrs.values()
-        ]
-        model = make_model(task)
-        torch.set_num_threads(config.threads)
-        t0 = time.perf_counter()
-        with torch.no_grad():
-            for _ in range(config.warmup + config.iters):
-                lib.sage_kernel(*args)
-                model(*inputs)
-        loop_s = time.perf_counter() - t0
-    return compile_s, loop_s
+
+def export(rev: str, into: Path) -> Path:
+    data = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=BytesIO(data)) as tar:
+        tar.extractall(into, filter="data")
+    return into / "src"
+
+
+def measure(src: Path, tasks: list[Path]) -> list[dict[str, object]]:
+    env = {"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(Path.home()),
+           "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", MEASURE, *map(str, tasks)], capture_output=True, text=True,
+                          env=env, timeout=1800)
+    if proc.returncode != 0:
+        raise SystemExit(f"measurement in {src} failed:\n{proc.stderr[-2000:]}")
+    rows: list[dict[str, object]] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return rows
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("tasks", nargs="*", type=Path)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--baseline", default=BASELINE, help="git revision of the 'before' harness")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument(
-        "--cold-correctness", action="store_true", help="a fresh sandboxed process per correctness run"
-    )
     ns = parser.parse_args()
     tasks = ns.tasks or DEFAULT_TASKS
-    config = HarnessConfig(warm_correctness=not ns.cold_correctness)
-    target = get_target("cpu")
+    samples: dict[str, dict[str, list[dict[str, object]]]] = {"before": {}, "after": {}}
+    with tempfile.TemporaryDirectory(prefix="sage-bench-") as tmp:
+        trees = {"before": export(ns.baseline, Path(tmp)), "after": ROOT / "src"}
+        for r in range(ns.repeats):
+            for side in ("before", "after") if r % 2 == 0 else ("after", "before"):
+                for row in measure(trees[side], tasks):
+                    if not row["ok"]:
+                        print(f"{side} {row['task']}: {row['message']}", file=sys.stderr)
+                    samples[side].setdefault(str(row["task"]), []).append(row)
     rows = []
-    warm = load_task(tasks[0])
-    evaluate(warm, warm.reference_kernels["cpu"].read_text(), target, config)  # start the timing server
-    for path in tasks:
-        task = load_task(path)
-        source = task.reference_kernels["cpu"].read_text()
-        h: dict[str, list[float]] = {"build": [], "correctness": [], "timing": [], "total": []}
-        b_compile, b_loop = [], []
-        for _ in range(ns.repeats):
-            v = evaluate(task, source, target, config)
-            if not v.ok:
-                print(f"{task.name}: {v.stage.value}: {v.message}", file=sys.stderr)
-                return 1
-            for key in h:
-                h[key].append(
-                    v.durations_s.get(key, 0.0)
-                    + (v.durations_s.get("reference", 0.0) if key == "correctness" else 0.0)
-                )
-            c, lp = bare(path, config)
-            b_compile.append(c)
-            b_loop.append(lp)
-        med = {k: statistics.median(v) for k, v in h.items()}
-        bare_total = statistics.median(b_compile) + statistics.median(b_loop)
-        rows.append(
-            {
-                "task": task.name,
-                **{f"harness_{k}_s": round(v, 4) for k, v in med.items()},
-                "bare_compile_s": round(statistics.median(b_compile), 4),
-                "bare_loop_s": round(statistics.median(b_loop), 4),
-                "bare_total_s": round(bare_total, 4),
-                "ratio": round(med["total"] / bare_total, 2),
-            }
-        )
+    for name in samples["after"]:
+        out: dict[str, object] = {"task": name}
+        for side in ("before", "after"):
+            got = samples[side].get(name, [])
+            for key in ("build", "correctness", "timing", "total"):
+                out[f"{side}_{key}_s"] = round(statistics.median(float(g[key]) for g in got), 4) if got else None
+            speeds = [float(g["speedup"]) for g in got if g.get("speedup")]
+            out[f"{side}_speedup"] = round(statistics.median(speeds), 2) if speeds else None
+        b, a = out["before_total_s"], out["after_total_s"]
+        out["cost_ratio"] = round(float(a) / float(b), 2) if a and b else None  # type: ignore[arg-type]
+        rows.append(out)
     command = "python3 benchmarks/bench_harness.py " + " ".join(sys.argv[1:])
     if ns.json:
-        print(json.dumps({"command": command, "repeats": ns.repeats, "rows": rows}, indent=2))
+        print(json.dumps({"command": command, "repeats": ns.repeats, "baseline": ns.baseline, "rows": rows},
+                         indent=2))
         return 0
-    cols = [
-        "task",
-        "harness_build_s",
-        "harness_correctness_s",
-        "harness_timing_s",
-        "harness_total_s",
-        "bare_compile_s",
-        "bare_loop_s",
-        "bare_total_s",
-        "ratio",
-    ]
-    print(
-        f"$ {command}\n(medians of {ns.repeats} repeats; "
-        "correctness includes the parent's reference computation)"
-    )
+    cols = ["task", "before_total_s", "after_total_s", "cost_ratio", "after_build_s", "after_correctness_s",
+            "after_timing_s", "before_speedup", "after_speedup"]
+    print(f"$ {command}\n(medians of {ns.repeats} alternating repeats; before = {ns.baseline}; correctness "
+          "includes the parent's reference computation)")
     print(" | ".join(cols))
     for r in rows:
         print(" | ".join(str(r[c]) for c in cols))

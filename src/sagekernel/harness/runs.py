@@ -57,6 +57,7 @@ class CallResult:
     guards: list[bool]
     fpenv: str
     outputs: list[bytes] | None = None  # present for the calls the round returned
+    wall_ns: int | None = None  # device runtimes: host wall clock around launch + synchronise
 
 
 @dataclass
@@ -64,6 +65,7 @@ class RoundResult:
     calls: list[CallResult]
     cpu_ns: int | None  # kernel-accounted run time of the runtime during the round
     wall_ns: int
+    ref_ns: list[int] = field(default_factory=list)  # in-process reference times (device runtimes)
 
 
 class RuntimeRun:
@@ -80,7 +82,9 @@ class RuntimeRun:
         symbol: str = "sage_kernel",
         what: str = "the kernel",
         session_factory: Any = None,
+        reference_in_process: bool = False,
     ) -> None:
+        self.reference_in_process = reference_in_process
         self.plan = plan
         self.what = what
         self.out_sizes = [a.nbytes for a in plan.outputs]
@@ -135,10 +139,20 @@ class RuntimeRun:
                 return self._protocol_or_end(frame, "while loading", timeout_s)
             self.loaded = True
         calls: list[CallResult] = []
-        for i in range(len(rnd.calls)):
+        ref_ns: list[int] = []
+        want_ref = len(rnd.calls) if self.reference_in_process and not rnd.noop else 0
+        while len(calls) < len(rnd.calls) or len(ref_ns) < want_ref:
+            i = len(calls)
             self.current = describe_call[i] if i < len(describe_call) else f"call {i}"
             frame = self.session.next_frame(max(0.0, deadline - time.monotonic()))
-            if frame is None or frame.kind != "done":
+            if frame is not None and frame.kind == "ref_done" and len(ref_ns) < want_ref:
+                if frame.record.get("call") != len(ref_ns):
+                    return self._forged(
+                        f"a reference time for call {frame.record.get('call')} arrived out of order"
+                    )
+                ref_ns.append(int(frame.record.get("ns", 0)))
+                continue
+            if frame is None or frame.kind != "done" or i >= len(rnd.calls):
                 return self._protocol_or_end(frame, f"during the call on the {self.current}", timeout_s)
             rec = frame.record
             if rec.get("call") != i:
@@ -159,6 +173,7 @@ class RuntimeRun:
                     list(rec.get("inputs_changed", [])),
                     [bool(g) for g in rec.get("guards", [])],
                     fpenv,
+                    wall_ns=int(rec.get("wall_ns", 0)) or None,
                 )
             )
         expected_returned = len(rnd.calls) if rnd.returned == ALL else min(int(rnd.returned), len(rnd.calls))
@@ -184,7 +199,7 @@ class RuntimeRun:
             )
         cpu1 = self.session.cpu_ns()
         cpu = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
-        return RoundResult(calls, cpu, time.perf_counter_ns() - t0)
+        return RoundResult(calls, cpu, time.perf_counter_ns() - t0, ref_ns)
 
     @property
     def _round_expired(self) -> bool:

@@ -45,8 +45,17 @@ CHILDREN_DIR = Path(__file__).resolve().parent / "children"
 BYTES_PER_SECOND_PER_THREAD_FLOOR = 0.5e12
 #: Evidence that the measurement itself was tampered with or is physically impossible.
 INTEGRITY_FLAGS = frozenset(
-    {"below_bandwidth_floor", "timer_mismatch", "candidate_active_during_reference", "reference_disturbed"}
+    {
+        "below_bandwidth_floor",
+        "timer_mismatch",
+        "candidate_active_during_reference",
+        "reference_disturbed",
+        "event_wall_mismatch",
+    }
 )
+#: Device runtimes: host wall clock (launch + device-wide synchronise) this many times the event
+#: time means work the events did not see (a side stream, deferred work).
+EVENT_WALL_RATIO = 3.0
 #: Any of these sends the timing to quarantine: a re-measurement in fresh processes, fresh inputs,
 #: every timed call checked.
 QUARANTINE_FLAGS = INTEGRITY_FLAGS | {"speedup_audit"}
@@ -170,6 +179,23 @@ def run_timing(
     )
     box: dict[str, Any] = {"kind": kind, "runtime": spec.name, "reference_runtime": "torch-reference"}
     round_limit = config.call_timeout_s * max(per_round, warmup) + config.start_timeout_s
+    if spec.reference_in_process:  # device targets: the runtime times both sides (docs/target_seam.md)
+        cand_plan.rounds = cand_plan.rounds[1:]  # no native no-op calibration on a device
+        cand_plan.extra = ref_plan.extra
+        run = RuntimeRun(
+            spec,
+            cand_plan,
+            kind=kind,
+            limits=limits,
+            scratch=scratch / "candidate",
+            reference_in_process=True,
+        )
+        try:
+            return _device_protocol(
+                task, run, blobs, warm_sets, round_sets, config, box, round_limit, check_every_call
+            )
+        finally:
+            run.finish()
     cand = RuntimeRun(spec, cand_plan, kind=kind, limits=limits, scratch=scratch / "candidate")
     ref = RuntimeRun(
         _reference_spec(),
@@ -326,6 +352,84 @@ def _protocol(
         "bandwidth_floor_ms": floor_ms,
         "accounting": cpu_notes,
         "noop_overhead_ns_per_call": round(noop_cpu_per_call),
+    }
+    return TimingOutcome(
+        Stage.OK,
+        f"candidate {c_med:.4f} ms, reference {r_med:.4f} ms, speedup {speedup:.2f}x",
+        c_med,
+        r_med,
+        speedup,
+        timing,
+        sorted(set(flags)),
+        box,
+    )
+
+
+def _device_protocol(
+    task: Task,
+    run: RuntimeRun,
+    blobs: list[tuple[bytes, list[list[tuple[int, int]]]]],
+    warm_sets: list[tuple[int, list[torch.Tensor]]],
+    round_sets: list[list[tuple[int, list[torch.Tensor]]]],
+    config: HarnessConfig,
+    box: dict[str, Any],
+    round_limit: float,
+    check_every_call: bool,
+) -> TimingOutcome:
+    """Candidate and reference timed by the device runtime itself, interleaved per round in random
+    order, with device events after a device-wide synchronise (the paper's C.4, KernelBench)."""
+    started = run.started()
+    if started is not None:
+        return TimingOutcome(started.stage, started.message, flags=started.flags, sandbox=box)
+    names = [f"timed call {i}" for i in range(max(len(warm_sets), len(round_sets[0])))]
+    warm = run.run_round(blobs[0][0], names, round_limit)
+    if isinstance(warm, Failure):
+        return TimingOutcome(warm.stage, warm.message, flags=warm.flags, sandbox=box)
+    cand_ms: list[float] = []
+    ref_ms: list[float] = []
+    walls: list[float] = []
+    flags: list[str] = []
+    for r, sets in enumerate(round_sets):
+        got = run.run_round(blobs[r + 1][0], names, round_limit)
+        if isinstance(got, Failure):
+            return TimingOutcome(got.stage, got.message, flags=got.flags, sandbox=box)
+        problem = _recheck(task, got, [s for _, s in sets], f"round {r}")
+        if problem:
+            return TimingOutcome(Stage.CORRECTNESS, problem, sandbox=box)
+        if len(got.ref_ns) != len(got.calls):
+            return TimingOutcome(Stage.TIMING, "the device runtime did not time the reference", sandbox=box)
+        cand_ms.append(_per_call_ms(got))
+        ref_ms.append(sum(got.ref_ns) / max(1, len(got.ref_ns)) / 1e6)
+        walls += [c.wall_ns / 1e6 for c in got.calls if c.wall_ns]
+    if not cand_ms or min(cand_ms) <= 0:
+        return TimingOutcome(Stage.TIMING, "the timing run returned no usable measurements", sandbox=box)
+    ratios = [rr / cc for rr, cc in zip(ref_ms, cand_ms, strict=True)]
+    c_med, r_med, speedup = statistics.median(cand_ms), statistics.median(ref_ms), statistics.median(ratios)
+    if speedup > config.speedup_ceiling:
+        flags.append("speedup_audit")
+    if (
+        walls
+        and statistics.median(walls) > EVENT_WALL_RATIO * c_med
+        and statistics.median(walls) - c_med > 0.05
+    ):
+        flags.append("event_wall_mismatch")
+    timing = {
+        "method": "device_events_interleaved_in_process",
+        "clock": "device events after a device-wide synchronise; host wall clock cross-check",
+        "warmup": len(warm_sets),
+        "rounds": len(round_sets),
+        "calls_per_round": len(round_sets[0]),
+        "iters": len(round_sets) * len(round_sets[0]),
+        "distinct_input_sets": len(warm_sets) + sum(map(len, round_sets)),
+        "rechecked_per_round": len(round_sets[0])
+        if check_every_call
+        else min(config.recheck_per_round, len(round_sets[0])),
+        "rechecked_rounds": list(range(len(round_sets))),
+        "sizes": dict(task.sizes),
+        "candidate_round_ms": [round(x, 6) for x in cand_ms],
+        "reference_round_ms": [round(x, 6) for x in ref_ms],
+        "candidate_wall_median_ms": round(statistics.median(walls), 6) if walls else None,
+        "ratio_iqr": _quartiles(ratios),
     }
     return TimingOutcome(
         Stage.OK,

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Everything CI checks, in one command (README: "Run the tests"):
+# install, lint, types, the harness self-check, a real evaluation from a fresh venv, the tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+say() { printf '\033[1m[check]\033[0m %s\n' "$*"; }
+bash scripts/setup.sh --dev
+say "ruff";   "$PY" -m ruff check src tests benchmarks
+say "mypy";   "$PY" -m mypy
+say "sage selfcheck: every hand-written kernel passes, every null-kernel canary fails"
+sage selfcheck --suite builtin > /tmp/sage-selfcheck.txt || { tail -40 /tmp/sage-selfcheck.txt; exit 1; }
+tail -3 /tmp/sage-selfcheck.txt
+say "a fresh virtual environment evaluates a kernel"
+bash scripts/venv_check.sh
+say "pytest"
+"$PY" -m pytest
