@@ -52,14 +52,16 @@ for i, path in enumerate([paths[0]] + paths):
         continue  # the warm-up: starts the servers
     d = v.durations_s
     rows.append({"task": task.name, "ok": v.stage.value == "ok", "message": v.message[:200],
-                 "build": d.get("build", 0.0), "correctness": d.get("correctness", 0.0) + d.get("reference", 0.0),
+                 "build": d.get("build", 0.0),
+                 "correctness": d.get("correctness", 0.0) + d.get("reference", 0.0),
                  "timing": d.get("timing", 0.0), "total": d.get("total", 0.0), "speedup": v.speedup})
 print(json.dumps(rows))
 """
 
 
 def export(rev: str, into: Path) -> Path:
-    data = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"], capture_output=True, check=True).stdout
+    cmd = ["git", "-C", str(ROOT), "archive", rev, "src"]
+    data = subprocess.run(cmd, capture_output=True, check=True).stdout
     with tarfile.open(fileobj=BytesIO(data)) as tar:
         tar.extractall(into, filter="data")
     return into / "src"
@@ -99,7 +101,8 @@ def main() -> int:
         for side in ("before", "after"):
             got = samples[side].get(name, [])
             for key in ("build", "correctness", "timing", "total"):
-                out[f"{side}_{key}_s"] = round(statistics.median(float(g[key]) for g in got), 4) if got else None
+                values = [float(g[key]) for g in got]  # type: ignore[arg-type]
+                out[f"{side}_{key}_s"] = round(statistics.median(values), 4) if values else None
             speeds = [float(g["speedup"]) for g in got if g.get("speedup")]
             out[f"{side}_speedup"] = round(statistics.median(speeds), 2) if speeds else None
         b, a = out["before_total_s"], out["after_total_s"]
