@@ -17,7 +17,11 @@ if TYPE_CHECKING:
 
 ENTRY_POINT_GROUP = "sagekernel.targets"
 #: name -> "module:Class" for the package's own targets (also declared as entry points).
-BUILTIN: dict[str, str] = {"cpu": "sagekernel.targets.cpu.target:CpuTarget"}
+BUILTIN: dict[str, str] = {
+    "cpu": "sagekernel.targets.cpu.target:CpuTarget",
+    "triton": "sagekernel.targets.triton.target:TritonTarget",
+    "cuda": "sagekernel.targets.cuda.target:CudaTarget",
+}
 _INSTANCES: dict[str, Target] = {}
 
 
