@@ -195,6 +195,9 @@ def _describe(t: Any, input_storages: list[int]) -> dict[str, Any]:
         "plain": type(t) is torch.Tensor,  # a subclass can defer its work until it is read
         "device": t.device.type,
         "alias": input_storages.index(ptr) if ptr and ptr in input_storages else -1,
+        # Outputs of a round stay alive until it ends, so two calls returning the same storage
+        # means a buffer kept across calls (a cache), never allocator reuse.
+        "storage": ptr,
     }
 
 
@@ -289,7 +292,8 @@ def serve(runtime: str, device: str, load_candidate: Callable[[dict[str, Any], m
                 if res.wall_ns is not None:
                     frame["wall_ns"] = res.wall_ns
                 if side is candidate:
-                    frame.update(inputs_changed=res.inputs_changed, guards=res.guards, fpenv="ok")
+                    frame.update(inputs_changed=res.inputs_changed, guards=res.guards, fpenv="ok",
+                                 threads=devices.thread_count())
                     if res.status is not None:
                         frame["status"] = res.status
                 chan.send(frame)

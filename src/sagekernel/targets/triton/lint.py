@@ -144,7 +144,7 @@ class _Checker:
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 params = {a.arg for a in item.args.args[1:]} if item.name == "forward" else set()
                 self.function(item, tensors=params, method=item.name)
-            elif isinstance(item, ast.Expr) and isinstance(item.value, ast.Constant):
+            elif isinstance(item, ast.Pass) or isinstance(item, ast.Expr) and isinstance(item.value, ast.Constant):
                 continue
             elif isinstance(item, (ast.Assign, ast.AnnAssign)):
                 if item.value is not None and _mutable_value(item.value):

@@ -1,0 +1,105 @@
+"""The Triton adversarial suite (adversarial/*.py): each file names its hack and what rejects it.
+
+`EXPECT: lint r1, r2` -- the AST lint reports (at least) those rules. `runtime <check>` -- the
+hack is invisible to a static rule (or also checked at run time): the file is run through the
+Triton runtime on the interpreter with the lint skipped, and the runtime's report carries the
+evidence the harness must reject it on (docs/target_seam.md; the harness judges, the runtime
+reports):
+
+- inputs_changed: `done.inputs_changed[i] != -1` (the candidate wrote its input)
+- guards: `done.guards` has a False (a write past a buffer)
+- storage: two calls returned the same output storage (`outputs.out_meta[].storage`): a cache
+- stale_outputs: a call's outputs do not match the reference for its own set
+- integrity: `loaded.integrity` names a replaced torch function
+- threads: `done.threads` exceeds `loaded.threads` (work left running after the call)
+- plain: `outputs.out_meta[].plain` is False (a tensor subclass)
+- alias: `outputs.out_meta[].alias` names an input (the output is a view of it)
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from sagekernel.harness.compare import compare
+from sagekernel.targets.triton.lint import lint_source
+from sagekernel.tasks.inputs import reference_outputs
+from sagekernel.tasks.loader import load_task
+
+from .wire_request import build_request, outputs_of, run_runtime
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parents[1] / "src" / "sagekernel"
+RUNTIME = SRC / "targets" / "triton" / "runtime.py"
+SOFTMAX = SRC / "tasks" / "suite" / "level2" / "softmax.py"
+KERNELS = sorted((HERE / "adversarial").glob("*.py"))
+
+
+def expectations(path: Path) -> tuple[set[str], set[str]]:
+    text = path.read_text()
+    m = re.search(r"EXPECT: (.*?)\"\"\"", text, re.S)
+    assert m, f"{path.name} names no EXPECT"
+    lint, runtime = set(), set()
+    for part in m.group(1).split(";"):
+        kind, _, rest = part.strip().partition(" ")
+        names = {r.strip() for r in rest.split(",") if r.strip()}
+        (lint if kind == "lint" else runtime).update(names)
+    return lint, runtime
+
+
+def test_suite_size() -> None:
+    assert len(KERNELS) >= 12
+    assert all("HACK:" in k.read_text() for k in KERNELS)
+
+
+@pytest.mark.parametrize("path", KERNELS, ids=[k.stem for k in KERNELS])
+def test_lint_rejects_for_the_stated_reason(path: Path) -> None:
+    lint, runtime = expectations(path)
+    found = {f.rule for f in lint_source(path.read_text())}
+    if lint:
+        assert lint <= found, f"{path.name}: expected {lint}, lint found {found}"
+    else:
+        assert runtime, f"{path.name}: neither lint nor runtime expectation"
+
+
+RUNTIME_CASES = [k for k in KERNELS if expectations(k)[1]]
+
+
+@pytest.mark.parametrize("path", RUNTIME_CASES, ids=[k.stem for k in RUNTIME_CASES])
+def test_runtime_reports_the_evidence(path: Path) -> None:
+    pytest.importorskip("triton")
+    _, checks = expectations(path)
+    task = load_task(SOFTMAX)
+    sizes = {"B": 8, "D": 64}
+    req = build_request(task, path.read_bytes(), {"file": "kernel.py"}, sizes=sizes, seeds=(5, 6))
+    frames, rc, err = run_runtime(RUNTIME, "interpreter", req)
+    kinds = [f["kind"] for f, _ in frames]
+    assert "end" in kinds, (kinds, rc, err)
+    loaded = next(f for f, _ in frames if f["kind"] == "loaded")
+    done = [f for f, _ in frames if f["kind"] == "done"]
+    outs = [f for f, _ in frames if f["kind"] == "outputs"]
+    decoded = outputs_of(frames, task, sizes)
+    for check in checks:
+        if check == "inputs_changed":
+            assert any(c != -1 for d in done for c in d["inputs_changed"])
+        elif check == "guards":
+            assert any(not ok for d in done for ok in d["guards"])
+        elif check == "storage":
+            assert len({o["out_meta"][0]["storage"] for o in outs}) < len(outs)
+        elif check == "stale_outputs":
+            wrong = [c for c, t in decoded.items()
+                     if compare(t[0], reference_outputs(task, req.inputs[c], sizes)[0], task.atol, task.rtol,
+                                "float32") is not None]
+            assert wrong, "every call's output matched its own set"
+        elif check == "integrity":
+            assert any("replaced" in line for line in loaded["integrity"]), loaded
+        elif check == "threads":
+            assert any(d["threads"] > loaded["threads"] for d in done), (loaded, done)
+        elif check == "plain":
+            assert any(not o["out_meta"][0]["plain"] for o in outs)
+        elif check == "alias":
+            assert any(o["out_meta"][0]["alias"] == 0 for o in outs)
+        else:
+            raise AssertionError(f"unknown runtime check {check}")

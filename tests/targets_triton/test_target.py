@@ -1,0 +1,77 @@
+"""TritonTarget: devices, availability, files, contract, knowledge, seeds and building (compile gate)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sagekernel.candidate import Candidate
+from sagekernel.protocols import Target
+from sagekernel.targets import get_target
+from sagekernel.targets.base import Evidence
+from sagekernel.tasks.loader import load_task
+
+SUITE = Path(__file__).resolve().parents[2] / "src" / "sagekernel" / "tasks" / "suite"
+SOFTMAX = SUITE / "level2" / "softmax.py"
+
+
+def test_registered_and_protocol() -> None:
+    target = get_target("triton")
+    assert isinstance(target, Target) and target.name == "triton" and target.language == "python"
+    devices = {d.name: d for d in target.devices()}
+    assert devices["interpreter"].evidence is Evidence.EMULATED and not devices["interpreter"].timed
+    assert devices["cuda"].evidence is Evidence.HARDWARE and devices["cuda"].timed
+    assert devices["npu"].timed
+
+
+def test_available_never_raises_and_gives_reasons() -> None:
+    target = get_target("triton")
+    for device in ("interpreter", "cuda", "npu", "tpu"):
+        ok, reason = target.available(device)
+        assert isinstance(ok, bool) and reason
+    assert target.available("tpu")[0] is False
+
+
+def test_files_contract_knowledge_and_seeds() -> None:
+    target = get_target("triton")
+    task = load_task(SUITE / "level2" / "rms_norm.py")
+    assert [f.path for f in target.files(task)] == ["kernel.py"]
+    contract = target.contract(task)
+    assert "class ModelNew(nn.Module)" in contract and "def __init__(self, eps)" in contract
+    assert "def forward(self, x: torch.Tensor, weight: torch.Tensor)" in contract
+    k = target.knowledge()
+    assert len(k.quick_reference) > 500 and len(k.debugging_guide) > 500 and "ModelNew" in k.example
+    items = [json.loads(line) for line in target.seed_memory_path().read_text().splitlines() if line.strip()]
+    assert len(items) >= 20
+    keys = {"title", "type", "category", "error_message", "wrong_code", "correct_code"}
+    assert all(keys <= set(i) for i in items) and len({i["title"] for i in items}) == len(items)
+
+
+
+
+def test_build_passes_the_compile_gate(tmp_path: Path) -> None:
+    task = load_task(SOFTMAX)
+    cand = Candidate.single("kernel.py", SOFTMAX.with_name("softmax.triton.py").read_text())
+    built = get_target("triton").build(cand, task, tmp_path, device="interpreter", timeout_s=120)
+    assert built.ok, built.message
+    assert built.artifacts["module"].read_text() == cand.main
+    aot = built.info["aot"]
+    assert aot["target"] == "cuda sm_90" and aot["compiled"][0]["kernel"] == "softmax_rows"
+    assert aot["compiled"][0]["signature"] == {"x_ptr": "*fp32", "out_ptr": "*fp32", "D": "i32",
+                                               "BLOCK": "constexpr"}
+
+
+@pytest.mark.parametrize(("edit", "needle"), [
+    (("tl.exp(x)", "tl.exp(x, 3)"), "triton.compile failed for kernel softmax_rows"),
+    (("tl.arange(0, BLOCK)", "tl.arange(0, D)"), "triton.compile failed"),  # arange needs constexpr bounds
+    (("softmax_rows[(b,)](x, out, d, BLOCK=", "softmax_rows[(b,)](x, out, BLOCK="), "forward raised"),
+    (("        softmax_rows[(b,)]", "        pass  # "), "launched no @triton.jit kernel"),
+    (("def forward", "def forward(:"), "SyntaxError"),
+])
+def test_build_rejects(tmp_path: Path, edit: tuple[str, str], needle: str) -> None:
+    task = load_task(SOFTMAX)
+    src = SOFTMAX.with_name("softmax.triton.py").read_text().replace(*edit)
+    built = get_target("triton").build(Candidate.single("kernel.py", src), task, tmp_path, device="interpreter")
+    assert not built.ok and needle in built.message, built.message
