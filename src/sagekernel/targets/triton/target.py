@@ -7,7 +7,6 @@ Ascend NPU: correctness and timing).
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -16,15 +15,21 @@ from sagekernel.candidate import Candidate
 from sagekernel.harness import sandbox
 from sagekernel.harness.verdict import LintFinding
 from sagekernel.targets.base import BuildResult, DeviceInfo, Evidence, FileSpec, RuntimeSpec
+from sagekernel.targets.devloop.host import (
+    LOOP_DIR,
+    WIRE_DIR,
+    cuda_available,
+    find_module,
+    gpu_device_nodes,
+    npu_available,
+    npu_device_nodes,
+)
 from sagekernel.targets.triton import build as build_mod
 from sagekernel.targets.triton.contract import KERNEL_FILE, contract_text
 from sagekernel.targets.triton.lint import lint_source
 from sagekernel.tasks.task import Task
 
 HERE = Path(__file__).resolve().parent
-TARGETS = HERE.parent
-WIRE_DIR = TARGETS.parent / "harness" / "children"
-LOOP_DIR = TARGETS / "devloop"
 DEVICES = (
     DeviceInfo("interpreter", Evidence.EMULATED, timed=False),
     DeviceInfo("cuda", Evidence.HARDWARE, timed=True),
@@ -47,51 +52,6 @@ def _knowledge() -> TritonKnowledge:
     return TritonKnowledge(read("quick_reference.md"), read("debugging_guide.md"), read("example.md"))
 
 
-def gpu_device_nodes() -> list[str]:
-    """/dev/nvidia* nodes to bind for a CUDA run (only then)."""
-    dev = Path("/dev")
-    return sorted(str(p) for p in dev.glob("nvidia*")) + ([str(dev / "nvidia-caps")] if (dev / "nvidia-caps").exists()
-                                                           else [])
-
-
-def npu_device_nodes() -> list[str]:
-    dev = Path("/dev")
-    names = ("davinci*", "davinci_manager", "devmm_svm", "hisi_hdc")
-    return sorted({str(p) for pattern in names for p in dev.glob(pattern)})
-
-
-def _find(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def cuda_available() -> tuple[bool, str]:
-    try:
-        import torch
-
-        if not torch.cuda.is_available():
-            return False, f"torch {torch.__version__} sees no CUDA device (torch.cuda.is_available() is False)"
-        return True, f"CUDA device {torch.cuda.get_device_name(0)}"
-    except Exception as exc:  # never raise from available()
-        return False, f"torch.cuda unusable: {type(exc).__name__}: {exc}"
-
-
-def npu_available() -> tuple[bool, str]:
-    if not _find("torch_npu"):
-        return False, "torch_npu is not installed (Ascend NPU support for torch)"
-    try:
-        import torch
-        import torch_npu  # noqa: F401
-
-        if not torch.npu.is_available():  # type: ignore[attr-defined]
-            return False, "torch_npu is installed but sees no NPU"
-        return True, "Ascend NPU through torch_npu"
-    except Exception as exc:
-        return False, f"torch_npu unusable: {type(exc).__name__}: {exc}"
-
-
 class TritonTarget:
     name = "triton"
     language = "python"
@@ -103,14 +63,14 @@ class TritonTarget:
         try:
             if device not in {d.name for d in DEVICES}:
                 return False, f"unknown device {device!r} for triton (interpreter, cuda, npu)"
-            if not _find("triton"):
+            if not find_module("triton"):
                 return False, "triton is not installed (pip install '.[triton]')"
             if device == "interpreter":
                 return True, "triton importable; runs under TRITON_INTERPRET=1 on CPU tensors (not timed)"
             if device == "cuda":
                 return cuda_available()
             ok, reason = npu_available()
-            if ok and not _find("triton.backends.ascend"):
+            if ok and not find_module("triton.backends.ascend"):
                 return False, "torch_npu found but triton-ascend is not installed"
             return ok, reason
         except Exception as exc:
