@@ -18,7 +18,7 @@ from sagekernel.targets.cuda.build import check_object, nvcc_path
 from sagekernel.targets.cuda.lint import lint_source
 from sagekernel.tasks.loader import load_dir, load_task
 
-from targets_triton.wire_request import build_request, run_runtime
+from sagekernel.targets.devloop.direct import build_request, run_runtime
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "src" / "sagekernel" / "tasks" / "suite"
@@ -133,3 +133,21 @@ def test_runtime_refuses_cleanly_without_a_gpu() -> None:
     frames, rc, err = run_runtime(RUNTIME, "cuda", req)
     assert [f["kind"] for f, _ in frames] == ["hello", "load_error", "end"], err
     assert "torch.cuda.is_available() is False" in frames[1][0]["error"] and rc == 0
+
+
+def test_seed_items_load_into_an_empty_store(tmp_path: Path) -> None:
+    from sagekernel import db
+    from sagekernel.memory.io import load_seed
+
+    assert load_seed(db.connect(tmp_path / "m.db"), get_target("cuda").seed_memory_path()) >= 20
+
+
+@needs_nvcc
+def test_worked_example_compiles(tmp_path: Path) -> None:
+    blocks = re.findall(r"```cpp\n(.*?)```", get_target("cuda").knowledge().example, re.S)
+    full = [b for b in blocks if "__global__" in b]
+    assert len(full) == 1 and lint_source(full[0]) == []
+    from sagekernel.targets.cuda import build as build_mod
+
+    built = build_mod.build(full[0], tmp_path)
+    assert built.ok, built.message

@@ -28,7 +28,7 @@ from sagekernel.targets.triton.lint import lint_source
 from sagekernel.tasks.inputs import reference_outputs
 from sagekernel.tasks.loader import load_task
 
-from .wire_request import build_request, outputs_of, run_runtime
+from sagekernel.targets.devloop.direct import build_request, outputs_of, run_runtime
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src" / "sagekernel"

@@ -13,7 +13,7 @@ from sagekernel.tasks.inputs import reference_outputs
 from sagekernel.tasks.loader import load_dir
 from sagekernel.tasks.task import Task
 
-from .wire_request import build_request, outputs_of, run_runtime
+from sagekernel.targets.devloop.direct import build_request, outputs_of, run_runtime
 
 pytest.importorskip("triton")
 

@@ -15,7 +15,7 @@ from sagekernel.targets.triton.target import TritonTarget
 from sagekernel.tasks.inputs import reference_outputs
 from sagekernel.tasks.loader import load_task
 
-from .wire_request import build_request, outputs_of, parse_frames, run_runtime
+from sagekernel.targets.devloop.direct import build_request, outputs_of, parse_frames, run_runtime
 
 pytest.importorskip("triton")
 

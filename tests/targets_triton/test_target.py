@@ -75,3 +75,40 @@ def test_build_rejects(tmp_path: Path, edit: tuple[str, str], needle: str) -> No
     src = SOFTMAX.with_name("softmax.triton.py").read_text().replace(*edit)
     built = get_target("triton").build(Candidate.single("kernel.py", src), task, tmp_path, device="interpreter")
     assert not built.ok and needle in built.message, built.message
+
+
+def test_seed_items_load_into_an_empty_store(tmp_path: Path) -> None:
+    from sagekernel import db
+    from sagekernel.memory.io import load_seed
+
+    assert load_seed(db.connect(tmp_path / "m.db"), get_target("triton").seed_memory_path()) >= 20
+
+
+def test_worked_example_runs_on_the_interpreter(tmp_path: Path) -> None:
+    """What the model is told must itself be right: the example's module lints clean, and both of
+    its kernels match torch's F.normalize on the interpreter."""
+    import re
+    import subprocess
+    import sys
+
+    from sagekernel.targets.triton.lint import lint_source
+
+    blocks = re.findall(r"```python\n(.*?)```", get_target("triton").knowledge().example, re.S)
+    assert len(blocks) == 2 and lint_source(blocks[0]) == []
+    module = tmp_path / "example_kernel.py"
+    module.write_text(blocks[0] + "\n\n" + blocks[1])
+    driver = (
+        "import importlib.util, torch, triton\n"
+        f"spec = importlib.util.spec_from_file_location('example_kernel', {str(module)!r})\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "x = torch.randn(7, 1500); x[3] = 0\n"
+        "ref = torch.nn.functional.normalize(x, dim=-1, eps=1e-12)\n"
+        "a = m.ModelNew(1e-12)(x)\n"
+        "b = torch.empty_like(x)\n"
+        "m.l2_normalize_rows_chunked[(7,)](x, b, 1500, 1e-12, BLOCK=512)\n"
+        "assert torch.allclose(a, ref, atol=1e-6) and torch.allclose(b, ref, atol=1e-6), (a - ref).abs().max()\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=300,
+                          env={"TRITON_INTERPRET": "1", "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]

@@ -1,5 +1,10 @@
-"""Building a wire request by hand (struct + json, per docs/target_seam.md) and reading the frames a
-runtime sends back: the runtimes are tested on their own, without the harness."""
+"""Running a device runtime directly, without the harness: a wire request built by hand (struct +
+json, per docs/target_seam.md), the runtime as a plain subprocess, and its frames read back.
+
+Used by the targets' tests and by `sagekernel.targets.devloop.selfcheck` (scripts/gpu_check.sh).
+It is not a sandbox and judges nothing; the harness's own encoder (`sagekernel.harness.wire`)
+and sandbox are what evaluations use.
+"""
 
 from __future__ import annotations
 
@@ -20,9 +25,7 @@ from sagekernel.tasks.inputs import build_inputs, call_init_inputs, expected_sha
 from sagekernel.tasks.modules import bound_sizes, task_module
 from sagekernel.tasks.task import Task
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "sagekernel"
-WIRE_DIR = SRC / "harness" / "children"
-LOOP_DIR = SRC / "targets" / "devloop"
+from sagekernel.targets.devloop.host import LOOP_DIR, WIRE_DIR
 
 
 @dataclass
@@ -41,7 +44,7 @@ def init_values(task: Task, sizes: dict[str, int]) -> list[Any]:
 def build_request(task: Task, artifact: bytes, meta: dict[str, Any], *, sizes: dict[str, int] | None = None,
                   seeds: tuple[int, ...] = (1, 2), rounds: list[dict[str, Any]] | None = None,
                   launcher_abi: bool = False, reference: bool = False, key: str = "module",
-                  nonce: str | None = None) -> Request:
+                  nonce: str | None = None, warmup: int = 0) -> Request:
     full = full_sizes(task, sizes)
     nonce = nonce or secrets.token_hex(16)
     blob = bytearray(artifact)
@@ -77,7 +80,7 @@ def build_request(task: Task, artifact: bytes, meta: dict[str, Any], *, sizes: d
         "artifact": {key: [0, len(artifact)], **meta, "init": init_values(task, full)},
         "args": args, "sets": sets,
         "rounds": rounds or [{"calls": list(range(len(seeds))), "return": "all"}],
-        "threads": 1, "warmup": 0,
+        "threads": 1, "warmup": warmup,
     }
     if reference:
         header["reference"] = {"task_file": task.source_path.name, "task_source": task.source,
@@ -88,7 +91,7 @@ def build_request(task: Task, artifact: bytes, meta: dict[str, Any], *, sizes: d
 
 
 def run_runtime(runtime: Path, device: str, request: Request, *, controls: bytes | None = None,
-                timeout_s: float = 300.0) -> tuple[list[tuple[dict[str, Any], bytes]], int, str]:
+                timeout_s: float = 300.0, env: dict[str, str] | None = None) -> tuple[list[tuple[dict[str, Any], bytes]], int, str]:
     """(frames, exit status, stderr tail) of one runtime process fed `request` and `controls`."""
     header_len = struct.unpack("<Q", request.data[8:16])[0]
     n_rounds = len(json.loads(request.data[16 : 16 + header_len])["rounds"])
@@ -96,9 +99,10 @@ def run_runtime(runtime: Path, device: str, request: Request, *, controls: bytes
     read_fd, write_fd = os.pipe()
     argv = [sys.executable, "-I", str(runtime), "--device", device, "--wire", str(WIRE_DIR),
             "--loop", str(LOOP_DIR)]
-    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"), "SAGE_RESULT_FD": str(write_fd)}
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"),
+           **(env or {}), "SAGE_RESULT_FD": str(write_fd)}
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            pass_fds=(write_fd,), env=env)
+                            pass_fds=(write_fd,), env=env, process_group=0)
     os.close(write_fd)
     sink = bytearray()
 
