@@ -14,11 +14,10 @@ from sagekernel.candidate import Candidate
 from sagekernel.protocols import Target
 from sagekernel.targets import get_target
 from sagekernel.targets.base import Evidence
-from sagekernel.targets.cuda.build import check_object, nvcc_path
+from sagekernel.targets.cuda.build import nvcc_path
 from sagekernel.targets.cuda.lint import lint_source
-from sagekernel.tasks.loader import load_dir, load_task
-
 from sagekernel.targets.devloop.direct import build_request, run_runtime
+from sagekernel.tasks.loader import load_dir, load_task
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "src" / "sagekernel" / "tasks" / "suite"
@@ -38,8 +37,10 @@ def test_target_protocol_and_records() -> None:
     task = load_task(SUITE / "level2" / "rms_norm.py")
     assert [f.path for f in target.files(task)] == ["kernel.cu"]
     contract = target.contract(task)
-    assert ('extern "C" int sage_launch(const float* __restrict__ x, const float* __restrict__ weight, '
-            'float* __restrict__ out, int64_t B, int64_t D, float eps, cudaStream_t stream)') in contract
+    assert (
+        'extern "C" int sage_launch(const float* __restrict__ x, const float* __restrict__ weight, '
+        "float* __restrict__ out, int64_t B, int64_t D, float eps, cudaStream_t stream)"
+    ) in contract
     k = target.knowledge()
     assert len(k.quick_reference) > 500 and len(k.debugging_guide) > 500 and "sage_launch" in k.example
     items = [json.loads(x) for x in target.seed_memory_path().read_text().splitlines() if x.strip()]
@@ -128,8 +129,9 @@ def test_runtime_refuses_cleanly_without_a_gpu() -> None:
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: test_cuda_gpu.py covers the runtime")
     task = load_task(SUITE / "level1" / "abs.py")
-    req = build_request(task, b"\x7fELF", {"symbol": "sage_launch"}, key="lib", launcher_abi=True,
-                        sizes={"B": 2, "D": 3})
+    req = build_request(
+        task, b"\x7fELF", {"symbol": "sage_launch"}, key="lib", launcher_abi=True, sizes={"B": 2, "D": 3}
+    )
     frames, rc, err = run_runtime(RUNTIME, "cuda", req)
     assert [f["kind"] for f, _ in frames] == ["hello", "load_error", "end"], err
     assert "torch.cuda.is_available() is False" in frames[1][0]["error"] and rc == 0

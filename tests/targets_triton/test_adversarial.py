@@ -4,16 +4,7 @@
 hack is invisible to a static rule (or also checked at run time): the file is run through the
 Triton runtime on the interpreter with the lint skipped, and the runtime's report carries the
 evidence the harness must reject it on (docs/target_seam.md; the harness judges, the runtime
-reports):
-
-- inputs_changed: `done.inputs_changed[i] != -1` (the candidate wrote its input)
-- guards: `done.guards` has a False (a write past a buffer)
-- storage: two calls returned the same output storage (`outputs.out_meta[].storage`): a cache
-- stale_outputs: a call's outputs do not match the reference for its own set
-- integrity: `loaded.integrity` names a replaced torch function
-- threads: `done.threads` exceeds `loaded.threads` (work left running after the call)
-- plain: `outputs.out_meta[].plain` is False (a tensor subclass)
-- alias: `outputs.out_meta[].alias` names an input (the output is a view of it)
+reports): the checks are `sagekernel.targets.devloop.evidence.CHECKS`.
 """
 
 from __future__ import annotations
@@ -23,12 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from sagekernel.harness.compare import compare
+from sagekernel.targets.devloop import evidence
+from sagekernel.targets.devloop.direct import build_request, run_runtime
 from sagekernel.targets.triton.lint import lint_source
-from sagekernel.tasks.inputs import reference_outputs
 from sagekernel.tasks.loader import load_task
-
-from sagekernel.targets.devloop.direct import build_request, outputs_of, run_runtime
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src" / "sagekernel"
@@ -77,29 +66,5 @@ def test_runtime_reports_the_evidence(path: Path) -> None:
     frames, rc, err = run_runtime(RUNTIME, "interpreter", req)
     kinds = [f["kind"] for f, _ in frames]
     assert "end" in kinds, (kinds, rc, err)
-    loaded = next(f for f, _ in frames if f["kind"] == "loaded")
-    done = [f for f, _ in frames if f["kind"] == "done"]
-    outs = [f for f, _ in frames if f["kind"] == "outputs"]
-    decoded = outputs_of(frames, task, sizes)
     for check in checks:
-        if check == "inputs_changed":
-            assert any(c != -1 for d in done for c in d["inputs_changed"])
-        elif check == "guards":
-            assert any(not ok for d in done for ok in d["guards"])
-        elif check == "storage":
-            assert len({o["out_meta"][0]["storage"] for o in outs}) < len(outs)
-        elif check == "stale_outputs":
-            wrong = [c for c, t in decoded.items()
-                     if compare(t[0], reference_outputs(task, req.inputs[c], sizes)[0], task.atol, task.rtol,
-                                "float32") is not None]
-            assert wrong, "every call's output matched its own set"
-        elif check == "integrity":
-            assert any("replaced" in line for line in loaded["integrity"]), loaded
-        elif check == "threads":
-            assert any(d["threads"] > loaded["threads"] for d in done), (loaded, done)
-        elif check == "plain":
-            assert any(not o["out_meta"][0]["plain"] for o in outs)
-        elif check == "alias":
-            assert any(o["out_meta"][0]["alias"] == 0 for o in outs)
-        else:
-            raise AssertionError(f"unknown runtime check {check}")
+        assert evidence.present(check, frames, task, req, sizes), f"{path.name}: no {check} evidence"

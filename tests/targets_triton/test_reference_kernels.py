@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 
 from sagekernel.harness.compare import compare
+from sagekernel.targets.devloop.direct import build_request, outputs_of, run_runtime
 from sagekernel.tasks.inputs import reference_outputs
 from sagekernel.tasks.loader import load_dir
 from sagekernel.tasks.task import Task
-
-from sagekernel.targets.devloop.direct import build_request, outputs_of, run_runtime
 
 pytest.importorskip("triton")
 

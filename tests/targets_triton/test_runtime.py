@@ -11,11 +11,10 @@ import torch
 from sagekernel.harness import sandbox
 from sagekernel.harness.compare import compare
 from sagekernel.targets.base import BuildResult
+from sagekernel.targets.devloop.direct import build_request, outputs_of, parse_frames, run_runtime
 from sagekernel.targets.triton.target import TritonTarget
 from sagekernel.tasks.inputs import reference_outputs
 from sagekernel.tasks.loader import load_task
-
-from sagekernel.targets.devloop.direct import build_request, outputs_of, parse_frames, run_runtime
 
 pytest.importorskip("triton")
 
@@ -37,8 +36,9 @@ def kinds(frames: list) -> list[str]:
 def test_frames_rounds_and_returned_subset() -> None:
     task = load_task(SOFTMAX)
     rounds = [{"calls": [0, 1, 2, 0], "return": 2}, {"calls": [2], "return": "all"}]
-    req = build_request(task, softmax_source(), {"file": "kernel.py"}, sizes=SIZES, seeds=(1, 2, 3),
-                        rounds=rounds)
+    req = build_request(
+        task, softmax_source(), {"file": "kernel.py"}, sizes=SIZES, seeds=(1, 2, 3), rounds=rounds
+    )
     frames, rc, err = run_runtime(RUNTIME, "interpreter", req)
     assert rc == 0, err
     k = kinds(frames)
@@ -55,10 +55,20 @@ def test_frames_rounds_and_returned_subset() -> None:
         if f["kind"] == "outputs":
             s = f["set"]
             got = outputs_of([(f, payload)], task, SIZES)[f["call"]][0]
-            assert compare(got, reference_outputs(task, req.inputs[s], SIZES)[0], task.atol, task.rtol,
-                           "float32") is None
-            assert f["out_meta"][0] | {"storage": 0} == {"dtype": "float32", "shape": [5, 37], "plain": True,
-                                                        "device": "cpu", "alias": -1, "storage": 0}
+            assert (
+                compare(
+                    got, reference_outputs(task, req.inputs[s], SIZES)[0], task.atol, task.rtol, "float32"
+                )
+                is None
+            )
+            assert f["out_meta"][0] | {"storage": 0} == {
+                "dtype": "float32",
+                "shape": [5, 37],
+                "plain": True,
+                "device": "cpu",
+                "alias": -1,
+                "storage": 0,
+            }
 
 
 def test_quit_before_any_round() -> None:
@@ -87,8 +97,9 @@ def test_load_error_without_model_new() -> None:
 def test_call_error_names_the_candidate_line() -> None:
     task = load_task(SOFTMAX)
     src = softmax_source().replace(b"        return out", b"        raise ValueError('boom')")
-    frames, _, _ = run_runtime(RUNTIME, "interpreter", build_request(task, src, {"file": "kernel.py"},
-                                                                     sizes=SIZES))
+    frames, _, _ = run_runtime(
+        RUNTIME, "interpreter", build_request(task, src, {"file": "kernel.py"}, sizes=SIZES)
+    )
     err = next(f for f, _ in frames if f["kind"] == "call_error")
     assert "boom" in err["error"] and "kernel.py" in err["error"] and err["side"] == "candidate"
     assert kinds(frames)[-1] == "end"
@@ -98,8 +109,10 @@ def test_autotune_keeps_one_config_on_the_interpreter() -> None:
     task = load_task(SOFTMAX)
     src = softmax_source().replace(
         b"@triton.jit",
-        b"@triton.autotune(configs=[triton.Config({}, num_warps=4), triton.Config({}, num_warps=8)], key=['D'])\n"
-        b"@triton.jit")
+        b"@triton.autotune(configs=[triton.Config({}, num_warps=4), triton.Config({}, num_warps=8)],"
+        b" key=['D'])\n"
+        b"@triton.jit",
+    )
     req = build_request(task, src, {"file": "kernel.py"}, sizes=SIZES)
     frames, _, err = run_runtime(RUNTIME, "interpreter", req)
     assert "done" in kinds(frames), (frames, err)
@@ -107,7 +120,7 @@ def test_autotune_keeps_one_config_on_the_interpreter() -> None:
     assert any("kept the first of 2 configs" in n for n in notes)
 
 
-BF16_KERNEL = b'''
+BF16_KERNEL = b"""
 import torch
 import torch.nn as nn
 import triton
@@ -126,7 +139,7 @@ class ModelNew(nn.Module):
         out = torch.empty_like(x)
         scale[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK=128)
         return out
-'''
+"""
 
 
 def test_bf16_upcast_gives_correct_bf16_outputs() -> None:
@@ -138,14 +151,19 @@ def test_bf16_upcast_gives_correct_bf16_outputs() -> None:
     outs = outputs_of(frames, task)
     for call, tensors in outs.items():
         assert tensors[0].dtype == torch.bfloat16
-        assert compare(tensors[0], reference_outputs(task, req.inputs[call])[0], task.atol, task.rtol,
-                       "bfloat16") is None
+        assert (
+            compare(
+                tensors[0], reference_outputs(task, req.inputs[call])[0], task.atol, task.rtol, "bfloat16"
+            )
+            is None
+        )
 
 
 def test_bf16_refused_on_request() -> None:
     task = load_task(HERE / "tasks" / "scale_bf16.py")
-    frames, _, _ = run_runtime(RUNTIME, "interpreter",
-                               build_request(task, BF16_KERNEL, {"file": "kernel.py", "bf16": "refuse"}))
+    frames, _, _ = run_runtime(
+        RUNTIME, "interpreter", build_request(task, BF16_KERNEL, {"file": "kernel.py", "bf16": "refuse"})
+    )
     assert kinds(frames) == ["hello", "load_error", "end"]
     assert "bfloat16" in frames[1][0]["error"]
 
@@ -165,9 +183,13 @@ def test_runtime_spec_runs_in_the_bwrap_sandbox(tmp_path: Path) -> None:
     assert spec.python and spec.device_nodes == [] and not spec.reference_in_process
     req = build_request(task, softmax_source(), {"file": "kernel.py"}, sizes=SIZES)
     cmd = sandbox.SandboxCommand(argv=spec.argv, ro_binds=spec.ro_binds, env=spec.env)
-    result = sandbox.run(cmd, kind="bwrap", limits=sandbox.Limits(wall_s=120, cpu_s=120,
-                                                                  address_space_bytes=spec.address_space_bytes),
-                         stdin_data=req.data + b"GQ", scratch_dir=tmp_path)
+    result = sandbox.run(
+        cmd,
+        kind="bwrap",
+        limits=sandbox.Limits(wall_s=120, cpu_s=120, address_space_bytes=spec.address_space_bytes),
+        stdin_data=req.data + b"GQ",
+        scratch_dir=tmp_path,
+    )
     frames = parse_frames(result.channel, req.nonce)
     assert [f["kind"] for f, _ in frames][-1] == "end", result.output_tail
     assert sum(f["kind"] == "outputs" for f, _ in frames) == 2

@@ -49,8 +49,6 @@ def test_files_contract_knowledge_and_seeds() -> None:
     assert all(keys <= set(i) for i in items) and len({i["title"] for i in items}) == len(items)
 
 
-
-
 def test_build_passes_the_compile_gate(tmp_path: Path) -> None:
     task = load_task(SOFTMAX)
     cand = Candidate.single("kernel.py", SOFTMAX.with_name("softmax.triton.py").read_text())
@@ -59,21 +57,33 @@ def test_build_passes_the_compile_gate(tmp_path: Path) -> None:
     assert built.artifacts["module"].read_text() == cand.main
     aot = built.info["aot"]
     assert aot["target"] == "cuda sm_90" and aot["compiled"][0]["kernel"] == "softmax_rows"
-    assert aot["compiled"][0]["signature"] == {"x_ptr": "*fp32", "out_ptr": "*fp32", "D": "i32",
-                                               "BLOCK": "constexpr"}
+    assert aot["compiled"][0]["signature"] == {
+        "x_ptr": "*fp32",
+        "out_ptr": "*fp32",
+        "D": "i32",
+        "BLOCK": "constexpr",
+    }
 
 
-@pytest.mark.parametrize(("edit", "needle"), [
-    (("tl.exp(x)", "tl.exp(x, 3)"), "triton.compile failed for kernel softmax_rows"),
-    (("tl.arange(0, BLOCK)", "tl.arange(0, D)"), "triton.compile failed"),  # arange needs constexpr bounds
-    (("softmax_rows[(b,)](x, out, d, BLOCK=", "softmax_rows[(b,)](x, out, BLOCK="), "forward raised"),
-    (("        softmax_rows[(b,)]", "        pass  # "), "launched no @triton.jit kernel"),
-    (("def forward", "def forward(:"), "SyntaxError"),
-])
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (("tl.exp(x)", "tl.exp(x, 3)"), "triton.compile failed for kernel softmax_rows"),
+        (
+            ("tl.arange(0, BLOCK)", "tl.arange(0, D)"),
+            "triton.compile failed",
+        ),  # arange needs constexpr bounds
+        (("softmax_rows[(b,)](x, out, d, BLOCK=", "softmax_rows[(b,)](x, out, BLOCK="), "forward raised"),
+        (("        softmax_rows[(b,)]", "        pass  # "), "launched no @triton.jit kernel"),
+        (("def forward", "def forward(:"), "SyntaxError"),
+    ],
+)
 def test_build_rejects(tmp_path: Path, edit: tuple[str, str], needle: str) -> None:
     task = load_task(SOFTMAX)
     src = SOFTMAX.with_name("softmax.triton.py").read_text().replace(*edit)
-    built = get_target("triton").build(Candidate.single("kernel.py", src), task, tmp_path, device="interpreter")
+    built = get_target("triton").build(
+        Candidate.single("kernel.py", src), task, tmp_path, device="interpreter"
+    )
     assert not built.ok and needle in built.message, built.message
 
 
@@ -106,9 +116,15 @@ def test_worked_example_runs_on_the_interpreter(tmp_path: Path) -> None:
         "a = m.ModelNew(1e-12)(x)\n"
         "b = torch.empty_like(x)\n"
         "m.l2_normalize_rows_chunked[(7,)](x, b, 1500, 1e-12, BLOCK=512)\n"
-        "assert torch.allclose(a, ref, atol=1e-6) and torch.allclose(b, ref, atol=1e-6), (a - ref).abs().max()\n"
+        "assert torch.allclose(a, ref, atol=1e-6), (a - ref).abs().max()\n"
+        "assert torch.allclose(b, ref, atol=1e-6), (b - ref).abs().max()\n"
         "print('ok')\n"
     )
-    done = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=300,
-                          env={"TRITON_INTERPRET": "1", "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [sys.executable, "-c", driver],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"TRITON_INTERPRET": "1", "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]

@@ -40,10 +40,14 @@ ALLOWED_UNDEFINED = re.compile(
     r"(?:exp|exp2|expm1|log|log2|log10|log1p|sqrt|cbrt|pow|sin|cos|tan|sinh|cosh|tanh|asin|acos|atan|atan2|erf|"
     r"erfc|fabs|floor|ceil|round|lround|rint|nearbyint|trunc|fmax|fmin|fma|fmod|hypot|ldexp|frexp|copysign)[fl]?)$"
 )
-SYMBOL_REASON = ("the object calls a function outside the CUDA runtime's launch/memory API, the C++ runtime and "
-                 "maths (a library, the OS, threads, streams or clocks)")
-EXPORT_REASON = ("the object defines an unmangled global symbol other than sage_launch; it could shadow a libc "
-                 "or CUDA function (make helpers static or __device__)")
+SYMBOL_REASON = (
+    "the object calls a function outside the CUDA runtime's launch/memory API, the C++ runtime and "
+    "maths (a library, the OS, threads, streams or clocks)"
+)
+EXPORT_REASON = (
+    "the object defines an unmangled global symbol other than sage_launch; it could shadow a libc "
+    "or CUDA function (make helpers static or __device__)"
+)
 
 
 def nvcc_path() -> str | None:
@@ -67,8 +71,13 @@ def build(source: str, workdir: Path, *, sandbox_kind: str = "auto", timeout_s: 
     nvcc = nvcc_path()
     info: dict[str, Any] = {"language": "cuda", "arch": ARCH, "flags": COMPILE_FLAGS}
     if nvcc is None:
-        return BuildResult(False, "nvcc is not installed here (CUDA toolkit); the CUDA target cannot build",
-                           {}, info, stage="compile")
+        return BuildResult(
+            False,
+            "nvcc is not installed here (CUDA toolkit); the CUDA target cannot build",
+            {},
+            info,
+            stage="compile",
+        )
     build_dir = workdir / "build"
     build_dir.mkdir(parents=True, exist_ok=True)
     (build_dir / KERNEL_FILE).write_text(source, encoding="utf-8")
@@ -78,16 +87,30 @@ def build(source: str, workdir: Path, *, sandbox_kind: str = "auto", timeout_s: 
     t0 = time.perf_counter()
     steps = [
         [nvcc, *COMPILE_FLAGS, "-c", f"/box/build/{KERNEL_FILE}", "-o", "/box/build/kernel.o"],
-        [nvcc, "-shared", f"-arch={ARCH}", "-cudart", "static", "/box/build/kernel.o", "-o", "/box/build/kernel.so"],
+        [
+            nvcc,
+            "-shared",
+            f"-arch={ARCH}",
+            "-cudart",
+            "static",
+            "/box/build/kernel.o",
+            "-o",
+            "/box/build/kernel.so",
+        ],
     ]
     for n, argv in enumerate(steps):
-        cmd = sandbox.SandboxCommand(argv=argv, ro_binds=[(toolkit, toolkit)] if not toolkit.startswith("/usr")
-                                     else [], rw_binds=[(str(build_dir), "/box/build")], workdir="/box/build",
-                                     env={"PATH": f"{Path(nvcc).parent}:/usr/bin:/bin"})
+        cmd = sandbox.SandboxCommand(
+            argv=argv,
+            ro_binds=[(toolkit, toolkit)] if not toolkit.startswith("/usr") else [],
+            rw_binds=[(str(build_dir), "/box/build")],
+            workdir="/box/build",
+            env={"PATH": f"{Path(nvcc).parent}:/usr/bin:/bin"},
+        )
         scratch = workdir / f"nvcc{n}"
         scratch.mkdir(exist_ok=True)
-        limits = sandbox.Limits(wall_s=timeout_s, cpu_s=int(timeout_s) + 1, address_space_bytes=None,
-                                file_size_bytes=512 << 20)
+        limits = sandbox.Limits(
+            wall_s=timeout_s, cpu_s=int(timeout_s) + 1, address_space_bytes=None, file_size_bytes=512 << 20
+        )
         result = sandbox.run(cmd, kind=kind, limits=limits, scratch_dir=scratch)
         info["seconds"] = round(time.perf_counter() - t0, 3)
         if result.timed_out:
@@ -99,8 +122,15 @@ def build(source: str, workdir: Path, *, sandbox_kind: str = "auto", timeout_s: 
             findings = check_object(build_dir / "kernel.o")
             if findings:
                 names = ", ".join(sorted({f.rule for f in findings}))
-                return BuildResult(False, f"the compiled object was rejected ({names}): {findings[0].reason} "
-                                   f"({findings[0].excerpt})", {}, info, findings=findings, stage="lint")
+                return BuildResult(
+                    False,
+                    f"the compiled object was rejected ({names}): {findings[0].reason} "
+                    f"({findings[0].excerpt})",
+                    {},
+                    info,
+                    findings=findings,
+                    stage="lint",
+                )
     library = build_dir / "kernel.so"
     if not library.exists():
         return BuildResult(False, "nvcc reported success but wrote no kernel.so", {}, info)
@@ -111,8 +141,9 @@ def object_symbols(obj: Path) -> tuple[list[str], list[tuple[str, str]]]:
     """(undefined names, [(type, name)] of defined global symbols) from `nm`."""
     nm = shutil.which("nm") or "nm"
     undefined = subprocess.run([nm, "-u", str(obj)], capture_output=True, text=True, timeout=30).stdout
-    defined = subprocess.run([nm, "-g", "--defined-only", str(obj)], capture_output=True, text=True,
-                             timeout=30).stdout
+    defined = subprocess.run(
+        [nm, "-g", "--defined-only", str(obj)], capture_output=True, text=True, timeout=30
+    ).stdout
     und = [ln.split()[-1].split("@")[0] for ln in undefined.splitlines() if ln.strip()]
     dfn = []
     for ln in defined.splitlines():
@@ -124,15 +155,26 @@ def object_symbols(obj: Path) -> tuple[list[str], list[tuple[str, str]]]:
 
 def check_object(obj: Path) -> list[LintFinding]:
     und, dfn = object_symbols(obj)
-    findings = [LintFinding("symbols", SYMBOL_REASON, None, name) for name in und
-                if not ALLOWED_UNDEFINED.match(name)]
+    findings = [
+        LintFinding("symbols", SYMBOL_REASON, None, name) for name in und if not ALLOWED_UNDEFINED.match(name)
+    ]
     names = {name for _, name in dfn}
     if LAUNCH_SYMBOL not in names:
-        findings.append(LintFinding("contract", f'kernel.cu defines no extern "C" {LAUNCH_SYMBOL} (see the '
-                                    "contract's prototype)", None, ""))
+        findings.append(
+            LintFinding(
+                "contract",
+                f'kernel.cu defines no extern "C" {LAUNCH_SYMBOL} (see the contract\'s prototype)',
+                None,
+                "",
+            )
+        )
     for kind, name in dfn:
-        if name != LAUNCH_SYMBOL and not name.startswith("_Z") and kind not in ("V", "W", "u") \
-                and not name.startswith("DW.ref."):
+        if (
+            name != LAUNCH_SYMBOL
+            and not name.startswith("_Z")
+            and kind not in ("V", "W", "u")
+            and not name.startswith("DW.ref.")
+        ):
             findings.append(LintFinding("symbols", EXPORT_REASON, None, name))
     return findings
 

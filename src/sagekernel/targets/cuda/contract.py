@@ -21,8 +21,15 @@ from sagekernel.tasks.task import Task, TensorSpec
 KERNEL_FILE = "kernel.cu"
 LAUNCH_SYMBOL = "sage_launch"
 CUDA_TYPES = {
-    "float32": "float", "float64": "double", "float16": "__half", "bfloat16": "__nv_bfloat16",
-    "int64": "int64_t", "int32": "int32_t", "int16": "int16_t", "int8": "int8_t", "uint8": "uint8_t",
+    "float32": "float",
+    "float64": "double",
+    "float16": "__half",
+    "bfloat16": "__nv_bfloat16",
+    "int64": "int64_t",
+    "int32": "int32_t",
+    "int16": "int16_t",
+    "int8": "int8_t",
+    "uint8": "uint8_t",
     "bool": "bool",
 }
 
@@ -52,17 +59,23 @@ def contract_text(task: Task) -> str:
         lines.append("#include <cuda_bf16.h>")
     lines += ["", signature(task) + ";", ""]
     for t in task.inputs:
-        lines.append(f"// input  {t.name}: {t.dtype} {_shape(t)}, device memory, contiguous row-major, read-only")
+        lines.append(
+            f"// input  {t.name}: {t.dtype} {_shape(t)}, device memory, contiguous row-major, read-only"
+        )
     for t in task.outputs:
-        lines.append(f"// output {t.name}: {t.dtype} {_shape(t)}, device memory, contiguous row-major, write "
-                     "every element")
-    for s, v in task.sizes.items():
-        lines.append(f"// size   {s}: runtime value; never assume the example value {v}")
+        lines.append(
+            f"// output {t.name}: {t.dtype} {_shape(t)}, device memory, contiguous row-major, write "
+            "every element"
+        )
+    for s, example in task.sizes.items():
+        lines.append(f"// size   {s}: runtime value; never assume the example value {example}")
     for k, v in task.attrs.items():
         lines.append(f"// attr   {k}: scalar attribute (example value {v})")
     lines += [
-        "// stream: launch every kernel on it (kernel<<<grid, block, smem, stream>>>); create no other stream",
+        "// stream: launch every kernel on it (kernel<<<grid, block, smem, stream>>>);",
+        "//         create no other stream",
         "// return (int)cudaGetLastError(); -- 0 means success",
-        "// compiled with nvcc -O3 -std=c++17 -arch=sm_90; no cuBLAS/cuDNN/CUTLASS/Thrust/CUB, no host threads",
+        "// compiled with nvcc -O3 -std=c++17 -arch=sm_90;",
+        "// no cuBLAS/cuDNN/CUTLASS/Thrust/CUB, no host threads",
     ]
     return "\n".join(lines)

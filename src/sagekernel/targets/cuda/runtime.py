@@ -19,8 +19,13 @@ import sys
 import tempfile
 from typing import Any
 
-C_TYPES = {"in": ctypes.c_void_p, "out": ctypes.c_void_p, "i64": ctypes.c_int64, "f32": ctypes.c_float,
-           "f64": ctypes.c_double}
+C_TYPES = {
+    "in": ctypes.c_void_p,
+    "out": ctypes.c_void_p,
+    "i64": ctypes.c_int64,
+    "f32": ctypes.c_float,
+    "f64": ctypes.c_double,
+}
 
 
 def load_candidate(header: dict[str, Any], blob: memoryview, ops: Any) -> Any:
@@ -45,8 +50,13 @@ def load_candidate(header: dict[str, Any], blob: memoryview, ops: Any) -> Any:
         converted = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
         return int(fn(*converted, current_stream().cuda_stream))
 
-    return Side("candidate", call, fills_outputs=True, takes_scalars=True,
-                notes=[f"library {length} bytes, symbol {symbol}"])
+    return Side(
+        "candidate",
+        call,
+        fills_outputs=True,
+        takes_scalars=True,
+        notes=[f"library {length} bytes, symbol {symbol}"],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,7 +54,9 @@ class CudaTarget:
 
     def files(self, task: Task) -> list[FileSpec]:
         del task
-        return [FileSpec(KERNEL_FILE, "cuda", "kernel", 'CUDA kernels and the extern "C" sage_launch launcher')]
+        return [
+            FileSpec(KERNEL_FILE, "cuda", "kernel", 'CUDA kernels and the extern "C" sage_launch launcher')
+        ]
 
     def contract(self, task: Task) -> str:
         return contract_text(task)
@@ -68,21 +70,40 @@ class CudaTarget:
     def seed_memory_path(self) -> Path:
         return HERE / "seed_memory.jsonl"
 
-    def build(self, candidate: Candidate, task: Task, workdir: Path, *, device: str = "cuda",
-              sandbox_kind: str = "auto", timeout_s: float = 120.0) -> BuildResult:
+    def build(
+        self,
+        candidate: Candidate,
+        task: Task,
+        workdir: Path,
+        *,
+        device: str = "cuda",
+        sandbox_kind: str = "auto",
+        timeout_s: float = 120.0,
+    ) -> BuildResult:
         del task, device  # the ABI is fixed by the contract; one architecture (sm_90)
         return build_mod.build(_source(candidate), workdir, sandbox_kind=sandbox_kind, timeout_s=timeout_s)
 
     def runtime(self, built: BuildResult, task: Task, device: str) -> RuntimeSpec:
         """The harness puts `built.artifacts["library"]`'s bytes in the blob (artifact key "lib")."""
         del built, task
-        argv = [*sandbox.python_argv("/box/rt/cuda/runtime.py"), "--device", device,
-                "--wire", "/box/rt/wire", "--loop", "/box/rt/loop"]
+        argv = [
+            *sandbox.python_argv("/box/rt/cuda/runtime.py"),
+            "--device",
+            device,
+            "--wire",
+            "/box/rt/wire",
+            "--loop",
+            "/box/rt/loop",
+        ]
         for site in sandbox.site_paths():
             argv += ["--site", site]
         return RuntimeSpec(
             argv=argv,
-            ro_binds=[(str(HERE), "/box/rt/cuda"), (str(WIRE_DIR), "/box/rt/wire"), (str(LOOP_DIR), "/box/rt/loop")],
+            ro_binds=[
+                (str(HERE), "/box/rt/cuda"),
+                (str(WIRE_DIR), "/box/rt/wire"),
+                (str(LOOP_DIR), "/box/rt/loop"),
+            ],
             env={},
             python=True,
             device_nodes=gpu_device_nodes(),

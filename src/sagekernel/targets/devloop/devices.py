@@ -118,6 +118,7 @@ def make_device(name: str) -> DeviceOps:
 
 # ---- integrity snapshot --------------------------------------------------------------------------
 
+
 def _watched() -> dict[str, Callable[[], Any]]:
     """Name -> reader of something a candidate must leave alone (identity of functions, flags)."""
     watched: dict[str, Callable[[], Any]] = {
@@ -138,13 +139,15 @@ def _watched() -> dict[str, Callable[[], Any]]:
         "torch.get_num_threads": lambda: torch.get_num_threads(),
     }
     if torch.cuda.is_available():
-        watched.update({
-            "torch.cuda.synchronize": lambda: torch.cuda.synchronize,
-            "torch.cuda.Event": lambda: torch.cuda.Event,
-            "torch.cuda.Event.elapsed_time": lambda: torch.cuda.Event.elapsed_time,
-            "torch.cuda.Event.record": lambda: torch.cuda.Event.record,
-            "torch.cuda.current_stream": lambda: torch.cuda.current_stream,
-        })
+        watched.update(
+            {
+                "torch.cuda.synchronize": lambda: torch.cuda.synchronize,
+                "torch.cuda.Event": lambda: torch.cuda.Event,
+                "torch.cuda.Event.elapsed_time": lambda: torch.cuda.Event.elapsed_time,
+                "torch.cuda.Event.record": lambda: torch.cuda.Event.record,
+                "torch.cuda.current_stream": lambda: torch.cuda.current_stream,
+            }
+        )
     return watched
 
 
@@ -167,8 +170,11 @@ def changed(before: dict[str, tuple[str, Any]], after: dict[str, tuple[str, Any]
     for name, (kind, value) in before.items():
         now = after.get(name)
         if now is None or now[1] != value:
-            lines.append(f"{name} replaced" if kind == "function"
-                         else f"{name} changed: {value!r} -> {now[1] if now else None!r}")
+            lines.append(
+                f"{name} replaced"
+                if kind == "function"
+                else f"{name} changed: {value!r} -> {now[1] if now else None!r}"
+            )
     return lines
 
 
@@ -183,7 +189,7 @@ def thread_count() -> int:
 
 
 def seccomp_state() -> str:
-    """"filter", "strict" or "off", from /proc/self/status (the harness installs the filter)."""
+    """ "filter", "strict" or "off", from /proc/self/status (the harness installs the filter)."""
     try:
         with open("/proc/self/status", encoding="ascii") as fh:
             for line in fh:

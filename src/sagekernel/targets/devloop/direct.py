@@ -21,11 +21,10 @@ from typing import Any
 
 import torch
 
+from sagekernel.targets.devloop.host import LOOP_DIR, WIRE_DIR
 from sagekernel.tasks.inputs import build_inputs, call_init_inputs, expected_shape, full_sizes
 from sagekernel.tasks.modules import bound_sizes, task_module
 from sagekernel.tasks.task import Task
-
-from sagekernel.targets.devloop.host import LOOP_DIR, WIRE_DIR
 
 
 @dataclass
@@ -41,10 +40,20 @@ def init_values(task: Task, sizes: dict[str, int]) -> list[Any]:
         return call_init_inputs(module, task.source_path)
 
 
-def build_request(task: Task, artifact: bytes, meta: dict[str, Any], *, sizes: dict[str, int] | None = None,
-                  seeds: tuple[int, ...] = (1, 2), rounds: list[dict[str, Any]] | None = None,
-                  launcher_abi: bool = False, reference: bool = False, key: str = "module",
-                  nonce: str | None = None, warmup: int = 0) -> Request:
+def build_request(
+    task: Task,
+    artifact: bytes,
+    meta: dict[str, Any],
+    *,
+    sizes: dict[str, int] | None = None,
+    seeds: tuple[int, ...] = (1, 2),
+    rounds: list[dict[str, Any]] | None = None,
+    launcher_abi: bool = False,
+    reference: bool = False,
+    key: str = "module",
+    nonce: str | None = None,
+    warmup: int = 0,
+) -> Request:
     full = full_sizes(task, sizes)
     nonce = nonce or secrets.token_hex(16)
     blob = bytearray(artifact)
@@ -58,8 +67,15 @@ def build_request(task: Task, artifact: bytes, meta: dict[str, Any], *, sizes: d
         n = 1
         for d in shape:
             n *= d
-        args.append({"kind": "out", "dtype": spec.dtype, "shape": shape, "nbytes": n * itemsize,
-                     "fill": "ff" if spec.dtype != "bool" else "02"})
+        args.append(
+            {
+                "kind": "out",
+                "dtype": spec.dtype,
+                "shape": shape,
+                "nbytes": n * itemsize,
+                "fill": "ff" if spec.dtype != "bool" else "02",
+            }
+        )
     if launcher_abi:
         args += [{"kind": "i64", "value": full[s]} for s in task.sizes]
         args += [{"kind": "f32" if isinstance(v, float) else "i64", "value": v} for v in task.attrs.values()]
@@ -78,31 +94,65 @@ def build_request(task: Task, artifact: bytes, meta: dict[str, Any], *, sizes: d
     header: dict[str, Any] = {
         "nonce": nonce,
         "artifact": {key: [0, len(artifact)], **meta, "init": init_values(task, full)},
-        "args": args, "sets": sets,
+        "args": args,
+        "sets": sets,
         "rounds": rounds or [{"calls": list(range(len(seeds))), "return": "all"}],
-        "threads": 1, "warmup": warmup,
+        "threads": 1,
+        "warmup": warmup,
     }
     if reference:
-        header["reference"] = {"task_file": task.source_path.name, "task_source": task.source,
-                               "sizes": full, "init": init_values(task, full), "seed": 0}
+        header["reference"] = {
+            "task_file": task.source_path.name,
+            "task_source": task.source,
+            "sizes": full,
+            "init": init_values(task, full),
+            "seed": 0,
+        }
     head = json.dumps(header).encode()
     data = b"SAGEREQ2" + struct.pack("<Q", len(head)) + head + struct.pack("<Q", len(blob)) + bytes(blob)
     return Request(data, nonce, inputs)
 
 
-def run_runtime(runtime: Path, device: str, request: Request, *, controls: bytes | None = None,
-                timeout_s: float = 300.0, env: dict[str, str] | None = None) -> tuple[list[tuple[dict[str, Any], bytes]], int, str]:
+def run_runtime(
+    runtime: Path,
+    device: str,
+    request: Request,
+    *,
+    controls: bytes | None = None,
+    timeout_s: float = 300.0,
+    env: dict[str, str] | None = None,
+) -> tuple[list[tuple[dict[str, Any], bytes]], int, str]:
     """(frames, exit status, stderr tail) of one runtime process fed `request` and `controls`."""
     header_len = struct.unpack("<Q", request.data[8:16])[0]
     n_rounds = len(json.loads(request.data[16 : 16 + header_len])["rounds"])
     controls = b"G" * n_rounds + b"Q" if controls is None else controls
     read_fd, write_fd = os.pipe()
-    argv = [sys.executable, "-I", str(runtime), "--device", device, "--wire", str(WIRE_DIR),
-            "--loop", str(LOOP_DIR)]
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"),
-           **(env or {}), "SAGE_RESULT_FD": str(write_fd)}
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            pass_fds=(write_fd,), env=env, process_group=0)
+    argv = [
+        sys.executable,
+        "-I",
+        str(runtime),
+        "--device",
+        device,
+        "--wire",
+        str(WIRE_DIR),
+        "--loop",
+        str(LOOP_DIR),
+    ]
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        **(env or {}),
+        "SAGE_RESULT_FD": str(write_fd),
+    }
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        pass_fds=(write_fd,),
+        env=env,
+        process_group=0,
+    )
     os.close(write_fd)
     sink = bytearray()
 
@@ -136,8 +186,9 @@ def parse_frames(data: bytes, nonce: str) -> list[tuple[dict[str, Any], bytes]]:
     return frames
 
 
-def outputs_of(frames: list[tuple[dict[str, Any], bytes]], task: Task, sizes: dict[str, int] | None = None
-               ) -> dict[int, list[torch.Tensor]]:
+def outputs_of(
+    frames: list[tuple[dict[str, Any], bytes]], task: Task, sizes: dict[str, int] | None = None
+) -> dict[int, list[torch.Tensor]]:
     """call -> output tensors decoded from an `outputs` frame's payload (declared dtypes and shapes)."""
     full = full_sizes(task, sizes)
     decoded = {}

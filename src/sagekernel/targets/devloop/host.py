@@ -21,8 +21,9 @@ def find_module(module: str) -> bool:
 def gpu_device_nodes() -> list[str]:
     """/dev/nvidia* nodes to bind for a CUDA run (only then)."""
     dev = Path("/dev")
-    return sorted(str(p) for p in dev.glob("nvidia*")) + ([str(dev / "nvidia-caps")] if (dev / "nvidia-caps").exists()
-                                                           else [])
+    return sorted(str(p) for p in dev.glob("nvidia*")) + (
+        [str(dev / "nvidia-caps")] if (dev / "nvidia-caps").exists() else []
+    )
 
 
 def npu_device_nodes() -> list[str]:
@@ -36,7 +37,10 @@ def cuda_available() -> tuple[bool, str]:
         import torch
 
         if not torch.cuda.is_available():
-            return False, f"torch {torch.__version__} sees no CUDA device (torch.cuda.is_available() is False)"
+            return (
+                False,
+                f"torch {torch.__version__} sees no CUDA device (torch.cuda.is_available() is False)",
+            )
         return True, f"CUDA device {torch.cuda.get_device_name(0)}"
     except Exception as exc:  # never raise from available()
         return False, f"torch.cuda unusable: {type(exc).__name__}: {exc}"

@@ -36,9 +36,16 @@ from wire_child import GO, Channel, read_request, returned_calls, wait_control
 GUARD = 256  # bytes each side; keeps data 256-byte aligned (Triton specialises on 16-byte alignment)
 GUARD_VALUE = 0xA5
 TORCH_DTYPES = {
-    "float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
-    "bfloat16": torch.bfloat16, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
-    "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "int64": torch.int64,
+    "int32": torch.int32,
+    "int16": torch.int16,
+    "int8": torch.int8,
+    "uint8": torch.uint8,
+    "bool": torch.bool,
 }
 MAX_ERROR_CHARS = 3000
 
@@ -64,12 +71,14 @@ class Guarded:
         self.raw[:GUARD].fill_(GUARD_VALUE)
         self.raw[GUARD + nbytes :].fill_(GUARD_VALUE)
         self.bytes = self.raw[GUARD : GUARD + nbytes]
-        self.tensor = self.bytes.view(dtype).view(shape) if nbytes else torch.empty(shape, dtype=dtype,
-                                                                                    device=device)
+        self.tensor = (
+            self.bytes.view(dtype).view(shape) if nbytes else torch.empty(shape, dtype=dtype, device=device)
+        )
 
     def guards_ok(self) -> bool:
         return bool((self.raw[:GUARD] == GUARD_VALUE).all()) and bool(
-            (self.raw[GUARD + self.nbytes :] == GUARD_VALUE).all())
+            (self.raw[GUARD + self.nbytes :] == GUARD_VALUE).all()
+        )
 
     def first_changed(self, original: torch.Tensor) -> int:
         if not self.nbytes:
@@ -121,8 +130,9 @@ class Runner:
         self.args: list[dict[str, Any]] = header["args"]
         self.sets: list[list[list[int]]] = header["sets"]
         self.dev = ops.torch_device
-        self.patterns = {i: bytes.fromhex(a.get("fill", "") or "00") for i, a in enumerate(self.args)
-                         if a["kind"] == "out"}
+        self.patterns = {
+            i: bytes.fromhex(a.get("fill", "") or "00") for i, a in enumerate(self.args) if a["kind"] == "out"
+        }
 
     # -- one call --------------------------------------------------------------------------------
     def call(self, side: Side, set_index: int) -> CallResult:
@@ -166,17 +176,27 @@ class Runner:
         if side.upcast_bf16:
             outputs = self._downcast(outputs)
         return CallResult(
-            ns=ns, wall_ns=wall,
+            ns=ns,
+            wall_ns=wall,
             inputs_changed=[buf.first_changed(orig) for buf, orig in ins],
             guards=[buf.guards_ok() for buf, _ in ins] + [b.guards_ok() for b in outs],
-            outputs=outputs, out_meta=meta, status=status, keep=[ins, outs, result],
+            outputs=outputs,
+            out_meta=meta,
+            status=status,
+            keep=[ins, outs, result],
         )
 
     def _downcast(self, outputs: list[torch.Tensor]) -> list[torch.Tensor]:
         wanted = [a["dtype"] for a in self.args if a["kind"] == "out"]
-        return [t.to(torch.bfloat16) if i < len(wanted) and wanted[i] == "bfloat16"
-                and isinstance(t, torch.Tensor) and t.dtype == torch.float32 else t
-                for i, t in enumerate(outputs)]
+        return [
+            t.to(torch.bfloat16)
+            if i < len(wanted)
+            and wanted[i] == "bfloat16"
+            and isinstance(t, torch.Tensor)
+            and t.dtype == torch.float32
+            else t
+            for i, t in enumerate(outputs)
+        ]
 
 
 def _as_outputs(result: Any) -> list[Any]:
@@ -229,8 +249,9 @@ def load_reference(header: dict[str, Any], ops: devices.DeviceOps) -> Side | Non
     return Side("reference", call, fills_outputs=False)
 
 
-def serve(runtime: str, device: str, load_candidate: Callable[[dict[str, Any], memoryview,
-                                                              devices.DeviceOps], Side]) -> int:
+def serve(
+    runtime: str, device: str, load_candidate: Callable[[dict[str, Any], memoryview, devices.DeviceOps], Side]
+) -> int:
     """Run one request from stdin to the end frame. Returns the exit status."""
     header, blob = read_request(sys.stdin.buffer)
     chan = Channel.from_env(header["nonce"])
@@ -267,8 +288,17 @@ def serve(runtime: str, device: str, load_candidate: Callable[[dict[str, Any], m
         return 0
     integrity = devices.changed(before, devices.snapshot())
     threads = devices.thread_count()
-    chan.send({"kind": "loaded", "device": ops.name, "timed": ops.timed, "warmup": warmup,
-               "notes": ops.notes + candidate.notes, "integrity": integrity, "threads": threads})
+    chan.send(
+        {
+            "kind": "loaded",
+            "device": ops.name,
+            "timed": ops.timed,
+            "warmup": warmup,
+            "notes": ops.notes + candidate.notes,
+            "integrity": integrity,
+            "threads": threads,
+        }
+    )
     for r, rnd in enumerate(header["rounds"]):
         if wait_control(sys.stdin.buffer) != GO:
             break
@@ -281,19 +311,34 @@ def serve(runtime: str, device: str, load_candidate: Callable[[dict[str, Any], m
                 try:
                     res = runner.call(side, int(s))
                 except Exception as exc:
-                    chan.send({"kind": "call_error", "call": i, "set": int(s), "side": side.name,
-                               "error": error_text(exc)})
+                    chan.send(
+                        {
+                            "kind": "call_error",
+                            "call": i,
+                            "set": int(s),
+                            "side": side.name,
+                            "error": error_text(exc),
+                        }
+                    )
                     chan.send({"kind": "end"})
                     return 0
                 results.append(res)
                 kept.append(res.keep)
-                frame = {"kind": "done" if side is candidate else "ref_done", "call": i, "set": int(s),
-                         "ns": res.ns}
+                frame: dict[str, Any] = {
+                    "kind": "done" if side is candidate else "ref_done",
+                    "call": i,
+                    "set": int(s),
+                    "ns": res.ns,
+                }
                 if res.wall_ns is not None:
                     frame["wall_ns"] = res.wall_ns
                 if side is candidate:
-                    frame.update(inputs_changed=res.inputs_changed, guards=res.guards, fpenv="ok",
-                                 threads=devices.thread_count())
+                    frame.update(
+                        inputs_changed=res.inputs_changed,
+                        guards=res.guards,
+                        fpenv="ok",
+                        threads=devices.thread_count(),
+                    )
                     if res.status is not None:
                         frame["status"] = res.status
                 chan.send(frame)
@@ -301,13 +346,21 @@ def serve(runtime: str, device: str, load_candidate: Callable[[dict[str, Any], m
                 for i in returned_calls(len(results), rnd["return"]):
                     res = results[i]
                     payload = b"".join(tensor_bytes(t) for t in res.outputs if isinstance(t, torch.Tensor))
-                    chan.send({"kind": "outputs", "call": i, "set": int(rnd["calls"][i]),
-                               "out_meta": res.out_meta}, payload)
+                    chan.send(
+                        {"kind": "outputs", "call": i, "set": int(rnd["calls"][i]), "out_meta": res.out_meta},
+                        payload,
+                    )
             for res in results:
                 for t in res.outputs:
                     scrub(t)
         del kept
-        chan.send({"kind": "round_end", "round": r, "integrity": devices.changed(before, devices.snapshot()),
-                   "threads": devices.thread_count()})
+        chan.send(
+            {
+                "kind": "round_end",
+                "round": r,
+                "integrity": devices.changed(before, devices.snapshot()),
+                "threads": devices.thread_count(),
+            }
+        )
     chan.send({"kind": "end"})
     return 0

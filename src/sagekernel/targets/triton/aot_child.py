@@ -37,7 +37,7 @@ def _trim(exc: BaseException) -> str:
     text = "".join(keep[-10:]).strip()
     marker = "triton.compiler.errors.CompilationError"
     if marker in text:  # the compiler's own message points at the kernel line; the chain above is noise
-        text = text[text.rindex(marker):]
+        text = text[text.rindex(marker) :]
     return text[-MAX_ERROR:]
 
 
@@ -78,35 +78,44 @@ def run(opts: argparse.Namespace, out: dict[str, Any]) -> None:
         launched.add(name)
         binder = create_function_from_signature(self.signature, self.params, backend)
         bound, specialization, options = binder(*args, **kwargs)
-        options, signature, constexprs, attrs = self._pack_args(backend, kwargs, bound, specialization, options)
+        options, signature, constexprs, attrs = self._pack_args(
+            backend, kwargs, bound, specialization, options
+        )
         key = f"{name}:{signature}:{sorted((str(k), str(v)) for k, v in constexprs.items())}"
         if key in done:
             return None
         t0 = time.perf_counter()
-        entry: dict[str, Any] = {"kernel": name, "signature": {k: str(v) for k, v in signature.items()},
-                                 "constexprs": {str(k): repr(v) for k, v in constexprs.items()}}
+        entry: dict[str, Any] = {
+            "kernel": name,
+            "signature": {k: str(v) for k, v in signature.items()},
+            "constexprs": {str(k): repr(v) for k, v in constexprs.items()},
+        }
         try:
-            compiled = triton.compile(ASTSource(self, signature, constexprs, attrs), target=target,
-                                      options=options.__dict__)
+            compiled = triton.compile(
+                ASTSource(self, signature, constexprs, attrs), target=target, options=options.__dict__
+            )
         except BaseException as exc:
             entry["error"] = _trim(exc)
             out["errors"].append(entry)
         else:
             meta = compiled.metadata
-            entry.update(shared=int(getattr(meta, "shared", 0)), num_warps=int(getattr(meta, "num_warps", 0)),
-                         seconds=round(time.perf_counter() - t0, 3))
+            entry.update(
+                shared=int(getattr(meta, "shared", 0)),
+                num_warps=int(getattr(meta, "num_warps", 0)),
+                seconds=round(time.perf_counter() - t0, 3),
+            )
             out["compiled"].append(entry)
         done[key] = entry
         return None
 
-    JITFunction.run = record  # type: ignore[method-assign]
+    JITFunction.run = record
     original_init = autotuner.Autotuner.__init__
 
     def single_config(self: Any, *a: Any, **k: Any) -> None:
         original_init(self, *a, **k)
         self.configs = self.configs[:1]
 
-    autotuner.Autotuner.__init__ = single_config  # type: ignore[method-assign]
+    autotuner.Autotuner.__init__ = single_config
 
     task = types.ModuleType("sage_task")
     task.__file__ = opts.task
@@ -121,8 +130,11 @@ def run(opts: argparse.Namespace, out: dict[str, Any]) -> None:
     module = importlib.util.module_from_spec(spec)
     sys.modules["sage_candidate"] = module
     spec.loader.exec_module(module)
-    defined = sorted(n for n, v in vars(module).items() if isinstance(v, JITFunction)
-                     or isinstance(getattr(v, "fn", None), JITFunction))
+    defined = sorted(
+        n
+        for n, v in vars(module).items()
+        if isinstance(v, JITFunction) or isinstance(getattr(v, "fn", None), JITFunction)
+    )
     try:
         model = module.ModelNew(*init)
         with torch.no_grad():

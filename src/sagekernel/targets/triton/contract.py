@@ -15,8 +15,15 @@ from sagekernel.tasks.task import Task, TensorSpec
 KERNEL_FILE = "kernel.py"
 
 TRITON_DTYPES = {
-    "float32": "tl.float32", "float64": "tl.float64", "float16": "tl.float16", "bfloat16": "tl.bfloat16",
-    "int64": "tl.int64", "int32": "tl.int32", "int16": "tl.int16", "int8": "tl.int8", "uint8": "tl.uint8",
+    "float32": "tl.float32",
+    "float64": "tl.float64",
+    "float16": "tl.float16",
+    "bfloat16": "tl.bfloat16",
+    "int64": "tl.int64",
+    "int32": "tl.int32",
+    "int16": "tl.int16",
+    "int8": "tl.int8",
+    "uint8": "tl.uint8",
     "bool": "tl.int1",
 }
 
@@ -62,13 +69,16 @@ def contract_text(task: Task) -> str:
         "",
     ]
     for t in task.inputs:
-        lines.append(f"# input  {t.name}: {t.dtype} {_shape(t)} ({TRITON_DTYPES[t.dtype]}), contiguous, "
-                     "read-only")
+        lines.append(
+            f"# input  {t.name}: {t.dtype} {_shape(t)} ({TRITON_DTYPES[t.dtype]}), contiguous, read-only"
+        )
     for t in task.outputs:
-        lines.append(f"# output {t.name}: {t.dtype} {_shape(t)} ({TRITON_DTYPES[t.dtype]}), returned "
-                     "from forward, new tensor")
-    for s, v in task.sizes.items():
-        lines.append(f"# size   {s}: read it from the tensors' shapes; never assume the example value {v}")
+        lines.append(
+            f"# output {t.name}: {t.dtype} {_shape(t)} ({TRITON_DTYPES[t.dtype]}), returned "
+            "from forward, new tensor"
+        )
+    for s, example in task.sizes.items():
+        lines.append(f"# size   {s}: read it from the tensors' shapes; never assume the example {example}")
     for k, v in task.attrs.items():
         lines.append(f"# attr   {k}: passed to __init__ (example value {v})")
     lines += [

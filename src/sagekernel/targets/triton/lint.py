@@ -13,6 +13,7 @@ device-wide synchronise before the end event, the integrity snapshot (devloop/).
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 
 from sagekernel.harness.verdict import LintFinding
 from sagekernel.targets.triton import lint_tables as T
@@ -34,8 +35,11 @@ def _is_jit(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     for dec in fn.decorator_list:
         target = dec.func if isinstance(dec, ast.Call) else dec
         path = _dotted(target)
-        if path and path[-1] in ("jit", "autotune", "heuristics") and path[0] in ("triton", "jit",
-                                                                                  "autotune", "heuristics"):
+        if (
+            path
+            and path[-1] in ("jit", "autotune", "heuristics")
+            and path[0] in ("triton", "jit", "autotune", "heuristics")
+        ):
             return True
     return False
 
@@ -144,7 +148,9 @@ class _Checker:
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 params = {a.arg for a in item.args.args[1:]} if item.name == "forward" else set()
                 self.function(item, tensors=params, method=item.name)
-            elif isinstance(item, ast.Pass) or isinstance(item, ast.Expr) and isinstance(item.value, ast.Constant):
+            elif isinstance(item, ast.Pass) or (
+                isinstance(item, ast.Expr) and isinstance(item.value, ast.Constant)
+            ):
                 continue
             elif isinstance(item, (ast.Assign, ast.AnnAssign)):
                 if item.value is not None and _mutable_value(item.value):
@@ -153,8 +159,9 @@ class _Checker:
             else:
                 self.add("module_code", item, f"class body: {type(item).__name__}")
 
-    def function(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, *, tensors: set[str],
-                 method: str | None = None) -> None:
+    def function(
+        self, fn: ast.FunctionDef | ast.AsyncFunctionDef, *, tensors: set[str], method: str | None = None
+    ) -> None:
         if isinstance(fn, ast.AsyncFunctionDef):
             self.add("async", fn)
         for dec in fn.decorator_list:
@@ -188,7 +195,9 @@ class _Checker:
             return self.imported[head].split(".") + path[1:]
         return path
 
-    def host(self, root: ast.AST, *, tensors: set[str], in_init: bool = False, in_forward: bool = False) -> None:
+    def host(
+        self, root: ast.AST, *, tensors: set[str], in_init: bool = False, in_forward: bool = False
+    ) -> None:
         for node in _walk_outer(root):
             self.node(node, tensors, in_init, in_forward)
 
@@ -199,8 +208,9 @@ class _Checker:
             self.add("module_state", node, "global/nonlocal")
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             for item in node.items:
-                if self.resolve(item.context_expr.func if isinstance(item.context_expr, ast.Call)
-                                else item.context_expr) != ["torch", "no_grad"]:
+                if self.resolve(
+                    item.context_expr.func if isinstance(item.context_expr, ast.Call) else item.context_expr
+                ) != ["torch", "no_grad"]:
                     self.add("context_manager", item.context_expr, ast.unparse(item.context_expr)[:60])
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             self.add("import", node, "import inside a function")
@@ -234,13 +244,18 @@ class _Checker:
             if _mentions(node, tensors):
                 self.add("tensor_math", node, ast.unparse(node)[:60])
         elif isinstance(node, ast.Subscript):
-            if isinstance(node.value, ast.Name) and node.value.id in tensors and _mentions(node.slice, tensors):
+            if (
+                isinstance(node.value, ast.Name)
+                and node.value.id in tensors
+                and _mentions(node.slice, tensors)
+            ):
                 self.add("tensor_math", node, "indexing a tensor with a tensor")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if T.PATH_RX.match(node.value):
-                self.add("filesystem", node, node.value[:40])
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and T.PATH_RX.match(node.value):
+            self.add("filesystem", node, node.value[:40])
 
-    def assign(self, node: ast.Assign | ast.AugAssign | ast.AnnAssign, tensors: set[str], in_init: bool) -> None:
+    def assign(
+        self, node: ast.Assign | ast.AugAssign | ast.AnnAssign, tensors: set[str], in_init: bool
+    ) -> None:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         value = node.value
         for t in targets:
@@ -254,13 +269,17 @@ class _Checker:
                             self.add("module_state", n, f"self.{n.attr} set outside __init__")
                     else:
                         self.add("monkey_patch", n, ast.unparse(n)[:60])
-        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id in tensors:
+        if (
+            isinstance(node, ast.AugAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id in tensors
+        ):
             self.add("tensor_math", node, ast.unparse(node)[:60])
         if value is not None:
             path = self.resolve(value)
-            if isinstance(value, ast.Name) and (value.id in self.modules or value.id in self.imported):
-                self.add("module_alias", node, ast.unparse(node)[:60])
-            elif path and path[0] in ("torch", "triton") and isinstance(value, ast.Attribute):
+            if (isinstance(value, ast.Name) and (value.id in self.modules or value.id in self.imported)) or (
+                path and path[0] in ("torch", "triton") and isinstance(value, ast.Attribute)
+            ):
                 self.add("module_alias", node, ast.unparse(node)[:60])
             if _tensor_valued(value, tensors, self):
                 for t in targets:
@@ -294,8 +313,9 @@ class _Checker:
         if path and path[0] in ("torch", "triton"):
             return  # attribute() judged the path
         owner = func.value
-        if isinstance(owner, ast.Name) and owner.id == "super" or isinstance(owner, ast.Call) and \
-                isinstance(owner.func, ast.Name) and owner.func.id == "super":
+        if (isinstance(owner, ast.Name) and owner.id == "super") or (
+            isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super"
+        ):
             return
         method = func.attr
         if method in T.READBACK_METHODS:
@@ -311,7 +331,7 @@ class _Checker:
         return self.module_level
 
 
-def _walk_outer(root: ast.AST):  # type: ignore[no-untyped-def]
+def _walk_outer(root: ast.AST) -> Iterator[ast.AST]:
     """Every node under `root` in source order (nested defs reported, not entered twice)."""
     stack = [root]
     while stack:
@@ -353,8 +373,10 @@ def _mutable_value(value: ast.AST) -> bool:
     if isinstance(value, (ast.Dict, ast.Set, ast.DictComp, ast.SetComp, ast.ListComp)):
         return True
     if isinstance(value, ast.List):
-        return not value.elts or not all(isinstance(e, ast.Call) and _dotted(e.func) in
-                                         (["triton", "Config"], ["Config"]) for e in value.elts)
+        return not value.elts or not all(
+            isinstance(e, ast.Call) and _dotted(e.func) in (["triton", "Config"], ["Config"])
+            for e in value.elts
+        )
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
         return value.func.id in ("dict", "list", "set", "defaultdict", "OrderedDict", "bytearray")
     return False
@@ -370,8 +392,11 @@ def lint_source(source: str, task: Task | None = None) -> list[LintFinding]:
     try:
         tree = ast.parse(source, filename="kernel.py")
     except SyntaxError as exc:
-        return [LintFinding("syntax", f"kernel.py does not parse: {exc.msg}", exc.lineno,
-                            (exc.text or "").strip()[:160])]
+        return [
+            LintFinding(
+                "syntax", f"kernel.py does not parse: {exc.msg}", exc.lineno, (exc.text or "").strip()[:160]
+            )
+        ]
     checker = _Checker(source)
     checker.module(tree)
     # Helpers called with tensors: run once more now that call sites marked their tensor parameters.

@@ -42,11 +42,13 @@ def _force_single_config(notes: list[str]) -> None:
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
         if len(self.configs) > 1:
-            notes.append(f"autotune on the interpreter: kept the first of {len(self.configs)} configs "
-                         f"({self.configs[0]})")
+            notes.append(
+                f"autotune on the interpreter: kept the first of {len(self.configs)} configs "
+                f"({self.configs[0]})"
+            )
             self.configs = self.configs[:1]
 
-    autotuner.Autotuner.__init__ = init  # type: ignore[method-assign]
+    autotuner.Autotuner.__init__ = init
 
 
 def load_candidate(header: dict[str, Any], blob: memoryview, ops: Any) -> Any:
@@ -61,8 +63,10 @@ def load_candidate(header: dict[str, Any], blob: memoryview, ops: Any) -> Any:
     uses_bf16 = any(a.get("dtype") == "bfloat16" for a in header["args"] if a["kind"] in ("in", "out"))
     if interpreter and uses_bf16:
         if art.get("bf16", "upcast") == "refuse":
-            raise RuntimeError("bfloat16 tensors are not supported on the Triton interpreter (it computes "
-                               "on bf16 bit patterns, triton-lang/triton#5424); run on cuda or npu")
+            raise RuntimeError(
+                "bfloat16 tensors are not supported on the Triton interpreter (it computes "
+                "on bf16 bit patterns, triton-lang/triton#5424); run on cuda or npu"
+            )
         notes.append("bf16 on the interpreter: inputs placed as float32, float32 outputs cast to bf16")
     if interpreter:
         _force_single_config(notes)

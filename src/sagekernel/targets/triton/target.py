@@ -78,8 +78,14 @@ class TritonTarget:
 
     def files(self, task: Task) -> list[FileSpec]:
         del task
-        return [FileSpec(KERNEL_FILE, "python", "kernel",
-                         "@triton.jit kernels and class ModelNew(nn.Module) whose forward launches them")]
+        return [
+            FileSpec(
+                KERNEL_FILE,
+                "python",
+                "kernel",
+                "@triton.jit kernels and class ModelNew(nn.Module) whose forward launches them",
+            )
+        ]
 
     def contract(self, task: Task) -> str:
         return contract_text(task)
@@ -93,17 +99,33 @@ class TritonTarget:
     def seed_memory_path(self) -> Path:
         return HERE / "seed_memory.jsonl"
 
-    def build(self, candidate: Candidate, task: Task, workdir: Path, *, device: str, sandbox_kind: str = "auto",
-              timeout_s: float = 120.0) -> BuildResult:
-        return build_mod.build(_source(candidate), task, workdir, device=device, sandbox_kind=sandbox_kind,
-                               timeout_s=timeout_s)
+    def build(
+        self,
+        candidate: Candidate,
+        task: Task,
+        workdir: Path,
+        *,
+        device: str,
+        sandbox_kind: str = "auto",
+        timeout_s: float = 120.0,
+    ) -> BuildResult:
+        return build_mod.build(
+            _source(candidate), task, workdir, device=device, sandbox_kind=sandbox_kind, timeout_s=timeout_s
+        )
 
     def runtime(self, built: BuildResult, task: Task, device: str) -> RuntimeSpec:
         """The runtime reads the module from the request blob (artifact key "module"); the harness
         puts `built.artifacts["module"]`'s bytes there (docs/target_seam.md, triton/runtime.py)."""
         del built, task
-        argv = [*sandbox.python_argv("/box/rt/triton/runtime.py"), "--device", device,
-                "--wire", "/box/rt/wire", "--loop", "/box/rt/loop"]
+        argv = [
+            *sandbox.python_argv("/box/rt/triton/runtime.py"),
+            "--device",
+            device,
+            "--wire",
+            "/box/rt/wire",
+            "--loop",
+            "/box/rt/loop",
+        ]
         for site in sandbox.site_paths():
             argv += ["--site", site]
         env = {"TRITON_CACHE_DIR": "/tmp/triton-cache", "TRITON_DEFAULT_FP_FUSION": "1"}
@@ -116,7 +138,11 @@ class TritonTarget:
             nodes = npu_device_nodes()
         return RuntimeSpec(
             argv=argv,
-            ro_binds=[(str(HERE), "/box/rt/triton"), (str(WIRE_DIR), "/box/rt/wire"), (str(LOOP_DIR), "/box/rt/loop")],
+            ro_binds=[
+                (str(HERE), "/box/rt/triton"),
+                (str(WIRE_DIR), "/box/rt/wire"),
+                (str(LOOP_DIR), "/box/rt/loop"),
+            ],
             env=env,
             python=True,
             device_nodes=nodes,
