@@ -128,3 +128,25 @@ def test_worked_example_runs_on_the_interpreter(tmp_path: Path) -> None:
         env={"TRITON_INTERPRET": "1", "PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
+
+
+def test_gate_compiles_the_first_autotune_config_and_lists_unlaunched_kernels(tmp_path: Path) -> None:
+    task = load_task(SOFTMAX)
+    src = SOFTMAX.with_name("softmax.triton.py").read_text()
+    src = src.replace(
+        "@triton.jit",
+        "@triton.autotune(configs=[triton.Config({}, num_warps=8), triton.Config({}, num_warps=4)], key=['D'])"
+        "\n@triton.jit",
+    )
+    src += "\n\n@triton.jit\ndef never_launched(x_ptr):\n    pass\n"
+    built = get_target("triton").build(Candidate.single("kernel.py", src), task, tmp_path, device="interpreter")
+    assert built.ok, built.message
+    assert [c["num_warps"] for c in built.info["aot"]["compiled"]] == [8]
+    assert built.info["aot"]["uncompiled"] == ["never_launched"]
+
+
+def test_npu_build_skips_the_cuda_gate(tmp_path: Path) -> None:
+    task = load_task(SOFTMAX)
+    cand = Candidate.single("kernel.py", SOFTMAX.with_name("softmax.triton.py").read_text())
+    built = get_target("triton").build(cand, task, tmp_path, device="npu")
+    assert built.ok and built.info["aot"].startswith("skipped")
