@@ -135,11 +135,12 @@ def test_gate_compiles_the_first_autotune_config_and_lists_unlaunched_kernels(tm
     src = SOFTMAX.with_name("softmax.triton.py").read_text()
     src = src.replace(
         "@triton.jit",
-        "@triton.autotune(configs=[triton.Config({}, num_warps=8), triton.Config({}, num_warps=4)], key=['D'])"
-        "\n@triton.jit",
+        "@triton.autotune(configs=[triton.Config({}, num_warps=8), triton.Config({}, num_warps=4)],"
+        " key=['D'])\n@triton.jit",
     )
     src += "\n\n@triton.jit\ndef never_launched(x_ptr):\n    pass\n"
-    built = get_target("triton").build(Candidate.single("kernel.py", src), task, tmp_path, device="interpreter")
+    cand = Candidate.single("kernel.py", src)
+    built = get_target("triton").build(cand, task, tmp_path, device="interpreter")
     assert built.ok, built.message
     assert [c["num_warps"] for c in built.info["aot"]["compiled"]] == [8]
     assert built.info["aot"]["uncompiled"] == ["never_launched"]
