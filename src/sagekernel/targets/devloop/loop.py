@@ -116,6 +116,7 @@ def scrub(t: torch.Tensor) -> None:
 class CallResult:
     ns: int | None
     wall_ns: int | None
+    stream_ns: int | None
     inputs_changed: list[int]
     guards: list[bool]
     outputs: list[torch.Tensor]
@@ -178,6 +179,7 @@ class Runner:
         return CallResult(
             ns=ns,
             wall_ns=wall,
+            stream_ns=self.ops.last_stream_ns if ns is not None else None,
             inputs_changed=[buf.first_changed(orig) for buf, orig in ins],
             guards=[buf.guards_ok() for buf, _ in ins] + [b.guards_ok() for b in outs],
             outputs=outputs,
@@ -332,6 +334,7 @@ def serve(
                 }
                 if res.wall_ns is not None:
                     frame["wall_ns"] = res.wall_ns
+                    frame["stream_ns"] = res.stream_ns
                 if side is candidate:
                     frame.update(
                         inputs_changed=res.inputs_changed,
