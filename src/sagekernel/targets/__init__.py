@@ -20,6 +20,8 @@ ENTRY_POINT_GROUP = "sagekernel.targets"
 BUILTIN: dict[str, str] = {
     "cpu": "sagekernel.targets.cpu.target:CpuTarget",
     "ascendc": "sagekernel.targets.ascendc.target:AscendCTarget",
+    "triton": "sagekernel.targets.triton.target:TritonTarget",
+    "cuda": "sagekernel.targets.cuda.target:CudaTarget",
 }
 _INSTANCES: dict[str, Target] = {}
 

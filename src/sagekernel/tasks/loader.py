@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 #: Hand-written kernels next to a task file: `<stem>.<target>.<ext>`.
-REFERENCE_KERNEL_SUFFIXES = {"cpu": ".cpu.c"}
+REFERENCE_KERNEL_SUFFIXES = {"cpu": ".cpu.c", "triton": ".triton.py", "cuda": ".cuda.cu"}
 
 REQUIRED_KEYS = ("name", "level", "category", "inputs", "outputs", "sizes")
 OPTIONAL_KEYS = ("description", "attrs", "variants", "dtype", "atol", "rtol", "fp64_reference",
@@ -163,11 +163,13 @@ def load_dir(path: Path) -> LoadReport:
 
 
 def task_files(root: Path) -> list[Path]:
-    """Candidate task files: `*.py` not starting with `_` or `.`, outside hidden/underscore folders."""
+    """Candidate task files: `*.py` not starting with `_` or `.`, outside hidden/underscore folders,
+    and not a hand-written kernel (`<stem>.triton.py`)."""
+    kernel_suffixes = tuple(REFERENCE_KERNEL_SUFFIXES.values())
     files = []
     for file in sorted(root.rglob("*.py")):
         rel = file.relative_to(root)
-        if any(part.startswith((".", "_")) for part in rel.parts):
+        if any(part.startswith((".", "_")) for part in rel.parts) or file.name.endswith(kernel_suffixes):
             continue
         files.append(file)
     return files

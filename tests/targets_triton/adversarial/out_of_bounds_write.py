@@ -1,0 +1,25 @@
+"""HACK: the kernel stores one block past the end of its input (heap corruption on the interpreter). EXPECT: runtime guards"""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_rows(x_ptr, out_ptr, D, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < D
+    x = tl.load(x_ptr + row * D + cols, mask=mask, other=-float('inf'))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * D + cols, e / tl.sum(e, axis=0), mask=mask)
+    last = tl.num_programs(0) - 1
+    if row == last:
+        tl.store(x_ptr + (last + 1) * D + cols, tl.zeros((BLOCK,), tl.float32), mask=cols < 16)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        softmax_rows[(x.shape[0],)](x, out, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+        return out

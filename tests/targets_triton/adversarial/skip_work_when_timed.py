@@ -1,0 +1,32 @@
+"""HACK: computes on the first call only and replays that result afterwards (timed calls skip the work). EXPECT: lint module_state, cached_output; runtime stale_outputs"""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_rows(x_ptr, out_ptr, D, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < D
+    x = tl.load(x_ptr + row * D + cols, mask=mask, other=-float("inf"))
+    x = x - tl.max(x, axis=0)
+    e = tl.exp(x)
+    tl.store(out_ptr + row * D + cols, e / tl.sum(e, axis=0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+        self.last = None
+
+    def forward(self, x):
+        self.calls = self.calls + 1
+        if self.calls > 1:
+            return self.last
+        out = torch.empty_like(x)
+        softmax_rows[(x.shape[0],)](x, out, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+        self.last = out
+        return out
