@@ -39,8 +39,8 @@ from sagekernel.tasks.inputs import (
     make_model,
     reference_outputs,
 )
-from sagekernel.tasks.modules import bound_sizes, import_task_module, module_ints
-from sagekernel.tasks.task import SUPPORTED_DTYPES, Task, TensorSpec
+from sagekernel.tasks.modules import bound_sizes, device_needed, import_task_module, module_ints, track_opens
+from sagekernel.tasks.task import SUPPORTED_DTYPES, Task, TaskNeedsDevice, TensorSpec
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -74,7 +74,8 @@ _C_RESERVED = frozenset((
     "floor", "ceil", "round", "rint", "erf", "erfc", "tanh", "fmax", "fmin", "fma",
     "sinf", "cosf", "expf", "logf", "sqrtf", "powf", "fabsf", "erff", "tanhf", "fmaxf", "fminf",
 ))
-_TASK_CACHE: dict[Path, tuple[int, Task]] = {}
+METADATA_NOTE = "level and category from SAGE_TASK"
+_TASK_CACHE: dict[tuple[Path, Path | None], tuple[int, Task]] = {}
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9_]*$")
@@ -82,10 +83,17 @@ _TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 
 @dataclass(frozen=True)
 class LoadProblem:
-    """One file that could not be loaded, and why."""
+    """One file that could not be loaded, and why.
+
+    `kind`: "rejected" (the file is wrong, or over budget: the message says how to make it load),
+    "needs_device" (it imports or asks for a device this machine lacks), "timeout", "memory" or
+    "crashed" (its reference hung, ran out of its memory limit, or killed the loading child).
+    """
 
     path: Path
     message: str
+    kind: str = "rejected"
+    device: str = ""
 
 
 @dataclass
@@ -103,8 +111,13 @@ class LoadReport:
 
 # ----------------------------------------------------------------------------- public API
 
-def load_task(path: Path) -> Task:
-    """Load and validate one task file. Raises `TaskError` (message starts with the path).
+def load_task(path: Path, root: Path | None = None) -> Task:
+    """Load and validate one task file. Raises `TaskError` (message starts with the path);
+    `TaskNeedsDevice` when the file needs a device this machine lacks.
+
+    `root` is the directory being loaded: folders between it and the file give level and category
+    (tasks/layout.py). This runs the file's code in this process; `sagekernel.tasks.isolate` loads
+    untrusted files in a limited child instead.
 
     Results are cached per file and modification time (each call returns its own copy), so
     loading a suite twice in one process runs the references only once.
@@ -116,50 +129,108 @@ def load_task(path: Path) -> Task:
         mtime = path.stat().st_mtime_ns
     except OSError as exc:
         raise TaskError(f"{path}: no such task file") from exc
-    cached = _TASK_CACHE.get(path)
+    key = (path, Path(root).resolve() if root is not None else None)
+    cached = _TASK_CACHE.get(key)
     if cached is not None and cached[0] == mtime:
         task = copy.deepcopy(cached[1])
     else:
-        task = _load_uncached(path)
-        _TASK_CACHE[path] = (mtime, copy.deepcopy(task))
+        task = _load_uncached(path, key[1])
+        _TASK_CACHE[key] = (mtime, copy.deepcopy(task))
     task.reference_kernels = find_reference_kernels(path)
     return task
 
 
-def _load_uncached(path: Path) -> Task:
-    module = import_task_module(path)
-    for required in ("Model", "get_inputs"):
-        if not hasattr(module, required):
-            what = "class" if required == "Model" else "function"
-            raise TaskError(f"{path}: defines no {required} {what} (KernelBench convention: "
-                            "Model, get_inputs, get_init_inputs)")
-    meta = getattr(module, "SAGE_TASK", None)
-    return infer_task(path, module) if meta is None else _task_from_metadata(path, module, meta)
+def _load_uncached(path: Path, root: Path | None) -> Task:
+    with track_opens(path) as opened:
+        try:
+            module = import_task_module(path)
+            if not hasattr(module, "Model"):
+                raise TaskError(f"{path}: defines no Model class (KernelBench convention: "
+                                "Model, get_inputs, get_init_inputs)")
+            if not hasattr(module, "get_inputs") and not hasattr(module, "get_input_groups"):
+                raise TaskError(f"{path}: defines no get_inputs function (or get_input_groups) "
+                                "(KernelBench convention: Model, get_inputs, get_init_inputs)")
+            meta = getattr(module, "SAGE_TASK", None)
+            task = infer_task(path, module, root) if meta is None else _task_from_metadata(path, module, meta)
+        except TaskNeedsDevice:
+            raise
+        except TaskError as exc:
+            device = device_needed(exc)
+            if device is None:
+                raise
+            raise TaskNeedsDevice(f"{exc} -- this task needs the {device} device", device=device) from exc
+        except MemoryError as exc:
+            raise TaskError(f"{path}: ran out of memory while running the reference; lower the "
+                            "module-level sizes in the file") from exc
+    task.companion_files = sorted(opened)
+    return task
 
 
-def load_dir(path: Path) -> LoadReport:
-    """Load every task file under `path` (recursively, sorted). Never raises for a bad task file."""
+def load_dir(path: Path, *, isolate: bool = False) -> LoadReport:
+    """Load every task file under `path` (recursively, sorted). Never raises for a bad task file.
+
+    With `isolate`, every file is imported and run in a child process with time and memory limits
+    (`sagekernel.tasks.isolate`): what `sage` does with directories a user brings.
+    """
     root = Path(path).resolve()
     if not root.is_dir():
         raise TaskError(f"{root}: not a directory")
     report = LoadReport(root=root)
+    if isolate:
+        from sagekernel.tasks.isolate import load_files_isolated
+
+        results: list[Task | LoadProblem] = load_files_isolated(task_files(root), root)
+    else:
+        results = [load_one(file, root) for file in task_files(root)]
     seen: dict[str, Path] = {}
-    for file in task_files(root):
-        try:
-            task = load_task(file)
-        except TaskError as exc:
-            report.problems.append(LoadProblem(file, str(exc)))
+    for result in results:
+        if isinstance(result, LoadProblem):
+            report.problems.append(result)
             continue
-        except Exception as exc:  # a bug in a task file that escaped the checks: still only this file
-            report.problems.append(LoadProblem(file, f"{file}: unexpected {type(exc).__name__}: {exc}"))
-            continue
-        if task.name in seen:
-            report.problems.append(LoadProblem(
-                file, f"{file}: task name {task.name!r} is already used by {seen[task.name]}"))
-            continue
-        seen[task.name] = file
-        report.tasks.append(task)
+        add_unique(report, result, seen)
     return report
+
+
+def load_one(file: Path, root: Path | None) -> Task | LoadProblem:
+    """`load_task`, with every failure turned into a `LoadProblem`."""
+    try:
+        return load_task(file, root)
+    except TaskNeedsDevice as exc:
+        return LoadProblem(file, str(exc), "needs_device", exc.device)
+    except TaskError as exc:
+        return LoadProblem(file, str(exc))
+    except RecursionError as exc:
+        return LoadProblem(file, f"{file}: the reference recursed without end: {exc}")
+    except Exception as exc:  # a bug in a task file that escaped the checks: still only this file
+        return LoadProblem(file, f"{file}: unexpected {type(exc).__name__}: {exc}")
+
+
+def add_unique(report: LoadReport, task: Task, seen: dict[str, Path]) -> None:
+    """Add `task`; a name already taken (``level1/relu.py`` and ``level2/relu.py``) gets its level
+    appended (``relu_l2``), then the file's number, and the record notes the rename."""
+    file = task.source_path
+    declared = task.layout_note == METADATA_NOTE  # a name SAGE_TASK states is never changed
+    if task.name in seen and not declared:
+        number = re.match(r"^(\d+)", file.stem)
+        for alt in (f"{task.name}_l{task.level}",
+                    f"{task.name}_{number.group(1)}" if number else f"{task.name}_2"):
+            if alt not in seen:
+                task.layout_note = (task.layout_note + "; " if task.layout_note else "") + (
+                    f"renamed from {task.name!r} (already used by {seen[task.name]})")
+                task.name = alt
+                break
+        else:
+            report.problems.append(LoadProblem(
+                file, f"{file}: task name {task.name!r} is already used by {seen[task.name]}; "
+                "rename the file"))
+            return
+    elif task.name in seen:
+        report.problems.append(LoadProblem(
+            file, f"{file}: task name {task.name!r} is already used by {seen[task.name]}; "
+            "change SAGE_TASK['name']"))
+        return
+    seen[task.name] = file
+    report.tasks.append(task)
 
 
 def task_files(root: Path) -> list[Path]:
@@ -186,6 +257,17 @@ def find_reference_kernels(path: Path) -> dict[str, Path]:
 
 def _fail(path: Path, message: str) -> TaskError:
     return TaskError(f"{path}: {message}")
+
+
+def safe_identifier(wanted: str, taken: set[str], fallback: str) -> str:
+    """`wanted` if it is a usable C parameter name not in `taken`, else a prefixed/fallback name."""
+    name = wanted if _IDENT.match(wanted) and wanted not in _C_RESERVED and not keyword.iskeyword(wanted) \
+        else fallback
+    if name in taken or name in _C_RESERVED:
+        name = f"attr_{name}"
+    while name in taken:
+        name += "_"
+    return name
 
 
 def _check_identifier(path: Path, name: object, what: str) -> str:
@@ -343,7 +425,7 @@ def _task_from_metadata(path: Path, module: ModuleType, raw_meta: object) -> Tas
         outputs=[TensorSpec(n, d, t) for (n, d), t in zip(meta["outputs"], out_dtypes, strict=True)],
         attrs=meta["attrs"], sizes=meta["sizes"], variants=meta["variants"],
         dtype=meta["dtype"] or _main_dtype(in_dtypes, out_dtypes),
-        atol=meta["atol"], rtol=meta["rtol"],
+        atol=meta["atol"], rtol=meta["rtol"], layout_note=METADATA_NOTE,
     )
     check_tensors(task, task.inputs, inputs, task.sizes, "get_inputs() at the default sizes")
     check_tensors(task, task.outputs, outputs, task.sizes, "forward() at the default sizes")
