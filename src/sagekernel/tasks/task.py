@@ -32,6 +32,7 @@ from pathlib import Path
 
 from sagekernel.errors import TaskError
 
+
 class TaskNeedsDevice(TaskError):
     """The task file needs a device (and its Python package) this machine does not have."""
 
