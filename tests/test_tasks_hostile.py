@@ -82,8 +82,8 @@ def hostile_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def report(hostile_dir: Path) -> tuple[LoadReport, float]:
     mp = pytest.MonkeyPatch()
-    mp.setenv("SAGE_TASK_LOAD_TIMEOUT_S", "4")
-    mp.setenv("SAGE_TASK_LOAD_MEM_BYTES", str(2 * 2**30))
+    mp.setenv("SAGE_TASK_LOAD_TIMEOUT_S", "6")
+    mp.setenv("SAGE_TASK_LOAD_MEM_BYTES", str(2**30))
     start = time.monotonic()
     try:
         loaded = load_dir(hostile_dir, isolate=True)
@@ -98,13 +98,13 @@ def problem(report: tuple[LoadReport, float], name: str) -> LoadProblem:
 
 def test_a_hanging_reference_is_stopped_and_named(report: tuple[LoadReport, float]) -> None:
     p = problem(report, "hang.py")
-    assert p.kind == "timeout" and "longer than 4 s" in p.message and "SAGE_TASK_LOAD_TIMEOUT_S" in p.message
+    assert p.kind == "timeout" and "longer than 6 s" in p.message and "SAGE_TASK_LOAD_TIMEOUT_S" in p.message
     assert report[1] < 120, "the whole directory, hang included, loads in bounded time"
 
 
 def test_unbounded_allocation_hits_the_child_memory_limit(report: tuple[LoadReport, float]) -> None:
     p = problem(report, "alloc.py")
-    assert p.kind == "memory" and "memory" in p.message
+    assert p.kind == "memory" and "memory" in p.message, p
 
 
 def test_megabytes_of_output_are_captured_and_the_file_still_loads(report: tuple[LoadReport, float]) -> None:
@@ -140,8 +140,8 @@ def _sage(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -
     src = str(Path(__file__).resolve().parents[1] / "src")
     return subprocess.run([sys.executable, "-c", "from sagekernel.cli import main; main()", *args],
                           capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PYTHONPATH": src, "SAGE_TASK_LOAD_TIMEOUT_S": "4",
-                               "SAGE_TASK_LOAD_MEM_BYTES": str(2 * 2**30), **(env or {})})
+                          env={**os.environ, "PYTHONPATH": src, "SAGE_TASK_LOAD_TIMEOUT_S": "6",
+                               "SAGE_TASK_LOAD_MEM_BYTES": str(2**30), **(env or {})})
 
 
 def test_check_json_stays_valid_json_whatever_the_files_print(hostile_dir: Path) -> None:
@@ -154,8 +154,8 @@ def test_check_json_stays_valid_json_whatever_the_files_print(hostile_dir: Path)
 
 
 def test_run_reads_directories_as_check_does(hostile_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SAGE_TASK_LOAD_TIMEOUT_S", "4")
-    monkeypatch.setenv("SAGE_TASK_LOAD_MEM_BYTES", str(2 * 2**30))
+    monkeypatch.setenv("SAGE_TASK_LOAD_TIMEOUT_S", "6")
+    monkeypatch.setenv("SAGE_TASK_LOAD_MEM_BYTES", str(2**30))
     with pytest.raises(TaskError) as info:
         load_suite(hostile_dir)
     for name in ("hang.py", "dies.py", "latin1.py"):
