@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -189,7 +188,7 @@ def test_database_damaged_in_the_middle_is_named_before_any_write(workspace: Pat
     data[middle:middle + page] = b"\x5a" * page
     path.write_bytes(bytes(data))
     before = digest(path)
-    with pytest.raises(WorkspaceError, match="damaged|corrupted"):
+    with pytest.raises(WorkspaceError, match=r"damaged|corrupted"):
         db.connect(workspace)
     assert digest(path) == before, "nothing was written into the damaged database"
 

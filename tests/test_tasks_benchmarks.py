@@ -370,7 +370,8 @@ def test_directory_layouts_give_level_and_category(tmp_path: Path) -> None:
     write(tmp_path / "level3" / "fuse", "op.py", RELU_PUBLISHED)
     write(tmp_path / "level1", "relu.py", RELU_PUBLISHED)
     report = load_dir(tmp_path)
-    got = {t.source_path.relative_to(tmp_path).as_posix(): (t.name, t.level, t.category) for t in report.tasks}
+    got = {t.source_path.relative_to(tmp_path).as_posix(): (t.name, t.level, t.category)
+           for t in report.tasks}
     assert got["level2/relu.py"] == ("relu_l2", 2, "activation"), "a clashing name gets its level"
     assert got["level1/relu.py"] == ("relu", 1, "activation")
     assert got["reference/activation/my_op.py"][1:] == (1, "activation")

@@ -134,7 +134,8 @@ def test_good_files_load_whatever_their_neighbours_do(report: tuple[LoadReport, 
     assert {t.name for t in report[0].tasks} == {"good", "noisy"}
 
 
-def _sage(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def _sage(*args: str, env: dict[str, str] | None = None,
+          timeout: float = 300) -> subprocess.CompletedProcess[str]:
     import os
 
     src = str(Path(__file__).resolve().parents[1] / "src")

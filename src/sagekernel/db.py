@@ -10,6 +10,7 @@ meets: missing file (when `create=False`), locked, corrupted, newer schema.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -92,7 +93,7 @@ def _writable(path: Path) -> bool:
     except OSError:
         pass
     try:
-        flags = os.stat(path).st_flags if hasattr(os.stat_result, "st_flags") else 0
+        flags = getattr(os.stat(path), "st_flags", 0)  # BSD/macOS: the immutable flags
     except OSError:
         flags = 0
     if flags:
@@ -126,7 +127,8 @@ def connect(workspace: Path | str, *, create: bool = True, readonly: bool = Fals
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise WorkspaceError(f"cannot create the workspace folder {path.parent}: {exc.strerror or exc}") from exc
+            raise WorkspaceError(f"cannot create the workspace folder {path.parent}: "
+                                 f"{exc.strerror or exc}") from exc
     conn: sqlite3.Connection | None = None
     try:
         if readonly:
@@ -164,10 +166,8 @@ def _check_integrity(conn: sqlite3.Connection, path: Path) -> None:
 
 def _remove_database(path: Path) -> None:
     for suffix in ("", "-wal", "-shm", "-journal"):
-        try:
+        with contextlib.suppress(OSError):
             Path(f"{path}{suffix}").unlink()
-        except OSError:
-            pass
 
 
 def holders(path: Path) -> str:
@@ -177,7 +177,8 @@ def holders(path: Path) -> str:
     try:
         info = json.loads(lock.read_text(encoding="utf-8"))
         if isinstance(info, dict) and info.get("pid"):
-            found.append(f"run {info.get('run_id')!r} (pid {info.get('pid')}, since {info.get('started_at')})")
+            found.append(f"run {info.get('run_id')!r} (pid {info.get('pid')}, "
+                         f"since {info.get('started_at')})")
     except (OSError, ValueError):
         pass
     target = str(path.resolve())
@@ -209,7 +210,7 @@ def _explain(exc: BaseException, path: Path) -> WorkspaceError:
         return WorkspaceError(
             f"the workspace database {path} is corrupted ({exc}); restore it from an export "
             "(`sage memory import`) or move it aside")
-    if "disk" in text and "full" in text or "no space" in text or "too large" in text:
+    if ("disk" in text and "full" in text) or "no space" in text or "too large" in text:
         return WorkspaceError(f"the workspace database {path} could not be written: the disk is full "
                               f"({exc}); free some space and run the command again")
     if "readonly" in text or "read-only" in text:

@@ -170,7 +170,8 @@ def replay_cmd(workspace: Path = WorkspaceOpt, run: str = typer.Option(None, hel
                       f"{r['atu']:+.3f}", escape(r["title"][:60]))
     console.print(table)
     if "written_to" in data:
-        console.print(escape(f"wrote the bank with {data['written_variant']} utilities to {data['written_to']}"))
+        console.print(escape(f"wrote the bank with {data['written_variant']} utilities to "
+                             f"{data['written_to']}"))
 
 
 def simulate_cmd(items: int = typer.Option(200, help="Items in the synthetic store."),

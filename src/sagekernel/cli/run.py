@@ -121,7 +121,8 @@ def _print(summary: Any, console: Console, as_json: bool) -> None:
     if as_json:
         print(json.dumps(summary.to_dict(), indent=2, sort_keys=True))
         return
-    table = Table(title=escape(f"run {summary.run_id} ({summary.status})"), show_header=True, header_style="bold")
+    table = Table(title=escape(f"run {summary.run_id} ({summary.status})"), show_header=True,
+                  header_style="bold")
     for col in ("#", "operator", "level", "compiled", "correct", "rounds", "T_first ms", "T_best ms",
                 "speedup"):
         table.add_column(col, justify="left" if col == "operator" else "right")
@@ -133,7 +134,8 @@ def _print(summary: Any, console: Console, as_json: bool) -> None:
     console.print(table)
     fast = f"{summary.fast_1:.1f}%" if summary.fast_1 is not None else "-"
     s_self = f"{summary.s_self:.2f}x" if summary.s_self is not None else "-"
-    console.print(escape(f"{summary.method} on {summary.suite}: {summary.done}/{summary.operators} operators, "
+    console.print(escape(f"{summary.method} on {summary.suite}: {summary.done}/{summary.operators} "
+                         "operators, "
                          f"CR {summary.cr:.1f}%, ER {summary.er:.1f}%, Fast_1.0 {fast}, S_self {s_self}, "
                          f"{summary.prompt_tokens + summary.completion_tokens} tokens "
                          f"(workspace {summary.workspace})"))

@@ -148,10 +148,11 @@ def check_tasks(
     from sagekernel.tasks.loader import load_dir
 
     report = load_dir(directory, isolate=True)
-    entries = [{"path": str(t.source_path), "status": "loaded", "name": t.name, "level": t.level,
+    entries: list[dict[str, Any]] = [
+        {"path": str(t.source_path), "status": "loaded", "name": t.name, "level": t.level,
                 "category": t.category, "groups": len(t.groups), "params": len(t.params),
                 "sizes": t.sizes, "published_sizes": t.published_sizes, "size_note": t.size_note}
-               for t in report.tasks]
+        for t in report.tasks]
     entries += [{"path": str(p.path), "status": p.kind, "device": p.device or None, "reason": p.message}
                 for p in report.problems]
     entries.sort(key=lambda e: e["path"])
@@ -180,7 +181,8 @@ def list_suites(
     """The named suites, and for the paper's suites which operators the built-in suite has."""
     from sagekernel.tasks.suites import PAPER_SUITES, SUITE_NAMES, paper_suite_status
 
-    rows = [{"name": n, **(paper_suite_status(n) if n in PAPER_SUITES else {"known": True})} for n in SUITE_NAMES]
+    rows: list[dict[str, Any]] = [
+        {"name": n, **(paper_suite_status(n) if n in PAPER_SUITES else {"known": True})} for n in SUITE_NAMES]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return

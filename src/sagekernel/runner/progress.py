@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from rich.console import Console
-from rich.markup import escape
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from sagekernel.records import OperatorResult, RoundTrace
@@ -66,7 +66,8 @@ class RichProgress:
         for r in finished:
             self._count(r)
         if finished:
-            self.console.print(f"resuming run [bold]{escape(info.run_id)}[/]: {len(finished)}/{total} operators done")
+            self.console.print(f"resuming run [bold]{escape(info.run_id)}[/]: "
+                               f"{len(finished)}/{total} operators done")
         self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=True)
         self.live.start()
 

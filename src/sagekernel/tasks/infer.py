@@ -144,7 +144,7 @@ def forward_specs(args: list[object], param_names: list[str], taken: set[str]) -
                 attrs[f"{name}_{j}"] = int(x) if isinstance(x, bool) else x
         else:
             specs.append(ForwardArg("scalar", name, a))  # type: ignore[arg-type]
-            attrs[name] = int(a) if isinstance(a, bool) else a  # type: ignore[arg-type]
+            attrs[name] = int(a) if isinstance(a, bool) else a  # type: ignore[assignment]
     if all(s.kind == "tensor" for s in specs):
         return [], {}
     return specs, attrs
@@ -253,7 +253,8 @@ def infer_task(path: Path, module: ModuleType, root: Path | None = None) -> Task
 
     for sym in size_syms:  # every size symbol's effect on the parameters, for their dims
         if sym not in param_deps:
-            _, shapes_params = _perturbed_run(path, module, ints, sym, perturbed_value.get(sym, ints[sym] + 1))
+            trial = perturbed_value.get(sym, ints[sym] + 1)
+            _, shapes_params = _perturbed_run(path, module, ints, sym, trial)
             param_deps[sym] = shapes_params if shapes_params is not None else base_params
     pdims = param_dims(base_params, {s: param_deps[s] for s in size_syms}, sizes,
                        {n: k for k, n in enumerate(base_params)})
@@ -268,7 +269,7 @@ def infer_task(path: Path, module: ModuleType, root: Path | None = None) -> Task
     main = next((d for d in in_dtypes + out_dtypes if d in ("float32", "float64", "float16", "bfloat16")),
                 (in_dtypes + out_dtypes)[0])
     doc = inspect.getdoc(getattr(module, "Model", None)) or inspect.getdoc(module) or ""
-    changed = {k: published[k] for k in published if ints[k] != published[k]}
+    scaled = [k for k in published if ints[k] != published[k]]
     return Task(
         name=name, level=level, category=category,
         description=doc.strip().splitlines()[0] if doc.strip() else "",
@@ -278,7 +279,7 @@ def infer_task(path: Path, module: ModuleType, root: Path | None = None) -> Task
         attrs=attrs, sizes=sizes, variants=[], dtype=main,
         atol=DEFAULT_TOLERANCE, rtol=DEFAULT_TOLERANCE,
         params=params, forward_args=forward_args,
-        published_sizes={k: v for k, v in published.items() if k in sizes} if changed else {},
+        published_sizes={k: v for k, v in published.items() if k in sizes} if scaled else {},
         size_note=size_note, layout_note=layout_note,
     )
 

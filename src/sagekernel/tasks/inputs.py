@@ -52,7 +52,8 @@ def call_get_inputs(module: ModuleType, path: object) -> list[torch.Tensor]:
     try:
         raw = fn()
     except MemoryError as exc:
-        raise TaskError(f"{path}: get_inputs() ran out of memory (MemoryError); lower the sizes in the file") from exc
+        raise TaskError(f"{path}: get_inputs() ran out of memory (MemoryError); "
+                        "lower the sizes in the file") from exc
     except Exception as exc:
         raise TaskError(f"{path}: get_inputs() raised {type(exc).__name__}: {exc}") from exc
     return _tensor_list(raw, f"{path}: get_inputs()")
@@ -67,7 +68,8 @@ def call_get_args(module: ModuleType, path: object) -> list[Any]:
     try:
         raw = fn()
     except MemoryError as exc:
-        raise TaskError(f"{path}: get_inputs() ran out of memory (MemoryError); lower the sizes in the file") from exc
+        raise TaskError(f"{path}: get_inputs() ran out of memory (MemoryError); "
+                        "lower the sizes in the file") from exc
     except Exception as exc:
         raise TaskError(f"{path}: get_inputs() raised {type(exc).__name__}: {exc}") from exc
     return checked_args(raw, f"{path}: get_inputs()")
@@ -82,7 +84,8 @@ def call_input_groups(module: ModuleType, path: object) -> list[tuple[str, list[
     try:
         raw = fn()
     except MemoryError as exc:
-        raise TaskError(f"{path}: get_input_groups() ran out of memory (MemoryError); lower the sizes in the file") from exc
+        raise TaskError(f"{path}: get_input_groups() ran out of memory (MemoryError); "
+                        "lower the sizes in the file") from exc
     except Exception as exc:
         raise TaskError(f"{path}: get_input_groups() raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(raw, (list, tuple)) or not raw:
@@ -123,7 +126,8 @@ def call_init_inputs(module: ModuleType, path: object) -> list[Any]:
     try:
         raw = fn()
     except MemoryError as exc:
-        raise TaskError(f"{path}: get_init_inputs() ran out of memory (MemoryError); lower the sizes in the file") from exc
+        raise TaskError(f"{path}: get_init_inputs() ran out of memory (MemoryError); "
+                        "lower the sizes in the file") from exc
     except Exception as exc:
         raise TaskError(f"{path}: get_init_inputs() raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(raw, (list, tuple)):

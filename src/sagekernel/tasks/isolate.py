@@ -78,7 +78,8 @@ def load_files_isolated(files: list[Path], root: Path | None, *, timeout_s: floa
         pending = [i for i in pending if i not in results]
         if pending and not done:  # the child never started a file: do not loop forever
             for i in pending:
-                results[i] = LoadProblem(files[i], f"{files[i]}: the loading child could not start", "crashed")
+                results[i] = LoadProblem(files[i], f"{files[i]}: the loading child could not start",
+                                         "crashed")
             pending = []
     return [results[i] for i in range(len(files))]
 
@@ -144,7 +145,8 @@ def _run_child(files: list[Path], root: Path | None, timeout: float, memory: int
                         current = None
                     elif "problem" in message:
                         p = message["problem"]
-                        outcomes.append(LoadProblem(Path(p["path"]), p["message"], p["kind"], p.get("device", "")))
+                        outcomes.append(LoadProblem(Path(p["path"]), p["message"], p["kind"],
+                                                    p.get("device", "")))
                         current = None
         proc.wait(timeout=30)
         if current is not None and len(outcomes) == current:

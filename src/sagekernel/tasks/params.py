@@ -29,7 +29,7 @@ _SKIPPED_BUFFERS = ("num_batches_tracked",)
 
 def model_tensors(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
     """(dotted name, tensor) for every parameter then every buffer, in registration order."""
-    found = [(n, p) for n, p in model.named_parameters()]
+    found: list[tuple[str, torch.Tensor]] = list(model.named_parameters())
     found += [(n, b) for n, b in model.named_buffers()
               if b is not None and n.rsplit(".", 1)[-1] not in _SKIPPED_BUFFERS]
     return found
