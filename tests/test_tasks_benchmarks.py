@@ -423,3 +423,40 @@ def test_paper_suites_say_their_operators_are_unknown_rather_than_guess() -> Non
     rows = {r["name"]: r for r in json.loads(result.stdout)}
     assert rows["paper_eval"]["size"] == 88 and rows["paper_eval"]["per_level"] == {"1": 20, "2": 50, "3": 18}
     assert rows["paper_xccl"]["size"] == 16 and rows["paper_xccl"]["known"] is False
+
+
+SAGE_LINEAR = '''
+import torch
+import torch.nn as nn
+
+B = 4
+IN = 6
+OUT = 5
+
+SAGE_TASK = {
+    "name": "linear", "level": 2, "category": "matmul",
+    "inputs": {"x": ["B", "IN"]}, "outputs": {"out": ["B", "OUT"]},
+    "sizes": {"B": 4, "IN": 6, "OUT": 5}, "variants": [{"IN": 9, "OUT": 3}],
+}
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(IN, OUT)
+
+    def forward(self, x):
+        return self.fc(x)
+
+def get_inputs():
+    return [torch.randn(B, IN)]
+'''
+
+
+def test_sage_task_files_with_parameters_declare_them_by_size(tmp_path: Path) -> None:
+    task = load_task(write(tmp_path, "linear.py", SAGE_LINEAR))
+    assert [(p.name, p.dims) for p in task.params] == [("fc_weight", ("OUT", "IN")), ("fc_bias", ("OUT",))]
+    w, b = param_tensors(task, {"IN": 9, "OUT": 3}, seed=7)
+    assert tuple(w.shape) == (3, 9) and tuple(b.shape) == (3,)
+    bad = SAGE_LINEAR.replace("OUT = 5", "OUT = 4").replace('"OUT": 5}', '"OUT": 4}')
+    with pytest.raises(TaskError, match="more than one size"):
+        load_task(write(tmp_path / "b", "linear.py", bad))

@@ -470,9 +470,9 @@ def test_cli_list_show_check(tmp_path: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(app, ["tasks", "list", "--suite", "demo", "--json"])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.output)
+    rows = json.loads(result.output)["tasks"]
     assert [r["name"] for r in rows] == ["abs", "swish", "rms_norm"]
-    assert rows[2]["inputs"][1] == {"name": "weight", "dims": ["D"], "dtype": "float32"}
+    assert rows[2]["inputs"][1] == {"name": "weight", "dims": ["D"], "dtype": "float32", "origin": "input"}
 
     result = runner.invoke(app, ["tasks", "list", "--suite", "level3"])
     assert result.exit_code == 0 and "grouped_matmul" in result.output and "level" in result.output

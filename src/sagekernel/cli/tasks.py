@@ -160,7 +160,11 @@ def check_tasks(
         counts: dict[str, int] = {}
         for e in entries:
             counts[e["status"]] = counts.get(e["status"], 0) + 1
-        typer.echo(json.dumps({"root": str(report.root), "counts": counts, "files": entries}, indent=2))
+        typer.echo(json.dumps({
+            "root": str(report.root), "counts": counts, "files": entries,
+            "tasks": [t.name for t in report.tasks],
+            "problems": [{"path": str(p.path), "message": p.message, "kind": p.kind} for p in report.problems],
+        }, indent=2))
     else:
         for t in report.tasks:
             console.print(f"[green]ok[/]   {escape(str(t.source_path.relative_to(report.root)))}  "

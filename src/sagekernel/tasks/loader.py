@@ -412,7 +412,8 @@ def _task_from_metadata(path: Path, module: ModuleType, raw_meta: object) -> Tas
             raise _fail(path, f"get_inputs() returns {len(inputs)} tensors but SAGE_TASK['inputs'] declares "
                         f"{len(in_names)} ({', '.join(in_names) or 'none'})")
         in_dtypes = _observed_dtypes(path, inputs, in_names, "input")
-        outputs = call_forward(instantiate(module, path), [t.clone() for t in inputs], path)
+        model = instantiate(module, path)
+        outputs = call_forward(model, [t.clone() for t in inputs], path)
         if len(outputs) != len(out_names):
             raise _fail(path, f"forward() returns {len(outputs)} tensors but SAGE_TASK['outputs'] declares "
                         f"{len(out_names)} ({', '.join(out_names)})")
@@ -427,11 +428,33 @@ def _task_from_metadata(path: Path, module: ModuleType, raw_meta: object) -> Tas
         dtype=meta["dtype"] or _main_dtype(in_dtypes, out_dtypes),
         atol=meta["atol"], rtol=meta["rtol"], layout_note=METADATA_NOTE,
     )
+    task.params = _declared_params(task, model)
     check_tensors(task, task.inputs, inputs, task.sizes, "get_inputs() at the default sizes")
     check_tensors(task, task.outputs, outputs, task.sizes, "forward() at the default sizes")
     for i, shape in enumerate(task.all_shapes()[1:]):
         _check_variant(task, module, shape, f"variant {i} {task.variants[i]}")
     return task
+
+
+def _declared_params(task: Task, model: torch.nn.Module) -> list[TensorSpec]:
+    """The model's parameters for a SAGE_TASK file: each dim must equal exactly one declared size."""
+    from sagekernel.tasks.params import model_tensors, param_name
+
+    specs = []
+    taken = {s.name for s in task.inputs + task.outputs} | set(task.sizes) | set(task.attrs)
+    for dotted, t in model_tensors(model):
+        dims = []
+        for j, n in enumerate(t.shape):
+            matches = [s for s, v in task.sizes.items() if v == n]
+            if len(matches) != 1:
+                raise _fail(task.source_path, f"model parameter {dotted} dim {j} is {n}, which "
+                            f"{'no' if not matches else 'more than one'} size in SAGE_TASK['sizes'] equals; "
+                            "declare a size symbol for it (with a distinct default)")
+            dims.append(matches[0])
+        name = param_name(dotted, taken)
+        taken.add(name)
+        specs.append(TensorSpec(name, tuple(dims), dtype_name(t.dtype), origin=dotted))
+    return specs
 
 
 def _check_variant(task: Task, module: ModuleType, sizes: dict[str, int], what: str) -> None:
@@ -442,8 +465,14 @@ def _check_variant(task: Task, module: ModuleType, sizes: dict[str, int], what: 
         try:
             inputs = call_get_inputs(module, path)
             check_tensors(task, task.inputs, inputs, sizes, f"get_inputs() at {what}")
-            outputs = call_forward(instantiate(module, path), inputs, path)
+            model = instantiate(module, path)
+            outputs = call_forward(model, inputs, path)
             check_tensors(task, task.outputs, outputs, sizes, f"forward() at {what}")
+            if task.params:
+                from sagekernel.tasks.params import model_tensors
+
+                check_tensors(task, task.params, [t for _, t in model_tensors(model)], sizes,
+                              f"model parameters at {what}")
         except TaskError as exc:
             raise TaskError(f"{exc} (does the file read every size symbol at call time?)") from exc
 
