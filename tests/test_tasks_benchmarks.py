@@ -460,3 +460,33 @@ def test_sage_task_files_with_parameters_declare_them_by_size(tmp_path: Path) ->
     bad = SAGE_LINEAR.replace("OUT = 5", "OUT = 4").replace('"OUT": 5}', '"OUT": 4}')
     with pytest.raises(TaskError, match="more than one size"):
         load_task(write(tmp_path / "b", "linear.py", bad))
+
+
+TUPLE_SHAPES = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    """Mean of a clamped product; shapes only agree while batch_size == input_shape[0]."""
+    def forward(self, predictions, targets):
+        return torch.mean(torch.clamp(1 - predictions * targets, min=0))
+
+batch_size = 32768
+input_shape = (32768,)
+
+def get_inputs():
+    return [torch.rand(batch_size, *input_shape), torch.randint(0, 2, (batch_size,)).float() * 2 - 1]
+'''
+
+
+def test_size_tuples_scale_together_with_the_ints_they_must_equal(tmp_path: Path) -> None:
+    task = load_task(write(tmp_path / "level1", "hinge.py", TUPLE_SHAPES))
+    n = task.sizes["batch_size"]
+    assert task.size_tuples == {"input_shape": (n,)} and n < 32768
+    assert "input_shape=(32768,)" in task.size_note
+    moved = task_from_json(json.loads(json.dumps(task_to_json(task))))
+    assert moved.size_tuples == task.size_tuples
+    p, t = build_inputs(moved, seed=5)
+    assert tuple(p.shape) == (n, n) and tuple(t.shape) == (n,)
+    (ref,) = reference_outputs(moved, [p, t])
+    assert torch.allclose(ref.double(), torch.clamp(1 - p.double() * t.double(), min=0).mean())

@@ -36,7 +36,7 @@ from sagekernel.tasks.inputs import call_forward, call_get_args, call_init_input
 from sagekernel.tasks.layout import category_of, level_of
 from sagekernel.tasks.modules import bound_sizes, module_ints
 from sagekernel.tasks.params import model_tensors, param_dims, param_specs
-from sagekernel.tasks.sizepolicy import choose_sizes
+from sagekernel.tasks.sizepolicy import SHAPE_MODES, choose_sizes, shapes_only
 from sagekernel.tasks.task import SUPPORTED_DTYPES, ForwardArg, Task, TensorSpec
 
 DEFAULT_TOLERANCE = 1e-2
@@ -163,8 +163,9 @@ def infer_task(path: Path, module: ModuleType, root: Path | None = None) -> Task
 
         return infer_group_task(path, module, name, level, category, layout_note)
     published = module_ints(module)
-    ints, size_note = choose_sizes(path, module, published)
-    with bound_sizes(module, ints), torch.random.fork_rng(devices=[]):
+    ints, tuples, size_note = choose_sizes(path, module, published)
+    binding: dict[str, int | tuple[int, ...]] = {**tuples, **ints}
+    with bound_sizes(module, binding), torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         base_args = call_get_args(module, path)
         base_inputs = _tensors(base_args)
@@ -182,7 +183,7 @@ def infer_task(path: Path, module: ModuleType, root: Path | None = None) -> Task
     perturbed_value: dict[str, int] = {}
     for sym, value in ints.items():
         for trial in _perturbations(value):
-            probe = _probe_inputs(path, module, {**ints, sym: trial})
+            probe = _probe_inputs(path, module, {**binding, sym: trial})
             if probe is None:
                 continue
             shapes, init = probe
@@ -204,7 +205,7 @@ def infer_task(path: Path, module: ModuleType, root: Path | None = None) -> Task
     out_deps: dict[str, list[tuple[int, ...]]] = {}
     param_deps: dict[str, dict[str, tuple[int, ...]]] = {}
     for sym in init_changes:
-        shapes_out, shapes_params = _perturbed_run(path, module, ints, sym, perturbed_value[sym])
+        shapes_out, shapes_params = _perturbed_run(path, module, binding, sym, perturbed_value[sym])
         if shapes_params is not None and shapes_params != base_params:
             param_deps[sym] = shapes_params
         if sym not in in_deps and shapes_out is not None and shapes_out != base_out:
@@ -236,7 +237,7 @@ def infer_task(path: Path, module: ModuleType, root: Path | None = None) -> Task
             if len(matches) != 1:
                 for sym in size_syms:  # resolve by perturbing the forward pass (once per symbol)
                     if sym not in out_deps:
-                        shapes_out, _ = _perturbed_run(path, module, ints, sym, perturbed_value[sym])
+                        shapes_out, _ = _perturbed_run(path, module, binding, sym, perturbed_value[sym])
                         out_deps[sym] = shapes_out if shapes_out is not None else base_out
                 deps = [s for s in size_syms if _out_dim_changed(out_deps[s], base_out, i, j)]
                 matches = [s for s in deps if ints[s] == n]
@@ -254,7 +255,7 @@ def infer_task(path: Path, module: ModuleType, root: Path | None = None) -> Task
     for sym in size_syms:  # every size symbol's effect on the parameters, for their dims
         if sym not in param_deps:
             trial = perturbed_value.get(sym, ints[sym] + 1)
-            _, shapes_params = _perturbed_run(path, module, ints, sym, trial)
+            _, shapes_params = _perturbed_run(path, module, binding, sym, trial)
             param_deps[sym] = shapes_params if shapes_params is not None else base_params
     pdims = param_dims(base_params, {s: param_deps[s] for s in size_syms}, sizes,
                        {n: k for k, n in enumerate(base_params)})
@@ -269,7 +270,7 @@ def infer_task(path: Path, module: ModuleType, root: Path | None = None) -> Task
     main = next((d for d in in_dtypes + out_dtypes if d in ("float32", "float64", "float16", "bfloat16")),
                 (in_dtypes + out_dtypes)[0])
     doc = inspect.getdoc(getattr(module, "Model", None)) or inspect.getdoc(module) or ""
-    scaled = [k for k in published if ints[k] != published[k]]
+    scaled = [k for k in published if ints[k] != published[k]] or list(tuples)
     return Task(
         name=name, level=level, category=category,
         description=doc.strip().splitlines()[0] if doc.strip() else "",
@@ -280,7 +281,7 @@ def infer_task(path: Path, module: ModuleType, root: Path | None = None) -> Task
         atol=DEFAULT_TOLERANCE, rtol=DEFAULT_TOLERANCE,
         params=params, forward_args=forward_args,
         published_sizes={k: v for k, v in published.items() if k in sizes} if scaled else {},
-        size_note=size_note, layout_note=layout_note,
+        size_note=size_note, layout_note=layout_note, size_tuples=tuples,
     )
 
 
@@ -290,12 +291,12 @@ def _constant_symbol(sizes: dict[str, int], n: int) -> str:
     return sym
 
 
-def _probe_inputs(path: Path, module: ModuleType, sizes: dict[str, int]) -> tuple[
+def _probe_inputs(path: Path, module: ModuleType, sizes: dict[str, int | tuple[int, ...]]) -> tuple[
         list[tuple[int, ...]], list[object]] | None:
     """Input shapes and init inputs at `sizes`: on the meta device, else for real (None: fails)."""
-    for device in ("meta", "cpu"):
+    for mode in (*SHAPE_MODES, "cpu"):
         try:
-            with bound_sizes(module, sizes), torch.random.fork_rng(devices=[]), torch.device(device):
+            with bound_sizes(module, sizes), torch.random.fork_rng(devices=[]), shapes_only(mode):
                 torch.manual_seed(0)
                 return _shapes(_tensors(call_get_args(module, path))), call_init_inputs(module, path)
         except TaskError:
@@ -303,15 +304,16 @@ def _probe_inputs(path: Path, module: ModuleType, sizes: dict[str, int]) -> tupl
     return None
 
 
-def _perturbed_run(path: Path, module: ModuleType, ints: dict[str, int], sym: str, trial: int) -> tuple[
+def _perturbed_run(path: Path, module: ModuleType, ints: dict[str, int | tuple[int, ...]], sym: str,
+                   trial: int) -> tuple[
         list[tuple[int, ...]] | None, dict[str, tuple[int, ...]] | None]:
     """Output shapes and parameter shapes with one module int perturbed, on the meta device, else for
     real (None where the file cannot run that way)."""
     params = None
-    for device in ("meta", "cpu"):
+    for mode in (*SHAPE_MODES, "cpu"):
         try:
             with bound_sizes(module, {**ints, sym: trial}), torch.random.fork_rng(devices=[]), \
-                    torch.device(device):
+                    shapes_only(mode):
                 torch.manual_seed(0)
                 args = call_get_args(module, path)
                 model = instantiate(module, path)

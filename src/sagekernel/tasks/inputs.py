@@ -326,7 +326,7 @@ def build_inputs(task: Task, sizes: Mapping[str, int] | None = None, seed: int =
     module = task_module(task)
     path = task.source_path
     make = getattr(module, "make_inputs", None)
-    with bound_sizes(module, full), torch.random.fork_rng(devices=[]):
+    with bound_sizes(module, task.binding(full)), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         if callable(make) and not task.groups:
             gen = torch.Generator().manual_seed(seed)
@@ -355,7 +355,7 @@ def make_model(task: Task, sizes: Mapping[str, int] | None = None, seed: int = 0
     """`Model(*get_init_inputs())` with the size symbols bound to `sizes`, seeded, in eval mode."""
     full = full_sizes(task, sizes)
     module = task_module(task)
-    with bound_sizes(module, full):
+    with bound_sizes(module, task.binding(full)):
         return instantiate(module, task.source_path, seed)
 
 
@@ -406,7 +406,7 @@ def reference_outputs(task: Task, inputs: Sequence[torch.Tensor],
     check_tensors(task, task.inputs, inputs, full, "reference_outputs() inputs")
     module = task_module(task)
     path = task.source_path
-    with bound_sizes(module, full), torch.random.fork_rng(devices=[]):
+    with bound_sizes(module, task.binding(full)), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         outputs: list[torch.Tensor] | None = None
         if uses_fp64_reference(task) and any(t.is_floating_point() for t in inputs):

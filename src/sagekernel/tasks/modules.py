@@ -178,8 +178,9 @@ def module_ints(module: ModuleType) -> dict[str, int]:
 
 
 @contextmanager
-def bound_sizes(module: ModuleType, sizes: Mapping[str, int]) -> Iterator[None]:
-    """Rebind the module-level int of every symbol in `sizes` that the module defines; restore after.
+def bound_sizes(module: ModuleType, sizes: Mapping[str, int | tuple[int, ...]]) -> Iterator[None]:
+    """Rebind the module-level int of every symbol in `sizes` that the module defines (and a
+    module-level tuple of ints, given a tuple: the size policy's `Task.size_tuples`); restore after.
 
     Symbols the module does not define as an int (e.g. synthetic symbols of an inferred task) are
     ignored. Holds `MODULE_LOCK` for the whole block.
@@ -188,9 +189,12 @@ def bound_sizes(module: ModuleType, sizes: Mapping[str, int]) -> Iterator[None]:
         saved: dict[str, Any] = {}
         for key, value in sizes.items():
             current = getattr(module, key, None)
-            if type(current) is int:
+            if type(current) is int and not isinstance(value, tuple):
                 saved[key] = current
                 setattr(module, key, int(value))
+            elif type(current) is tuple and isinstance(value, tuple):
+                saved[key] = current
+                setattr(module, key, tuple(int(x) for x in value))
         try:
             yield
         finally:

@@ -41,6 +41,7 @@ def task_to_json(task: Task) -> dict[str, Any]:
         "group_index": task.group_index,
         "companion_files": [str(p) for p in task.companion_files],
         "published_sizes": dict(task.published_sizes), "size_note": task.size_note,
+        "size_tuples": {k: list(v) for k, v in task.size_tuples.items()},
         "layout_note": task.layout_note,
     }
 
@@ -85,5 +86,6 @@ def task_from_json(data: dict[str, Any], source_path: Path | None = None) -> Tas
         group_index=data.get("group_index"),
         companion_files=[moved(p) for p in data.get("companion_files", [])],
         published_sizes=dict(data.get("published_sizes", {})), size_note=data.get("size_note", ""),
+        size_tuples={k: tuple(int(x) for x in v) for k, v in data.get("size_tuples", {}).items()},
         layout_note=data.get("layout_note", ""),
     )

@@ -132,6 +132,8 @@ class Task:
     #: The sizes the file sets (module-level ints) when the size policy scaled them down to
     #: `sizes`; empty when `sizes` are the published ones.
     published_sizes: dict[str, int] = field(default_factory=dict)
+    #: Module-level tuples of sizes the policy scaled (``input_shape``), rebound with `sizes`.
+    size_tuples: dict[str, tuple[int, ...]] = field(default_factory=dict)
     #: One line saying what the size policy did (or that it left the sizes alone).
     size_note: str = ""
     #: Where level and category came from: "metadata", "folder", "guess" or "default".
@@ -160,6 +162,10 @@ class Task:
     def group_tasks(self) -> list[Task]:
         """One task per input group (just `[self]` without groups): check each, time each."""
         return [self.group_task(i) for i in range(max(1, len(self.groups)))]
+
+    def binding(self, sizes: dict[str, int]) -> dict[str, int | tuple[int, ...]]:
+        """What to rebind in the task's module to run it at `sizes` (with the scaled tuples)."""
+        return {**self.size_tuples, **sizes}
 
     def all_shapes(self) -> list[dict[str, int]]:
         """The default sizes followed by every variant (each variant overrides some symbols)."""
