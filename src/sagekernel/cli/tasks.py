@@ -163,7 +163,8 @@ def check_tasks(
         typer.echo(json.dumps({
             "root": str(report.root), "counts": counts, "files": entries,
             "tasks": [t.name for t in report.tasks],
-            "problems": [{"path": str(p.path), "message": p.message, "kind": p.kind} for p in report.problems],
+            "problems": [{"path": str(p.path), "message": p.message, "kind": p.kind}
+                         for p in report.problems],
         }, indent=2))
     else:
         for t in report.tasks:

@@ -144,15 +144,16 @@ def _keys(ints: dict[str, int], tuples: dict[str, tuple[int, ...]]) -> list[tupl
     return keys
 
 
-def _halved(ints: dict[str, int], tuples: dict[str, tuple[int, ...]], move: tuple[tuple[str, int], ...]) -> tuple[
-        dict[str, int], dict[str, tuple[int, ...]]]:
-    ints, tuples = dict(ints), {k: list(v) for k, v in tuples.items()}  # type: ignore[misc]
+def _halved(ints: dict[str, int], tuples: dict[str, tuple[int, ...]],
+            move: tuple[tuple[str, int], ...]) -> tuple[dict[str, int], dict[str, tuple[int, ...]]]:
+    new_ints = dict(ints)
+    lists = {k: list(v) for k, v in tuples.items()}
     for name, index in move:
         if index < 0:
-            ints[name] //= 2
+            new_ints[name] //= 2
         else:
-            tuples[name][index] //= 2  # type: ignore[index]
-    return ints, {k: tuple(v) for k, v in tuples.items()}
+            lists[name][index] //= 2
+    return new_ints, {k: tuple(v) for k, v in lists.items()}
 
 
 def choose_sizes(path: Path, module: ModuleType, ints: dict[str, int]) -> tuple[
@@ -163,7 +164,7 @@ def choose_sizes(path: Path, module: ModuleType, ints: dict[str, int]) -> tuple[
     that value; then all ints and tuple elements with that value together (a file whose shapes only
     agree when ``batch_size == input_shape[0]`` needs both to move at once)."""
     tuples0 = module_size_tuples(module)
-    base = meta_footprint(path, module, {**tuples0, **ints})  # type: ignore[dict-item]
+    base = meta_footprint(path, module, {**tuples0, **ints})
     if base is None:
         return dict(ints), {}, ("neither the meta device nor fake tensors can run this reference, so its "
                                 "footprint is unknown; running at the published sizes")
@@ -186,7 +187,7 @@ def choose_sizes(path: Path, module: ModuleType, ints: dict[str, int]) -> tuple[
             if move in stuck:
                 continue
             trial_ints, trial_tuples = _halved(sizes, tuples, move)
-            fp = meta_footprint(path, module, {**trial_tuples, **trial_ints})  # type: ignore[dict-item]
+            fp = meta_footprint(path, module, {**trial_tuples, **trial_ints})
             if fp is None or not fp.smaller_than(current):
                 stuck.add(move)
                 continue
