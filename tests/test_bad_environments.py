@@ -290,3 +290,27 @@ def test_help_fits_80_columns_without_cutting_option_names() -> None:
                     assert opt in result.output, f"sage {' '.join(path)} --help cuts {opt}"
         checked += 1
     assert checked > 10
+
+
+# ----------------------------------------------------------------------------- spend of killed attempts
+
+def test_report_counts_spend_of_attempts_that_never_finished(tmp_path: Path) -> None:
+    from sagekernel.report.build import build, notes_for, to_json
+    from sagekernel.report.load import load
+    from test_report_workspace import Op, add_run, insert
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    add_run(ws, "r1", "sage", "m", [Op("relu", 1, tokens=1000)], status="interrupted",
+            planned=[Op("gelu", 1)])
+    conn = db.connect(ws)
+    for op, tokens in (("relu", 1000), ("gelu", 700)):  # gelu's attempt was killed before its result
+        insert(conn, "exchanges", {"created_at": "t", "call_id": op, "attempt": 1, "status": "ok",
+                                   "run_id": "r1", "operator": op, "model_spec": "m", "messages_json": "[]",
+                                   "params_json": "{}", "prompt_text": "", "prompt_tokens": tokens // 2,
+                                   "completion_tokens": tokens - tokens // 2})
+    conn.close()
+    reports = build(load([str(ws)]))
+    data = to_json(reports)["runs"][0]["spend"]
+    assert data["tokens"] == 1700 and data["unfinished_attempt_tokens"] == 700 and data["calls"] == 2
+    assert any("700 of the run's 1,700 tokens" in n for n in notes_for(reports))
