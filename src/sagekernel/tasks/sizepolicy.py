@@ -122,7 +122,14 @@ def _footprint(path: Path, module: ModuleType, sizes: Mapping[str, int | tuple[i
                 total_bytes = max(total_bytes, sum(t.numel() * t.element_size() for t in tensors))
                 total_flops = max(total_flops, int(counter.get_total_flops()))
             total_bytes += sum(t.numel() * t.element_size() for _, t in model_tensors(model))
-    except Exception:  # TaskError included: the meta device cannot run this file
+    except TaskError as exc:
+        if "ran out of memory" in str(exc):
+            raise  # a real allocation, even without storage: another mode would only repeat it
+        return None
+    except MemoryError as exc:
+        raise TaskError(f"{path}: ran out of memory while measuring the reference (MemoryError); "
+                        "lower the sizes in the file") from exc
+    except Exception:  # the meta device (or fake tensors) cannot run this file
         return None
     return Footprint(total_bytes, total_flops)
 
