@@ -490,3 +490,18 @@ def test_size_tuples_scale_together_with_the_ints_they_must_equal(tmp_path: Path
     assert tuple(p.shape) == (n, n) and tuple(t.shape) == (n,)
     (ref,) = reference_outputs(moved, [p, t])
     assert torch.allclose(ref.double(), torch.clamp(1 - p.double() * t.double(), min=0).mean())
+
+
+def test_tasks_show_states_the_size_policy_and_the_sizes_used(tmp_path: Path) -> None:
+    from sagekernel.cli import app
+
+    write(tmp_path / "level1", "19_ReLU.py", RELU_PUBLISHED)
+    result = CliRunner().invoke(app, ["tasks", "show", "relu", "--suite", str(tmp_path)],
+                                terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "size policy" in result.output and "published" in result.output
+    assert "batch_size=4096, dim=393216" in result.output
+    shown = json.loads(CliRunner().invoke(app, ["tasks", "show", "relu", "--suite", str(tmp_path),
+                                                "--json"]).stdout)
+    assert shown["published_sizes"] == {"batch_size": 4096, "dim": 393216}
+    assert shown["sizes"]["dim"] < 393216 and "scaled down" in shown["size_note"]
