@@ -124,7 +124,7 @@ def forward_param_names(module: ModuleType) -> list[str]:
 def forward_specs(args: list[object], param_names: list[str], taken: set[str]) -> tuple[
         list[ForwardArg], dict[str, float | int]]:
     """`ForwardArg`s for one argument list, and the attrs its numbers and lists become."""
-    from sagekernel.tasks.loader import safe_identifier
+    from sagekernel.tasks.metadata import safe_identifier
 
     specs: list[ForwardArg] = []
     attrs: dict[str, float | int] = {}
@@ -340,7 +340,7 @@ def _infer_attrs(module: ModuleType, init: list[object], follow_sizes: set[int],
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):
         params = []
-    from sagekernel.tasks.loader import safe_identifier
+    from sagekernel.tasks.metadata import safe_identifier
 
     attrs: dict[str, float | int] = {}
     for k, value in enumerate(init):
