@@ -505,3 +505,53 @@ def test_tasks_show_states_the_size_policy_and_the_sizes_used(tmp_path: Path) ->
                                                 "--json"]).stdout)
     assert shown["published_sizes"] == {"batch_size": 4096, "dim": 393216}
     assert shown["sizes"]["dim"] < 393216 and "scaled down" in shown["size_note"]
+
+
+DIAG_GROUPS = '''
+import json
+import os
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Diagonal of a 2D tensor, offset given per case."""
+
+    def forward(self, x, diagonal: int = 0):
+        return torch.diagonal(x, offset=diagonal)
+
+
+def get_input_groups():
+    path = os.path.join(os.path.dirname(__file__), "3_Diag.json")
+    with open(path, "r") as f:
+        cases = [json.loads(line) for line in f if line.strip()]
+    groups = []
+    for case in cases:
+        x_info, offset = case["inputs"]
+        groups.append([torch.randn(x_info["shape"], dtype=getattr(torch, x_info["dtype"])), offset["value"]])
+    return groups
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_input_groups_from_json_lines_keep_per_group_scalars(tmp_path: Path) -> None:
+    folder = tmp_path / "level1"
+    write(folder, "3_Diag.py", DIAG_GROUPS)
+    cases = [{"inputs": [{"shape": [5, 7], "dtype": "float32"}, {"value": 1}]},
+             {"inputs": [{"shape": [6, 3], "dtype": "float16"}, {"value": -2}]}]
+    (folder / "3_Diag.json").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    task = load_task(folder / "3_Diag.py")
+    assert [g.attrs["diagonal"] for g in task.groups] == [1, -2]
+    assert [a.kind for a in task.forward_args] == ["tensor", "scalar"]
+    expected = ["const float* restrict in0", "float* restrict out0", "int64_t IN0_D0", "int64_t IN0_D1",
+                "int64_t OUT0_D0", "int64_t diagonal"]
+    assert c_parameters(task.group_task(0)) == expected
+    assert c_parameters(task.group_task(1)) == [p.replace("float*", "uint16_t*") for p in expected]
+    for g, offset in zip(task.group_tasks(), (1, -2), strict=True):
+        (x,) = build_inputs(g, seed=3)
+        (ref,) = reference_outputs(g, [x])
+        assert torch.equal(ref, torch.diagonal(x, offset=offset))
