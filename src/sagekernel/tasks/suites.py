@@ -101,7 +101,9 @@ def load_suite(name: str | Path, *, strict: bool = True, isolate: bool = True) -
     report = suite_report(str(name), isolate=isolate)
     if strict and report.problems:
         lines = "\n".join(f"  - {p.message}" for p in report.problems)
-        raise TaskError(f"{len(report.problems)} task file(s) in {report.root} failed to load:\n{lines}")
+        raise TaskError(f"{len(report.problems)} task file(s) in {report.root} failed to load:\n{lines}\n"
+                        f"(`sage tasks check {report.root}` lists every file; fix these files or move them "
+                        "out of the directory to run the rest)")
     return report.tasks
 
 
