@@ -314,3 +314,13 @@ def test_report_counts_spend_of_attempts_that_never_finished(tmp_path: Path) -> 
     data = to_json(reports)["runs"][0]["spend"]
     assert data["tokens"] == 1700 and data["unfinished_attempt_tokens"] == 700 and data["calls"] == 2
     assert any("700 of the run's 1,700 tokens" in n for n in notes_for(reports))
+
+
+def test_run_with_a_workspace_named_x_db_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    from sagekernel.runner.config import RunConfig
+    from sagekernel.runner.run import run
+
+    target = tmp_path / "X.db"
+    with pytest.raises(WorkspaceError, match="needs a workspace directory"):
+        run(RunConfig(workspace=target, suite="demo", model="openai:m@http://127.0.0.1:9", progress=False))
+    assert not target.exists()

@@ -46,6 +46,18 @@ def db_path(workspace: Path | str) -> Path:
     return path if path.suffix == ".db" else path / DB_FILENAME
 
 
+def require_directory(workspace: Path | str) -> Path:
+    """A workspace that must be a directory (a run keeps its lock and snapshots next to the database)."""
+    ws = Path(workspace)
+    if ws.suffix == ".db" and not ws.is_dir():
+        raise WorkspaceError(f"{ws} names a database file, but this command needs a workspace directory "
+                             f"(it keeps a lock and snapshots next to {DB_FILENAME}); pass its folder, "
+                             f"e.g. --workspace {ws.with_suffix('')}")
+    if ws.exists() and not ws.is_dir():
+        raise WorkspaceError(f"the workspace {ws} is a file, not a directory; pass a directory")
+    return ws
+
+
 def _check_location(workspace: Path | str, path: Path, *, create: bool, readonly: bool) -> None:
     """Say plainly what is wrong with where the database should be, before SQLite tries."""
     ws = Path(workspace)

@@ -263,7 +263,7 @@ def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None
     from sagekernel.targets import get_target
     from sagekernel.tasks.suites import load_suite
 
-    workspace = Path(cfg.workspace)
+    workspace = db.require_directory(cfg.workspace)
     conn = db.connect(workspace)
     store = RunStore(conn)
     cfg, info = choose_run(store, cfg)
