@@ -75,6 +75,11 @@ class RunSummary:
     resumed: bool = False
     message: str = ""
     results: list[dict[str, Any]] = field(default_factory=list)
+    #: The run's whole spend from the exchange log, attempts killed before their operator finished
+    #: included (prompt_tokens/completion_tokens above count finished operators only).
+    spent_tokens: int = 0
+    spent_cost_usd: float = 0.0
+    model_calls: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,7 +92,9 @@ def summarize(store: RunStore, info: RunInfo, workspace: Path, *, resumed: bool 
     solved = [r for r in results if r.correct]
     faster = [r for r in solved if r.speedup is not None and r.speedup > 1.0]
     selfs = [s for r in solved if (s := r.self_speedup) is not None]
+    spent_tokens, spent_cost, calls = store.model_usage(info.run_id)
     return RunSummary(
+        spent_tokens=spent_tokens, spent_cost_usd=spent_cost, model_calls=calls,
         run_id=info.run_id, status=info.status, workspace=str(workspace), method=info.method,
         model=info.model, suite=info.suite, schedule=info.schedule, budget=info.budget,
         operators=len(store.stream(info.run_id)),
