@@ -146,7 +146,8 @@ def test_export_import_refuse_and_merge(workspace: Path, tmp_path: Path) -> None
     extra = tmp_path / "extra.jsonl"
     lines = out.read_text().splitlines()
     new = json.loads(lines[1]) | {"title": "A brand new item"}
-    extra.write_text("\n".join([lines[0], lines[1], json.dumps(new)]) + "\n")
+    header = {**json.loads(lines[0]), "items": 2}  # an edited export states its own item count
+    extra.write_text("\n".join([json.dumps(header), lines[1], json.dumps(new)]) + "\n")
     assert import_jsonl(fresh, extra, mode="merge") == {"imported": 1, "skipped": 1}
     assert Store(fresh).list_items(order="id")[-1].source == "import"
     future = tmp_path / "future.jsonl"

@@ -304,8 +304,9 @@ def test_inference_constant_dims_and_missing_level(tmp_path: Path) -> None:
     text = RELU_KB.replace("torch.randn(batch_size, dim)", "torch.randn(batch_size, 3, dim)")
     task = load_task(write(tmp_path / "level3", "rgb.py", text))
     assert task.inputs[0].dims == ("batch_size", "C3", "dim") and task.sizes["C3"] == 3
-    with pytest.raises(TaskError, match="level cannot be inferred"):
-        load_task(write(tmp_path / "misc", "relu.py", RELU_KB))
+    # Without a level folder the task still loads, as level 1, and the record says so.
+    plain = load_task(write(tmp_path / "misc", "relu.py", RELU_KB))
+    assert plain.level == 1 and "level 1 assumed" in plain.layout_note
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -469,9 +470,9 @@ def test_cli_list_show_check(tmp_path: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(app, ["tasks", "list", "--suite", "demo", "--json"])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.output)
+    rows = json.loads(result.output)["tasks"]
     assert [r["name"] for r in rows] == ["abs", "swish", "rms_norm"]
-    assert rows[2]["inputs"][1] == {"name": "weight", "dims": ["D"], "dtype": "float32"}
+    assert rows[2]["inputs"][1] == {"name": "weight", "dims": ["D"], "dtype": "float32", "origin": "input"}
 
     result = runner.invoke(app, ["tasks", "list", "--suite", "level3"])
     assert result.exit_code == 0 and "grouped_matmul" in result.output and "level" in result.output

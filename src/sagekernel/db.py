@@ -10,6 +10,9 @@ meets: missing file (when `create=False`), locked, corrupted, newer schema.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import re
 import sqlite3
 from collections.abc import Iterator
@@ -43,18 +46,102 @@ def db_path(workspace: Path | str) -> Path:
     return path if path.suffix == ".db" else path / DB_FILENAME
 
 
+def require_directory(workspace: Path | str) -> Path:
+    """A workspace that must be a directory (a run keeps its lock and snapshots next to the database)."""
+    ws = Path(workspace)
+    if ws.suffix == ".db" and not ws.is_dir():
+        raise WorkspaceError(f"{ws} names a database file, but this command needs a workspace directory "
+                             f"(it keeps a lock and snapshots next to {DB_FILENAME}); pass its folder, "
+                             f"e.g. --workspace {ws.with_suffix('')}")
+    if ws.exists() and not ws.is_dir():
+        raise WorkspaceError(f"the workspace {ws} is a file, not a directory; pass a directory")
+    return ws
+
+
+def _check_location(workspace: Path | str, path: Path, *, create: bool, readonly: bool) -> None:
+    """Say plainly what is wrong with where the database should be, before SQLite tries."""
+    ws = Path(workspace)
+    if path.suffix == ".db" and path == ws:
+        if path.is_dir():
+            raise WorkspaceError(f"the workspace database {path} is a directory; a path ending in .db "
+                                 "must name a database file (pass the folder instead)")
+    elif ws.exists() and not ws.is_dir():
+        raise WorkspaceError(f"the workspace {ws} is a file, not a directory; pass a directory "
+                             "(or a path ending in .db for a database file)")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise WorkspaceError(f"cannot use the workspace {ws}: {parent} is a file, not a directory")
+            break
+    if path.is_dir():
+        raise WorkspaceError(f"the workspace database {path} is a directory, not a database file")
+    if path.exists():
+        if not readonly and not _writable(path):
+            raise WorkspaceError(
+                f"the workspace database {path} is read-only (its permissions, an immutable attribute "
+                "or a read-only mount); make it writable, or use a command that only reads it "
+                "(`sage report`, `sage memory list`)")
+        if not readonly and not _writable(path.parent):
+            raise WorkspaceError(
+                f"the folder of the workspace database {path} is read-only; SQLite needs to write its "
+                "journal next to the database: make the folder writable or copy the workspace")
+        return
+    if not create or readonly:
+        raise WorkspaceError(f"no SAGE workspace database at {path} (run `sage run` or pass --workspace)")
+    existing = next((p for p in path.parents if p.exists()), None)
+    if existing is not None and not _writable(existing):
+        raise WorkspaceError(f"cannot create the workspace database {path}: {existing} is read-only; "
+                             "choose a --workspace in a writable place")
+
+
+def _writable(path: Path) -> bool:
+    """os.access, plus the immutable attribute and read-only mounts that access() can miss as root."""
+    if not os.access(path, os.W_OK):
+        return False
+    try:
+        st = os.statvfs(path)
+        if st.f_flag & os.ST_RDONLY:
+            return False
+    except OSError:
+        pass
+    try:
+        flags = getattr(os.stat(path), "st_flags", 0)  # BSD/macOS: the immutable flags
+    except OSError:
+        flags = 0
+    if flags:
+        return False
+    if path.is_file():
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)  # no write happens; open checks immutability
+        except PermissionError:
+            return False
+        except OSError:
+            return True
+        os.close(fd)
+    return True
+
+
 def connect(workspace: Path | str, *, create: bool = True, readonly: bool = False,
             timeout_s: float = 5.0) -> sqlite3.Connection:
     """Open (and migrate, unless read-only) the workspace database.
 
     `readonly=True` opens with SQLite's read-only URI mode and never migrates; it is what reports
-    use so they cannot mutate a store.
+    use so they cannot mutate a store. A busy database is waited for up to `timeout_s` (SQLite's
+    busy timeout), then reported with the processes that hold it. Before anything is written, the
+    file is checked (``PRAGMA quick_check``), so a database damaged in the middle is named rather
+    than written into. A database this call creates is removed again if its migrations fail (disk
+    full, ...), so no database without a schema is left behind.
     """
     path = db_path(workspace)
-    if not path.exists():
-        if not create or readonly:
-            raise WorkspaceError(f"no SAGE workspace database at {path} (run `sage run` or pass --workspace)")
-        path.parent.mkdir(parents=True, exist_ok=True)
+    _check_location(workspace, path, create=create, readonly=readonly)
+    created = not path.exists()
+    if created:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WorkspaceError(f"cannot create the workspace folder {path.parent}: "
+                                 f"{exc.strerror or exc}") from exc
+    conn: sqlite3.Connection | None = None
     try:
         if readonly:
             conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout_s)
@@ -63,31 +150,89 @@ def connect(workspace: Path | str, *, create: bool = True, readonly: bool = Fals
         conn.isolation_level = None  # autocommit; multi-statement work uses transaction()
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        if not created:
+            _check_integrity(conn, path)
         if not readonly:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.DatabaseError as exc:
-        raise _explain(exc, path) from exc
-    try:
         _check_and_migrate(conn, path, readonly=readonly)
-    except sqlite3.DatabaseError as exc:
-        conn.close()
+    except (sqlite3.DatabaseError, WorkspaceError, OSError) as exc:
+        if conn is not None:
+            conn.close()
+        if created:
+            _remove_database(path)
+        if isinstance(exc, WorkspaceError):
+            raise
         raise _explain(exc, path) from exc
     return conn
 
 
-def _explain(exc: sqlite3.DatabaseError, path: Path) -> WorkspaceError:
+def _check_integrity(conn: sqlite3.Connection, path: Path) -> None:
+    rows = [r[0] for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
+    if rows != ["ok"]:
+        raise WorkspaceError(
+            f"the workspace database {path} is damaged ({'; '.join(str(r) for r in rows)[:300]}); nothing "
+            "was written to it. Restore it from an export (`sage memory import`) or move it aside")
+
+
+def _remove_database(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(OSError):
+            Path(f"{path}{suffix}").unlink()
+
+
+def holders(path: Path) -> str:
+    """Who holds the workspace: the run lock's holder, and processes with the database open."""
+    found = []
+    lock = path.parent / "sage-run.lock"
+    try:
+        info = json.loads(lock.read_text(encoding="utf-8"))
+        if isinstance(info, dict) and info.get("pid"):
+            found.append(f"run {info.get('run_id')!r} (pid {info.get('pid')}, "
+                         f"since {info.get('started_at')})")
+    except (OSError, ValueError):
+        pass
+    target = str(path.resolve())
+    pids = []
+    proc = Path("/proc")
+    if proc.is_dir():
+        for entry in proc.iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                for fd in (entry / "fd").iterdir():
+                    if os.readlink(fd) == target:
+                        cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                        pids.append(f"pid {entry.name} ({cmd.strip()[:80]})")
+                        break
+            except OSError:
+                continue
+    found += pids[:5]
+    return "; ".join(found) if found else "no other process found (it may have just finished)"
+
+
+def _explain(exc: BaseException, path: Path) -> WorkspaceError:
     text = str(exc).lower()
     if "locked" in text or "busy" in text:
         return WorkspaceError(
-            f"the workspace database {path} is locked by another process; wait for it or stop it")
+            f"the workspace database {path} is locked by another process ({holders(path)}); waited "
+            "for it, then gave up: wait for it to finish or stop it, or use another --workspace")
     if "not a database" in text or "malformed" in text or "corrupt" in text:
         return WorkspaceError(
             f"the workspace database {path} is corrupted ({exc}); restore it from an export "
             "(`sage memory import`) or move it aside")
-    if "readonly" in text or "read-only" in text or "unable to open" in text:
+    if ("disk" in text and "full" in text) or "no space" in text or "too large" in text:
+        return WorkspaceError(f"the workspace database {path} could not be written: the disk is full "
+                              f"({exc}); free some space and run the command again")
+    if "readonly" in text or "read-only" in text:
+        return WorkspaceError(f"the workspace database {path} is read-only ({exc}); make it and its "
+                              "folder writable")
+    if "unable to open" in text:
         return WorkspaceError(f"cannot open the workspace database {path}: {exc}")
+    if "disk i/o" in text:
+        return WorkspaceError(f"the workspace database {path}: disk I/O error ({exc}); the disk may be "
+                              "full or failing")
     return WorkspaceError(f"workspace database {path}: {exc}")
 
 
@@ -146,10 +291,16 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     try:
         yield conn
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
     else:
-        conn.execute("COMMIT")
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise _explain(exc, Path(conn_path(conn))) from exc
 
 
 def conn_path(conn: sqlite3.Connection) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.text import Text
 
 from sagekernel import db
@@ -101,8 +102,8 @@ def show_cmd(exchange_id: int = typer.Argument(..., help="Exchange id (from `sag
         typer.echo(json.dumps(ex.to_dict(), indent=2, ensure_ascii=False))
         return
     out = Console(highlight=False)
-    out.print(f"[bold]exchange {ex.id}[/]  {ex.created_at}  status={ex.status}  attempt={ex.attempt}  "
-              f"call={ex.call_id[:12]}")
+    out.print(f"[bold]exchange {ex.id}[/]  " + escape(f"{ex.created_at}  status={ex.status}  "
+                                                     f"attempt={ex.attempt}  call={ex.call_id[:12]}"))
     tags = {"run": ex.run_id, "operator": ex.operator, "round": ex.round, **ex.tags}
     out.print("model: " + (ex.model_spec + (f" ({ex.model})" if ex.model else "")), markup=False)
     out.print("tags: " + ", ".join(f"{k}={v}" for k, v in tags.items() if v is not None), markup=False)

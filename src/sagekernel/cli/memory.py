@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sagekernel import defaults
@@ -54,9 +55,20 @@ def list_cmd(workspace: Path = WorkspaceOpt,
         table.add_column(col, justify="right" if col not in ("state", "type", "title") else "left")
     for m in items:
         table.add_row(str(m.id), m.state.value, f"{m.u:+.3f}", str(m.n_ret), str(m.n_ado),
-                      str(len(m.adopting_ops)), f"{m.p_hat:.2f}", str(m.rule_tokens or ""), m.type,
-                      m.title[:70])
+                      str(len(m.adopting_ops)), f"{m.p_hat:.2f}", str(m.rule_tokens or ""), escape(m.type),
+                      escape(m.title[:70]))
     console.print(table)
+
+
+#: Characters of one text field `memory show` prints; the rest is counted (`--json` has it all).
+SHOW_CHARS = 4000
+
+
+def _clip(text: str | None) -> str:
+    text = text or ""
+    if len(text) <= SHOW_CHARS:
+        return text
+    return text[:SHOW_CHARS] + f"\n... ({len(text) - SHOW_CHARS} more characters; --json shows all)"
 
 
 @memory_app.command("show")
@@ -70,19 +82,21 @@ def show_cmd(item_id: int, workspace: Path = WorkspaceOpt, as_json: bool = JsonO
     if as_json:
         _print_json({**m.to_dict(), "adoptions": [h.__dict__ for h in history]})
         return
-    console.print(f"[bold]#{m.id} {m.title}[/]  ({m.type}, {m.category}, {m.state.value}, source {m.source})")
+    console.print(f"[bold]#{m.id} {escape(_clip(m.title))}[/]  "
+                  + escape(f"({m.type}, {m.category}, {m.state.value}, source {m.source})"))
     console.print(f"u={m.u:+.4f}  n_ret={m.n_ret}  n_ado={m.n_ado}  n_upd={m.n_upd}  p̂={m.p_hat:.3f}  "
                   f"eligible={m.eligible_episodes}  L={m.rule_tokens}  O={sorted(m.adopting_ops)}")
-    console.print(f"[dim]error:[/] {m.error_message}")
-    console.print(f"[dim]wrong:[/]\n{m.wrong_code}\n[dim]correct:[/]\n{m.correct_code}", markup=True)
+    console.print("[dim]error:[/] " + escape(_clip(m.error_message)))
+    console.print("[dim]wrong:[/]\n" + escape(_clip(m.wrong_code)) + "\n[dim]correct:[/]\n"
+                  + escape(_clip(m.correct_code)))
     if m.rule_text:
-        console.print(f"[dim]resident rule:[/]\n{m.rule_text}")
+        console.print("[dim]resident rule:[/]\n" + escape(_clip(m.rule_text)))
     table = Table(title=f"adoption history ({len(history)})")
     for col in ("run", "operator", "episode", "round", "adopted", "rationale"):
         table.add_column(col)
     for h in history:
-        table.add_row(h.run_id, h.operator, h.episode, str(h.round),
-                      {True: "yes", False: "no", None: "⊥"}[h.adopted], h.rationale[:80])
+        table.add_row(escape(h.run_id), escape(h.operator), escape(h.episode), str(h.round),
+                      {True: "yes", False: "no", None: "⊥"}[h.adopted], escape(h.rationale[:80]))
     console.print(table)
 
 
@@ -114,7 +128,7 @@ def export_cmd(file: Path, workspace: Path = WorkspaceOpt, as_json: bool = JsonO
     if as_json:
         _print_json({"exported": n, "file": str(file)})
     else:
-        console.print(f"exported {n} items to {file}")
+        console.print(escape(f"exported {n} items to {file}"))
 
 
 @memory_app.command("import")
@@ -154,10 +168,11 @@ def replay_cmd(workspace: Path = WorkspaceOpt, run: str = typer.Option(None, hel
     rows = sorted(data["items"], key=lambda r: -abs(r["atu"] - r["uniform"]))[:limit]
     for r in rows:
         table.add_row(str(r["id"]), r["state"], f"{r['stored_u']:+.3f}", f"{r['uniform']:+.3f}",
-                      f"{r['atu']:+.3f}", r["title"][:60])
+                      f"{r['atu']:+.3f}", escape(r["title"][:60]))
     console.print(table)
     if "written_to" in data:
-        console.print(f"wrote the bank with {data['written_variant']} utilities to {data['written_to']}")
+        console.print(escape(f"wrote the bank with {data['written_variant']} utilities to "
+                             f"{data['written_to']}"))
 
 
 def simulate_cmd(items: int = typer.Option(200, help="Items in the synthetic store."),

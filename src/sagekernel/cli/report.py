@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from sagekernel.errors import SageError
 
@@ -42,11 +43,11 @@ def report(
         render_terminal(Console(), reports, notes)
     try:
         if html is not None:
-            out.print(f"wrote {write_html(html, reports, notes)}")
+            out.print(escape(f"wrote {write_html(html, reports, notes)}"))
         if csv is not None:
             csv.parent.mkdir(parents=True, exist_ok=True)
             csv.write_text(to_csv(reports), encoding="utf-8")
-            out.print(f"wrote {csv}")
+            out.print(escape(f"wrote {csv}"))
     except OSError as exc:
         where = exc.filename or "its path"
         raise SageError(f"cannot write the report to {where}: {exc.strerror or exc}") from exc

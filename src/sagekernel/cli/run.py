@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sagekernel import defaults
@@ -109,7 +110,7 @@ def run_command(
         if isinstance(exc.summary, RunSummary):
             _print(exc.summary, console, as_json)  # its message says how to resume
         else:
-            Console(stderr=True).print(f"[yellow]{exc}[/]")
+            Console(stderr=True).print(f"[yellow]{escape(str(exc))}[/]")
         raise typer.Exit(130) from None
     _print(summary, console, as_json)
 
@@ -118,23 +119,24 @@ def _print(summary: Any, console: Console, as_json: bool) -> None:
     if as_json:
         print(json.dumps(summary.to_dict(), indent=2, sort_keys=True))
         return
-    table = Table(title=f"run {summary.run_id} ({summary.status})", show_header=True, header_style="bold")
+    table = Table(title=escape(f"run {summary.run_id} ({summary.status})"), show_header=True,
+                  header_style="bold")
     for col in ("#", "operator", "level", "compiled", "correct", "rounds", "T_first ms", "T_best ms",
                 "speedup"):
         table.add_column(col, justify="left" if col == "operator" else "right")
     for r in summary.results:
-        table.add_row(str(r["position"] + 1), r["operator"], str(r["level"]),
+        table.add_row(str(r["position"] + 1), escape(str(r["operator"])), str(r["level"]),
                       "yes" if r["compiled"] else "no", "yes" if r["correct"] else "no",
                       str(r["rounds_used"]), _ms(r["t_first_ms"]), _ms(r["t_best_ms"]),
                       f"{r['speedup']:.2f}x" if r["speedup"] else "-")
     console.print(table)
     fast, s_self = _pct(summary.fast_1), f"{summary.s_self:.2f}x" if summary.s_self is not None else "-"
-    console.print(f"{summary.method} on {summary.suite}: {summary.done}/{summary.operators} operators, "
-                  f"CR {_pct(summary.cr)}, ER {_pct(summary.er)}, Fast_1.0 {fast}, S_self {s_self}, "
-                  f"{summary.prompt_tokens + summary.completion_tokens} tokens "
-                  f"(workspace {summary.workspace})")
+    console.print(escape(f"{summary.method} on {summary.suite}: {summary.done}/{summary.operators} operators, "
+                         f"CR {_pct(summary.cr)}, ER {_pct(summary.er)}, Fast_1.0 {fast}, S_self {s_self}, "
+                         f"{summary.prompt_tokens + summary.completion_tokens} tokens "
+                         f"(workspace {summary.workspace})"))
     if summary.message:
-        console.print(summary.message)
+        console.print(escape(summary.message))
 
 
 def _pct(value: float | None) -> str:

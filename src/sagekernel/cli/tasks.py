@@ -25,15 +25,17 @@ def register(app: typer.Typer) -> None:
 
 
 def _task_json(task: Task) -> dict[str, Any]:
-    return {
-        "name": task.name, "level": task.level, "category": task.category,
-        "description": task.description, "source_path": str(task.source_path), "dtype": task.dtype,
-        "inputs": [{"name": t.name, "dims": list(t.dims), "dtype": t.dtype} for t in task.inputs],
-        "outputs": [{"name": t.name, "dims": list(t.dims), "dtype": t.dtype} for t in task.outputs],
-        "attrs": task.attrs, "sizes": task.sizes, "variants": task.variants,
-        "atol": task.atol, "rtol": task.rtol,
-        "reference_kernels": {k: str(v) for k, v in task.reference_kernels.items()},
-    }
+    from sagekernel.tasks.record import task_to_json
+
+    return task_to_json(task)
+
+
+def _summary(tasks: list[Task]) -> list[dict[str, Any]]:
+    """Task counts by (level, category), sorted."""
+    counts: dict[tuple[int, str], int] = {}
+    for t in tasks:
+        counts[(t.level, t.category)] = counts.get((t.level, t.category), 0) + 1
+    return [{"level": lv, "category": cat, "tasks": n} for (lv, cat), n in sorted(counts.items())]
 
 
 def _shape(dims: tuple[str, ...]) -> str:
@@ -48,7 +50,8 @@ def list_tasks(
                                        help="builtin, demo, level1, level2, level3")] = "builtin",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
-    """List the tasks of a suite or directory (files that fail to load are skipped; see `check`)."""
+    """List the tasks of a suite or directory, summarised by level and category (files that fail
+    to load are counted; `check` says why)."""
     from sagekernel.tasks.suites import suite_report
 
     report = suite_report(str(directory) if directory is not None else suite)
@@ -58,19 +61,26 @@ def list_tasks(
         err.print(f"[yellow]{len(report.problems)} file(s) failed to load and are not listed; "
                   f"see `sage tasks check {escape(str(report.root))}`[/]")
     if as_json:
-        typer.echo(json.dumps([_task_json(t) for t in tasks], indent=2))
+        typer.echo(json.dumps({"root": str(report.root), "tasks": [_task_json(t) for t in tasks],
+                               "summary": _summary(tasks), "not_loaded": len(report.problems)}, indent=2))
         return
-    table = Table(title=f"{len(tasks)} tasks ({directory or suite})")
+    table = Table(title=escape(f"{len(tasks)} tasks ({directory or suite})"))
     for col in ("name", "level", "category", "dtype", "inputs", "sizes", "variants"):
         table.add_column(col, no_wrap=col in ("name", "dtype"), overflow="fold")
     for t in tasks:
         table.add_row(
-            t.name, str(t.level), t.category, t.dtype,
+            escape(t.name), str(t.level), escape(t.category), t.dtype,
             " ".join(f"{s.name}{_shape(s.dims)}" for s in t.inputs) or "-",
-            " ".join(f"{k}={v}" for k, v in t.sizes.items()),
+            escape(" ".join(f"{k}={v}" for k, v in t.sizes.items())),
             str(len(t.variants)),
         )
     console.print(table)
+    summary = Table(title="by level and category")
+    for col in ("level", "category", "tasks"):
+        summary.add_column(col)
+    for row in _summary(tasks):
+        summary.add_row(str(row["level"]), escape(row["category"]), str(row["tasks"]))
+    console.print(summary)
 
 
 @tasks_app.command("show")
@@ -98,15 +108,29 @@ def show_task(
     meta.add_column()
     for s in task.inputs:
         meta.add_row("input", f"{s.name} {s.dtype} {_shape(s.dims)}")
+    for s in task.params:
+        meta.add_row("param", f"{s.name} {s.dtype} {_shape(s.dims)} ({escape(s.origin)})")
     for s in task.outputs:
         meta.add_row("output", f"{s.name} {s.dtype} {_shape(s.dims)}")
-    meta.add_row("sizes", ", ".join(f"{k}={v}" for k, v in task.sizes.items()))
+    meta.add_row("sizes", escape(", ".join(f"{k}={v}" for k, v in task.sizes.items())))
+    if task.published_sizes:
+        meta.add_row("published", escape(", ".join(f"{k}={v}" for k, v in task.published_sizes.items())))
+    if task.size_note:
+        meta.add_row("size policy", escape(task.size_note))
+    if task.layout_note:
+        meta.add_row("layout", escape(task.layout_note))
+    for i, g in enumerate(task.groups):
+        meta.add_row(f"group {i}", escape(f"{g.name}: " + ", ".join(
+            f"{x.name} {x.dtype} [{','.join(str(g.sizes[d]) for d in x.dims)}]" for x in g.inputs)))
+    if task.companion_files:
+        meta.add_row("reads", escape(", ".join(str(p.relative_to(task.task_dir)) if p.is_relative_to(
+            task.task_dir) else str(p) for p in task.companion_files)))
     for i, v in enumerate(task.variants):
         meta.add_row(f"variant {i}", ", ".join(f"{k}={x}" for k, x in v.items()))
     if task.attrs:
-        meta.add_row("attrs", ", ".join(f"{k}={v}" for k, v in task.attrs.items()))
+        meta.add_row("attrs", escape(", ".join(f"{k}={v}" for k, v in task.attrs.items())))
     meta.add_row("tolerance", f"atol={task.atol:g} rtol={task.rtol:g}")
-    meta.add_row("kernels", ", ".join(task.reference_kernels) or "none")
+    meta.add_row("kernels", escape(", ".join(task.reference_kernels) or "none"))
     console.print(meta)
     console.rule("CPU contract")
     console.print(Syntax(contract, "c", word_wrap=True))
@@ -117,24 +141,60 @@ def show_task(
 @tasks_app.command("check")
 def check_tasks(
     directory: Annotated[Path, typer.Argument(help="Directory of task files to validate.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON: one entry per file.")] = False,
 ) -> None:
-    """Load every task file under DIRECTORY and report problems per file (exit code 1 if any)."""
+    """Load every task file under DIRECTORY, each in a limited child process, and say per file
+    whether it loaded or why not (exit code 1 if any did not)."""
     from sagekernel.tasks.loader import load_dir
 
-    report = load_dir(directory)
+    report = load_dir(directory, isolate=True)
+    entries: list[dict[str, Any]] = [
+        {"path": str(t.source_path), "status": "loaded", "name": t.name, "level": t.level,
+                "category": t.category, "groups": len(t.groups), "params": len(t.params),
+                "sizes": t.sizes, "published_sizes": t.published_sizes, "size_note": t.size_note}
+        for t in report.tasks]
+    entries += [{"path": str(p.path), "status": p.kind, "device": p.device or None, "reason": p.message}
+                for p in report.problems]
+    entries.sort(key=lambda e: e["path"])
     if as_json:
+        counts: dict[str, int] = {}
+        for e in entries:
+            counts[e["status"]] = counts.get(e["status"], 0) + 1
         typer.echo(json.dumps({
-            "root": str(report.root),
+            "root": str(report.root), "counts": counts, "files": entries,
             "tasks": [t.name for t in report.tasks],
-            "problems": [{"path": str(p.path), "message": p.message} for p in report.problems],
+            "problems": [{"path": str(p.path), "message": p.message, "kind": p.kind}
+                         for p in report.problems],
         }, indent=2))
     else:
         for t in report.tasks:
-            console.print(f"[green]ok[/]   {t.source_path.relative_to(report.root)}  ({t.name})")
+            console.print(f"[green]ok[/]   {escape(str(t.source_path.relative_to(report.root)))}  "
+                          f"({escape(t.name)})")
         for p in report.problems:
             rel = escape(str(p.path.relative_to(report.root)))
-            console.print(f"[red]FAIL[/] {rel}\n     {escape(p.message)}")
+            label = "NEEDS " + escape(p.device) if p.kind == "needs_device" else p.kind.upper()
+            console.print(f"[red]{label}[/] {rel}\n     {escape(p.message)}")
         console.print(f"{len(report.tasks)} loaded, {len(report.problems)} with problems")
     if report.problems:
         raise typer.Exit(code=1)
+
+
+@tasks_app.command("suites")
+def list_suites(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """The named suites, and for the paper's suites which operators the built-in suite has."""
+    from sagekernel.tasks.suites import PAPER_SUITES, SUITE_NAMES, paper_suite_status
+
+    rows: list[dict[str, Any]] = [
+        {"name": n, **(paper_suite_status(n) if n in PAPER_SUITES else {"known": True})} for n in SUITE_NAMES]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        line = f"[bold]{escape(str(row['name']))}[/]"
+        if row["name"] in PAPER_SUITES:
+            line += f"  {escape(str(row['source']))}, {row['size']} operators: "
+            line += escape(str(row["note"])) if not row["known"] else (
+                f"{len(row['present'])} present, absent: {escape(', '.join(row['absent'])) or 'none'}")
+        console.print(line)

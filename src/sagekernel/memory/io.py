@@ -12,11 +12,19 @@ Import (one transaction):
   statistics win); any other item gets a new id, source "import", and a consolidated item comes
   in as validated (the next UGC rebuild decides residency under the local budget).
 In both modes eligible_episodes is preserved by setting born_episode = clock − eligible − resident.
+
+Import validates before it writes: the header's schema version must be an int from 1 to
+SCHEMA_VERSION (0, negatives, strings and bools are refused), the file must hold as many items
+as the header declares (a truncated export is refused, not half-imported), and no text field may
+exceed `MAX_FIELD_CHARS` (code and rules are kernels, not megabytes). Export writes a temporary
+file and renames it; on any write error (a full disk) the temporary file is removed, so neither a
+0-byte nor a truncated export is left under any name.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +39,10 @@ from sagekernel.memory.store import MemoryStoreError, Store, now_iso
 
 FORMAT = "sagekernel.memory"
 SCHEMA_VERSION = 1
+#: The longest text an item field may hold on import (characters).
+MAX_FIELD_CHARS = 200_000
+#: The longest short field (title, type, category).
+MAX_SHORT_CHARS = 2_000
 
 
 class _Adoption(BaseModel):
@@ -40,7 +52,7 @@ class _Adoption(BaseModel):
     episode: str
     round: int
     adopted: bool | None
-    rationale: str = ""
+    rationale: str = Field("", max_length=MAX_FIELD_CHARS)
 
 
 class _ItemLine(BaseModel):
@@ -48,12 +60,12 @@ class _ItemLine(BaseModel):
 
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False)  # a NaN u/Q would spread to reranking
     id: int = 0
-    title: str = Field(min_length=1)
-    type: str = Field(min_length=1)
-    category: str = ""
-    error_message: str = ""
-    wrong_code: str = ""
-    correct_code: str = ""
+    title: str = Field(min_length=1, max_length=MAX_SHORT_CHARS)
+    type: str = Field(min_length=1, max_length=MAX_SHORT_CHARS)
+    category: str = Field("", max_length=MAX_SHORT_CHARS)
+    error_message: str = Field("", max_length=MAX_FIELD_CHARS)
+    wrong_code: str = Field("", max_length=MAX_FIELD_CHARS)
+    correct_code: str = Field("", max_length=MAX_FIELD_CHARS)
     code_diff: dict[str, str] | None = None
     u: float = Field(0.0, ge=-1.0, le=1.0)
     n_ret: int = Field(0, ge=0)
@@ -64,7 +76,7 @@ class _ItemLine(BaseModel):
     p_hat: float = Field(0.0, ge=0.0, le=1.0)
     eligible_episodes: int = Field(0, ge=0)
     state: ItemState = ItemState.COLD
-    rule_text: str = ""
+    rule_text: str = Field("", max_length=MAX_FIELD_CHARS)
     rule_tokens: int = Field(0, ge=0)
     q1: float = 0.0
     q2: float = 0.0
@@ -120,6 +132,11 @@ def _parse(path: Path, number: int, data: dict[str, Any]) -> _ItemLine:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
+        if first["type"] == "string_too_long":
+            limit = (first.get("ctx") or {}).get("max_length")
+            raise MemoryStoreError(f"{path}:{number}: item field {where} is too long "
+                                   f"({len(str(first.get('input', '')))} characters, at most {limit}); "
+                                   "shorten it in the file or leave the item out") from exc
         raise MemoryStoreError(f"{path}:{number}: invalid memory item ({where}: {first['msg']})") from exc
 
 
@@ -160,6 +177,18 @@ def export_jsonl(conn: sqlite3.Connection, path: Path | str) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     clock = store.clock()
+    try:
+        _write_export(tmp, store, items, clock)
+        tmp.replace(path)  # a crash never leaves a half-written export under the final name
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise MemoryStoreError(f"could not write the export {path}: {exc.strerror or exc}"
+                               + (" (the disk is full)" if exc.errno in (28, 27) else "")
+                               + "; nothing was left behind") from exc
+    return len(items)
+
+
+def _write_export(tmp: Path, store: Store, items: list[Item], clock: int) -> None:
     with tmp.open("w", encoding="utf-8") as fh:
         header = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "exported_at": now_iso(),
                   "items": len(items), "tokenizer": tokenizer_name(), "episodes": clock}
@@ -177,8 +206,8 @@ def export_jsonl(conn: sqlite3.Connection, path: Path | str) -> int:
                                   "round": a.round, "adopted": a.adopted, "rationale": a.rationale}
                                  for a in store.adoption_history(m.id)]
             fh.write(json.dumps(data, ensure_ascii=False) + "\n")
-    tmp.replace(path)  # a crash never leaves a half-written export under the final name
-    return len(items)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def import_jsonl(conn: sqlite3.Connection, path: Path | str, *, mode: str = "refuse") -> dict[str, int]:
@@ -190,10 +219,22 @@ def import_jsonl(conn: sqlite3.Connection, path: Path | str, *, mode: str = "ref
     if not lines or lines[0][1].get("format") != FORMAT:
         raise MemoryStoreError(f"{path} is not a SAGE memory export (its first line must be the "
                                f'{{"format": "{FORMAT}", ...}} header)')
-    version = lines[0][1].get("schema_version")
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
+    header = lines[0][1]
+    version = header.get("schema_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise MemoryStoreError(f"{path} declares memory schema version {version!r}, which is not a "
+                               f"schema version (this SAGE reads versions 1 to {SCHEMA_VERSION})")
+    if version > SCHEMA_VERSION:
         raise MemoryStoreError(f"{path} has memory schema version {version}; this SAGE reads up to "
                                f"{SCHEMA_VERSION} (upgrade sagekernel)")
+    declared = header.get("items")
+    if declared is not None and (isinstance(declared, bool) or not isinstance(declared, int) or declared < 0):
+        raise MemoryStoreError(f"{path}: the header's item count {declared!r} is not a count")
+    if isinstance(declared, int) and declared != len(lines) - 1:
+        what = "shorter" if declared > len(lines) - 1 else "longer"
+        raise MemoryStoreError(f"{path} is {what} than its header declares ({len(lines) - 1} items, the "
+                               f"header says {declared}); the export is truncated or was edited. "
+                               "Nothing was imported")
     parsed = [_parse(path, n, d) for n, d in lines[1:]]
     store = Store(conn)
     existing = store.count()

@@ -95,6 +95,11 @@ def notes_for(reports: Sequence[RunReport], audit_above: float = AUDIT_SPEEDUP) 
             planned = f" of {r.info.planned} planned" if r.info.planned else ""
             notes.append(f"{r.label}: run is {r.info.status}; {r.metrics.n_operators}{planned} operators "
                          "finished, and every rate is over those")
+        unfinished = r.info.spend_tokens - r.metrics.tokens_total
+        if unfinished > 0:
+            notes.append(f"{r.label}: {unfinished:,} of the run's {r.info.spend_tokens:,} tokens "
+                         f"({r.info.spend_calls} model calls) went to attempts that did not finish "
+                         "(killed or interrupted); per-solved figures count finished operators only")
         high = [f"{o.operator} ({s:.1f}×)" for o in r.results
                 if (s := o.speedup) is not None and s > audit_above]
         if high:
@@ -119,6 +124,9 @@ def to_json(reports: Sequence[RunReport], notes: Sequence[str] = ()) -> dict[str
             "model": r.info.model,
             "status": r.info.status,
             "planned": r.info.planned,
+            "spend": {"tokens": r.info.spend_tokens, "cost_usd": r.info.spend_cost_usd,
+                      "calls": r.info.spend_calls,
+                      "unfinished_attempt_tokens": max(0, r.info.spend_tokens - r.metrics.tokens_total)},
             "metrics": r.metrics.to_dict(),
             "memory": r.memory.to_dict() if r.memory is not None else None,
             "operators": [

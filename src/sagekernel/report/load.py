@@ -56,6 +56,11 @@ class RunInfo:
     frozen: bool
     planned: int  # operators in the planned stream (0 if unknown)
     planned_by_level: dict[int, int] = field(default_factory=dict)
+    #: The run's whole spend from the exchange log: every model call, including those of attempts
+    #: that were killed or interrupted before their operator finished (operator results miss them).
+    spend_tokens: int = 0
+    spend_cost_usd: float | None = None
+    spend_calls: int = 0
 
     @property
     def key(self) -> str:
@@ -183,13 +188,21 @@ def _run_info(conn: sqlite3.Connection, workspace: Path, run_id: str, tables: se
     def get(name: str, default: str = "") -> str:
         return str(row[name]) if name in keys and row[name] is not None else default
 
+    spend_tokens, spend_cost, spend_calls = 0, None, 0
+    if "exchanges" in tables:
+        srow = conn.execute(
+            "SELECT coalesce(sum(prompt_tokens), 0) + coalesce(sum(completion_tokens), 0), sum(cost_usd), "
+            "count(*) FROM exchanges WHERE run_id = ?", (run_id,)).fetchone()
+        spend_tokens, spend_calls = int(srow[0]), int(srow[2])
+        spend_cost = float(srow[1]) if srow[1] is not None else None
     return RunInfo(
         workspace=workspace, run_id=run_id, created_at=get("created_at"),
         finished_at=row["finished_at"] if "finished_at" in keys else None,
         status=get("status", "unknown"), method=get("method", "unknown"), model=get("model", "unknown"),
         target=get("target"), suite=get("suite"), schedule=get("schedule"),
         budget=int(get("budget", "0")), frozen=bool(int(get("frozen", "0"))),
-        planned=sum(planned_by_level.values()), planned_by_level=planned_by_level)
+        planned=sum(planned_by_level.values()), planned_by_level=planned_by_level,
+        spend_tokens=spend_tokens, spend_cost_usd=spend_cost, spend_calls=spend_calls)
 
 
 def _results(conn: sqlite3.Connection, run_id: str) -> list[OperatorResult]:

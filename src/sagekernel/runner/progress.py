@@ -7,6 +7,7 @@ from typing import Protocol
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from sagekernel.records import OperatorResult, RoundTrace
@@ -66,7 +67,8 @@ class RichProgress:
         for r in finished:
             self._count(r)
         if finished:
-            self.console.print(f"resuming run [bold]{info.run_id}[/]: {len(finished)}/{total} operators done")
+            self.console.print(f"resuming run [bold]{escape(info.run_id)}[/]: "
+                               f"{len(finished)}/{total} operators done")
         self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=True)
         self.live.start()
 
@@ -88,7 +90,7 @@ class RichProgress:
         mark = ("[green]solved[/]" if result.correct else
                 "[yellow]compiled[/]" if result.compiled else "[red]failed[/]")
         speed = f", {result.speedup:.2f}x vs reference" if result.speedup else ""
-        self.console.print(f"[{result.position + 1}/{self.total}] {result.operator}: {mark} in "
+        self.console.print(f"\\[{result.position + 1}/{self.total}] {escape(result.operator)}: {mark} in "
                            f"{result.rounds_used} rounds{speed}")
         self._refresh()
 
@@ -109,8 +111,8 @@ class RichProgress:
         table = Table(show_header=True, header_style="bold", box=None)
         for col in ("method", "operator", "episode", "round", "last verdict", "CR", "ER"):
             table.add_column(col)
-        table.add_row(method, f"{self.position}/{self.total} {self.operator}", self.episode,
-                      f"{self.round}/{budget}", self.verdict, _pct(cr), _pct(er))
+        table.add_row(escape(method), escape(f"{self.position}/{self.total} {self.operator}"), self.episode,
+                      f"{self.round}/{budget}", escape(self.verdict), _pct(cr), _pct(er))
         return table
 
     def _refresh(self) -> None:

@@ -74,6 +74,11 @@ class RunSummary:
     resumed: bool = False
     message: str = ""
     results: list[dict[str, Any]] = field(default_factory=list)
+    #: The run's whole spend from the exchange log, attempts killed before their operator finished
+    #: included (prompt_tokens/completion_tokens above count finished operators only).
+    spent_tokens: int = 0
+    spent_cost_usd: float = 0.0
+    model_calls: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,7 +91,9 @@ def summarize(store: RunStore, info: RunInfo, workspace: Path, *, resumed: bool 
     from sagekernel.report import metrics
 
     results = store.results(info.run_id)
+    spent_tokens, spent_cost, calls = store.model_usage(info.run_id)
     return RunSummary(
+        spent_tokens=spent_tokens, spent_cost_usd=spent_cost, model_calls=calls,
         run_id=info.run_id, status=info.status, workspace=str(workspace), method=info.method,
         model=info.model, suite=info.suite, schedule=info.schedule, budget=info.budget,
         operators=len(store.stream(info.run_id)),
@@ -241,7 +248,10 @@ def choose_run(store: RunStore, cfg: RunConfig) -> tuple[RunConfig, RunInfo | No
         return stored.model_copy(update={"progress": cfg.progress}), info
     if cfg.new:
         return cfg, None
-    return cfg, store.latest_unfinished(cfg.key())
+    unfinished = store.latest_unfinished(cfg.key())
+    if unfinished is None:  # the same command again after its run finished: say so, learn nothing twice
+        return cfg, next((i for i in store.runs() if i.config.get("key") == cfg.key()), None)
+    return cfg, unfinished
 
 
 def _memory_connection(cfg: RunConfig, conn: sqlite3.Connection, run_id: str) -> sqlite3.Connection:
@@ -278,13 +288,15 @@ def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None
     from sagekernel.targets import get_target
     from sagekernel.tasks.suites import load_suite
 
-    workspace = Path(cfg.workspace)
+    workspace = db.require_directory(cfg.workspace)
     conn = db.connect(workspace)
     store = RunStore(conn)
     cfg, info = choose_run(store, cfg)
     resumed = info is not None
     if info is not None and info.status == "finished":
-        return summarize(store, info, workspace, resumed=True, message="this run already finished")
+        return summarize(store, info, workspace, resumed=True, message=(
+            f"run {info.run_id} with this configuration already finished ({info.finished_at}); nothing "
+            "was run or learned again. Pass --new to start another run"))
     run_id = info.run_id if info is not None else (cfg.run_id or new_run_id(store, cfg.method))
     progress = progress or QuietProgress()
     with WorkspaceLock(workspace, run_id):
@@ -292,7 +304,9 @@ def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None
         tasks = load_suite(cfg.suite)
         if info is None:
             planned = order(tasks, cfg.schedule)[: cfg.limit] if cfg.limit else order(tasks, cfg.schedule)
-            info = RunInfo(run_id=run_id, status="running", method=cfg.method, model=cfg.model,
+            # "not_started" until the model answers its probe: a bad spec or a dead endpoint must
+            # not leave a run marked running
+            info = RunInfo(run_id=run_id, status="not_started", method=cfg.method, model=cfg.model,
                            target=cfg.target, suite=cfg.suite, schedule=cfg.schedule, budget=cfg.budget,
                            frozen=cfg.frozen,
                            config={"key": cfg.key(), "cfg": cfg.stored()}, created_at=now_iso(),
@@ -305,7 +319,6 @@ def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None
                               f"has: {missing}")
         if _memory_is_empty(conn) and cfg.memory_from is None:
             load_seed(conn, target.seed_memory_path())  # the cold start of every new workspace
-        store.set_status(run_id, "running")
         log = ExchangeLog(conn, run_id=run_id)
         budget = Budget(cfg.max_total_tokens, cfg.max_cost_usd) \
             if cfg.max_total_tokens or cfg.max_cost_usd else None
@@ -322,6 +335,7 @@ def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None
                              **({"embedder": None} if cfg.embedder == "none" else {}),
                              abstract_rule=make_rule_abstractor(_asker(model, cfg), prompts, target.name))
         runner = StreamRunner(cfg, conn, info, model, target, policy, by_name, progress, after_episode)
+        store.set_status(run_id, "running")
         status, message = "failed", ""
         try:
             with _sigterm_as_interrupt():

@@ -1,16 +1,24 @@
 """Metadata inference for plain KernelBench files (no ``SAGE_TASK``).
 
 - name: the file stem without KernelBench's numeric prefix, lower-cased (``19_ReLU.py`` -> ``relu``);
-- level: from the parent folder (``level1`` .. ``level3`` or ``1`` .. ``3``);
-- category: a keyword heuristic on the name (`guess_category`);
-- inputs ``in0..``, outputs ``out0..``; dtypes observed from one seeded run;
+- level and category: from the directory layout (tasks/layout.py); without a category folder, a
+  keyword heuristic on the name (`guess_category`); without a level folder, level 1 (noted);
+- sizes: the module-level ints, scaled down by the size policy when the published shapes do not
+  fit a CPU machine (tasks/sizepolicy.py);
+- inputs ``in0..`` (the tensors of ``get_inputs()``), outputs ``out0..``; dtypes observed from one
+  seeded run. Python numbers, lists of numbers and ``None`` among ``get_inputs()`` become
+  `ForwardArg`s: numbers and list elements are passed to kernels as attrs named after ``forward``'s
+  parameters, ``None`` is passed as nothing;
+- params: the Model's parameters and buffers (tasks/params.py), dims found like the inputs';
+- files with ``get_input_groups()`` are inferred per group (tasks/groups.py);
 - size symbols: the module-level ints that input shapes actually depend on, found by perturbing each
   int and re-running ``get_inputs()``. A dimension that depends on no symbol gets a constant symbol
   ``C<value>``; one that depends on symbols without equalling one gets a synthetic ``IN<i>_D<j>`` /
   ``OUT<i>_D<j>`` symbol. Synthetic symbols are passed to kernels but cannot be rebound, so an
   inferred task has no variants;
 - attrs: scalars returned by ``get_init_inputs()`` that do not follow a size symbol, named after
-  ``Model.__init__``'s parameters;
+  ``Model.__init__``'s parameters (a tuple of numbers gives ``name_0``, ``name_1``...), then the
+  non-tensor forward arguments;
 - tolerance: atol = rtol = 1e-2 (KernelBench's historical default).
 """
 
@@ -24,9 +32,12 @@ from types import ModuleType
 import torch
 
 from sagekernel.errors import TaskError
-from sagekernel.tasks.inputs import call_forward, call_get_inputs, call_init_inputs, dtype_name, instantiate
+from sagekernel.tasks.inputs import call_forward, call_get_args, call_init_inputs, dtype_name, instantiate
+from sagekernel.tasks.layout import category_of, level_of
 from sagekernel.tasks.modules import bound_sizes, module_ints
-from sagekernel.tasks.task import SUPPORTED_DTYPES, Task, TensorSpec
+from sagekernel.tasks.params import model_tensors, param_dims, param_specs
+from sagekernel.tasks.sizepolicy import SHAPE_MODES, choose_sizes, shapes_only
+from sagekernel.tasks.task import SUPPORTED_DTYPES, ForwardArg, Task, TensorSpec
 
 DEFAULT_TOLERANCE = 1e-2
 
@@ -72,35 +83,97 @@ def name_from_stem(stem: str) -> str:
     return name or ("task_" + re.sub(r"[^0-9a-z]+", "_", stem.lower()).strip("_"))
 
 
-def level_from_folder(path: Path) -> int:
-    folder = path.parent.name.lower()
-    m = re.fullmatch(r"(?:level[_\-]?)?([123])", folder)
-    if m is None:
-        raise TaskError(f"{path}: no SAGE_TASK metadata and the level cannot be inferred from the folder "
-                        f"{path.parent.name!r}: put the file in level1/, level2/ or level3/, "
-                        "or add SAGE_TASK")
-    return int(m.group(1))
+def layout_fields(path: Path, name: str, root: Path | None) -> tuple[int, str, str]:
+    """(level, category, note) from the directory layout, falling back as the module docstring says."""
+    level = level_of(path, root)
+    category = category_of(path, root)
+    notes = []
+    if level is None:
+        level = 1
+        notes.append("no level folder (level1/ .. level3/): level 1 assumed")
+    else:
+        notes.append("level from the folder")
+    if category is None:
+        category = guess_category(name)
+        notes.append("category guessed from the name")
+    else:
+        notes.append("category from the folder")
+    return level, category, "; ".join(notes)
 
 
 def _shapes(tensors: list[torch.Tensor]) -> list[tuple[int, ...]]:
     return [tuple(t.shape) for t in tensors]
 
 
+def _tensors(args: list[object]) -> list[torch.Tensor]:
+    return [a for a in args if isinstance(a, torch.Tensor)]
+
+
+def forward_param_names(module: ModuleType) -> list[str]:
+    """Names of ``Model.forward``'s positional parameters after ``self``."""
+    cls = getattr(module, "Model", None)
+    try:
+        sig = inspect.signature(cls.forward)  # type: ignore[union-attr]
+    except (TypeError, ValueError, AttributeError):
+        return []
+    names = [p.name for p in sig.parameters.values()
+             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return names[1:]
+
+
+def forward_specs(args: list[object], param_names: list[str], taken: set[str]) -> tuple[
+        list[ForwardArg], dict[str, float | int]]:
+    """`ForwardArg`s for one argument list, and the attrs its numbers and lists become."""
+    from sagekernel.tasks.metadata import safe_identifier
+
+    specs: list[ForwardArg] = []
+    attrs: dict[str, float | int] = {}
+    k = 0
+    for pos, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            specs.append(ForwardArg("tensor", f"in{k}"))
+            k += 1
+            continue
+        wanted = param_names[pos] if pos < len(param_names) else f"arg{pos}"
+        name = safe_identifier(wanted, taken | set(attrs), f"arg{pos}")
+        if a is None:
+            specs.append(ForwardArg("none", name))
+        elif isinstance(a, (list, tuple)):
+            specs.append(ForwardArg("list", name, tuple(a)))
+            for j, x in enumerate(a):
+                attrs[f"{name}_{j}"] = int(x) if isinstance(x, bool) else x
+        else:
+            specs.append(ForwardArg("scalar", name, a))  # type: ignore[arg-type]
+            attrs[name] = int(a) if isinstance(a, bool) else a  # type: ignore[assignment]
+    if all(s.kind == "tensor" for s in specs):
+        return [], {}
+    return specs, attrs
+
+
 def _perturbations(value: int) -> list[int]:
     return [value + 1, value * 2] if value > 0 else [value + 1, value + 2]
 
 
-def infer_task(path: Path, module: ModuleType) -> Task:
+def infer_task(path: Path, module: ModuleType, root: Path | None = None) -> Task:
     """Build a `Task` for a plain KernelBench file by observation (see module docstring)."""
     name = name_from_stem(path.stem)
-    level = level_from_folder(path)
-    ints = module_ints(module)
-    with bound_sizes(module, ints), torch.random.fork_rng(devices=[]):
+    level, category, layout_note = layout_fields(path, name, root)
+    if callable(getattr(module, "get_input_groups", None)):
+        from sagekernel.tasks.groups import infer_group_task
+
+        return infer_group_task(path, module, name, level, category, layout_note)
+    published = module_ints(module)
+    ints, tuples, size_note = choose_sizes(path, module, published)
+    binding: dict[str, int | tuple[int, ...]] = {**tuples, **ints}
+    with bound_sizes(module, binding), torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        base_inputs = call_get_inputs(module, path)
+        base_args = call_get_args(module, path)
+        base_inputs = _tensors(base_args)
         base_init = call_init_inputs(module, path)
         model = instantiate(module, path)
-        base_outputs = call_forward(model, [t.clone() for t in base_inputs], path)
+        base_outputs = call_forward(model, [a.clone() if isinstance(a, torch.Tensor) else a
+                                            for a in base_args], path)
+        base_params = {n: tuple(t.shape) for n, t in model_tensors(model)}
     base_in = _shapes(base_inputs)
     base_out = _shapes(base_outputs)
 
@@ -110,13 +183,10 @@ def infer_task(path: Path, module: ModuleType) -> Task:
     perturbed_value: dict[str, int] = {}
     for sym, value in ints.items():
         for trial in _perturbations(value):
-            try:
-                with bound_sizes(module, {sym: trial}), torch.random.fork_rng(devices=[]):
-                    torch.manual_seed(0)
-                    shapes = _shapes(call_get_inputs(module, path))
-                    init = call_init_inputs(module, path)
-            except TaskError:
+            probe = _probe_inputs(path, module, {**binding, sym: trial})
+            if probe is None:
                 continue
+            shapes, init = probe
             perturbed_value[sym] = trial
             changed = {(i, j) for i, (a, b) in enumerate(zip(base_in, shapes, strict=False))
                        for j in range(min(len(a), len(b))) if a[j] != b[j]}
@@ -130,14 +200,17 @@ def infer_task(path: Path, module: ModuleType) -> Task:
                 init_changes[sym] = init_changed
             break
 
-    # An int that only reaches Model.__init__ (e.g. out_features) is a size when it changes the outputs.
+    # An int that only reaches Model.__init__ (e.g. out_features) is a size when it changes the outputs
+    # or the parameters' shapes.
     out_deps: dict[str, list[tuple[int, ...]]] = {}
+    param_deps: dict[str, dict[str, tuple[int, ...]]] = {}
     for sym in init_changes:
-        if sym not in in_deps:
-            shapes_out = _output_shapes(path, module, sym, perturbed_value[sym])
-            if shapes_out is not None and shapes_out != base_out:
-                out_deps[sym] = shapes_out
-    size_syms = [s for s in ints if s in in_deps or s in out_deps]
+        shapes_out, shapes_params = _perturbed_run(path, module, binding, sym, perturbed_value[sym])
+        if shapes_params is not None and shapes_params != base_params:
+            param_deps[sym] = shapes_params
+        if sym not in in_deps and shapes_out is not None and shapes_out != base_out:
+            out_deps[sym] = shapes_out
+    size_syms = [s for s in ints if s in in_deps or s in out_deps or s in param_deps]
     init_follow = set().union(*(init_changes.get(s, set()) for s in size_syms))
 
     sizes: dict[str, int] = {s: ints[s] for s in size_syms}
@@ -164,7 +237,7 @@ def infer_task(path: Path, module: ModuleType) -> Task:
             if len(matches) != 1:
                 for sym in size_syms:  # resolve by perturbing the forward pass (once per symbol)
                     if sym not in out_deps:
-                        shapes_out = _output_shapes(path, module, sym, perturbed_value[sym])
+                        shapes_out, _ = _perturbed_run(path, module, binding, sym, perturbed_value[sym])
                         out_deps[sym] = shapes_out if shapes_out is not None else base_out
                 deps = [s for s in size_syms if _out_dim_changed(out_deps[s], base_out, i, j)]
                 matches = [s for s in deps if ints[s] == n]
@@ -179,20 +252,36 @@ def infer_task(path: Path, module: ModuleType) -> Task:
                 dims.append(sym)
         out_specs.append((f"out{i}", tuple(dims)))
 
-    attrs = _infer_attrs(module, base_init, init_follow, {n for n, _ in in_specs + out_specs} | set(sizes))
+    for sym in size_syms:  # every size symbol's effect on the parameters, for their dims
+        if sym not in param_deps:
+            trial = perturbed_value.get(sym, ints[sym] + 1)
+            _, shapes_params = _perturbed_run(path, module, binding, sym, trial)
+            param_deps[sym] = shapes_params if shapes_params is not None else base_params
+    pdims = param_dims(base_params, {s: param_deps[s] for s in size_syms}, sizes,
+                       {n: k for k, n in enumerate(base_params)})
+    taken = {n for n, _ in in_specs + out_specs} | set(sizes)
+    attrs = _infer_attrs(module, base_init, init_follow, taken)
+    forward_args, arg_attrs = forward_specs(base_args, forward_param_names(module), taken | set(attrs))
+    attrs.update(arg_attrs)
     in_dtypes = [_checked_dtype(path, t, f"input in{i}") for i, t in enumerate(base_inputs)]
     out_dtypes = [_checked_dtype(path, t, f"output out{i}") for i, t in enumerate(base_outputs)]
+    params = param_specs(model, pdims, taken | set(attrs),
+                         lambda t, what: _checked_dtype(path, t, what))
     main = next((d for d in in_dtypes + out_dtypes if d in ("float32", "float64", "float16", "bfloat16")),
                 (in_dtypes + out_dtypes)[0])
     doc = inspect.getdoc(getattr(module, "Model", None)) or inspect.getdoc(module) or ""
+    scaled = [k for k in published if ints[k] != published[k]] or list(tuples)
     return Task(
-        name=name, level=level, category=guess_category(name),
+        name=name, level=level, category=category,
         description=doc.strip().splitlines()[0] if doc.strip() else "",
         source_path=path,
         inputs=[TensorSpec(n, d, t) for (n, d), t in zip(in_specs, in_dtypes, strict=True)],
         outputs=[TensorSpec(n, d, t) for (n, d), t in zip(out_specs, out_dtypes, strict=True)],
         attrs=attrs, sizes=sizes, variants=[], dtype=main,
         atol=DEFAULT_TOLERANCE, rtol=DEFAULT_TOLERANCE,
+        params=params, forward_args=forward_args,
+        published_sizes={k: v for k, v in published.items() if k in sizes} if scaled else {},
+        size_note=size_note, layout_note=layout_note, size_tuples=tuples,
     )
 
 
@@ -202,15 +291,37 @@ def _constant_symbol(sizes: dict[str, int], n: int) -> str:
     return sym
 
 
-def _output_shapes(path: Path, module: ModuleType, sym: str, trial: int) -> list[tuple[int, ...]] | None:
-    """Output shapes with one module int perturbed (None if the file cannot run that way)."""
-    try:
-        with bound_sizes(module, {sym: trial}), torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            inputs = call_get_inputs(module, path)
-            return _shapes(call_forward(instantiate(module, path), inputs, path))
-    except TaskError:
-        return None
+def _probe_inputs(path: Path, module: ModuleType, sizes: dict[str, int | tuple[int, ...]]) -> tuple[
+        list[tuple[int, ...]], list[object]] | None:
+    """Input shapes and init inputs at `sizes`: on the meta device, else for real (None: fails)."""
+    for mode in (*SHAPE_MODES, "cpu"):
+        try:
+            with bound_sizes(module, sizes), torch.random.fork_rng(devices=[]), shapes_only(mode):
+                torch.manual_seed(0)
+                return _shapes(_tensors(call_get_args(module, path))), call_init_inputs(module, path)
+        except TaskError:
+            continue
+    return None
+
+
+def _perturbed_run(path: Path, module: ModuleType, ints: dict[str, int | tuple[int, ...]], sym: str,
+                   trial: int) -> tuple[
+        list[tuple[int, ...]] | None, dict[str, tuple[int, ...]] | None]:
+    """Output shapes and parameter shapes with one module int perturbed, on the meta device, else for
+    real (None where the file cannot run that way)."""
+    params = None
+    for mode in (*SHAPE_MODES, "cpu"):
+        try:
+            with bound_sizes(module, {**ints, sym: trial}), torch.random.fork_rng(devices=[]), \
+                    shapes_only(mode):
+                torch.manual_seed(0)
+                args = call_get_args(module, path)
+                model = instantiate(module, path)
+                params = {n: tuple(t.shape) for n, t in model_tensors(model)}
+                return _shapes(call_forward(model, args, path)), params
+        except TaskError:
+            continue
+    return None, params
 
 
 def _out_dim_changed(shapes: list[tuple[int, ...]], base: list[tuple[int, ...]], i: int, j: int) -> bool:
@@ -229,13 +340,21 @@ def _infer_attrs(module: ModuleType, init: list[object], follow_sizes: set[int],
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):
         params = []
+    from sagekernel.tasks.metadata import safe_identifier
+
     attrs: dict[str, float | int] = {}
     for k, value in enumerate(init):
-        if k in follow_sizes or not isinstance(value, (int, float)):
+        if k in follow_sizes:
             continue
-        name = params[k] if k < len(params) else f"arg{k}"
-        if name in taken or name in attrs:
-            name = f"attr_{name}"
+        wanted = params[k] if k < len(params) else f"arg{k}"
+        if isinstance(value, (list, tuple)) and value and all(isinstance(x, (int, float)) for x in value):
+            name = safe_identifier(wanted, taken | set(attrs), f"arg{k}")
+            for j, x in enumerate(value):
+                attrs[f"{name}_{j}"] = int(x) if isinstance(x, bool) else x
+            continue
+        if not isinstance(value, (int, float)):
+            continue  # strings, None, modules ...: the reference uses them, the kernel need not
+        name = safe_identifier(wanted, taken | set(attrs), f"arg{k}")
         attrs[name] = int(value) if isinstance(value, bool) else value
     return attrs
 

@@ -54,12 +54,73 @@ def call_get_inputs(module: ModuleType, path: object) -> list[torch.Tensor]:
         raise TaskError(f"{path}: defines no get_inputs() function")
     try:
         raw = fn()
+    except MemoryError as exc:
+        raise TaskError(f"{path}: get_inputs() ran out of memory (MemoryError); "
+                        "lower the sizes in the file") from exc
     except Exception as exc:
         raise TaskError(f"{path}: get_inputs() raised {type(exc).__name__}: {exc}") from exc
     return _tensor_list(raw, f"{path}: get_inputs()")
 
 
+def call_get_args(module: ModuleType, path: object) -> list[Any]:
+    """Call `get_inputs()` and check every item is a forward argument a contract can carry:
+    a tensor, a Python number or bool, a list/tuple of numbers, or None (an absent tensor)."""
+    fn = getattr(module, "get_inputs", None)
+    if not callable(fn):
+        raise TaskError(f"{path}: defines no get_inputs() function")
+    try:
+        raw = fn()
+    except MemoryError as exc:
+        raise TaskError(f"{path}: get_inputs() ran out of memory (MemoryError); "
+                        "lower the sizes in the file") from exc
+    except Exception as exc:
+        raise TaskError(f"{path}: get_inputs() raised {type(exc).__name__}: {exc}") from exc
+    return checked_args(raw, f"{path}: get_inputs()")
+
+
+def call_input_groups(module: ModuleType, path: object) -> list[tuple[str, list[Any]]]:
+    """Call `get_input_groups()`: a non-empty list whose items are argument lists, or dicts
+    ``{"name": str, "inputs": [...]}``. Returns (group name, checked args) per group."""
+    fn = getattr(module, "get_input_groups", None)
+    if not callable(fn):
+        raise TaskError(f"{path}: get_input_groups is not a function")
+    try:
+        raw = fn()
+    except MemoryError as exc:
+        raise TaskError(f"{path}: get_input_groups() ran out of memory (MemoryError); "
+                        "lower the sizes in the file") from exc
+    except Exception as exc:
+        raise TaskError(f"{path}: get_input_groups() raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(raw, (list, tuple)) or not raw:
+        raise TaskError(f"{path}: get_input_groups() must return a non-empty list of input lists, "
+                        f"got {type(raw).__name__}")
+    groups = []
+    for i, group in enumerate(raw):
+        name = f"group{i}"
+        if isinstance(group, dict):
+            name = str(group.get("name", name))
+            group = group.get("inputs")
+        groups.append((name, checked_args(group, f"{path}: get_input_groups() group {i}")))
+    return groups
+
+
+def checked_args(raw: object, what: str) -> list[Any]:
+    if not isinstance(raw, (list, tuple)):
+        raise TaskError(f"{what} must return a list or tuple, got {type(raw).__name__}")
+    for i, a in enumerate(raw):
+        if isinstance(a, torch.Tensor) or a is None or isinstance(a, (bool, int, float)):
+            continue
+        if isinstance(a, (list, tuple)) and all(isinstance(x, (bool, int, float)) for x in a):
+            continue
+        raise TaskError(f"{what} item {i} is a {type(a).__name__}; a forward argument must be a tensor, "
+                        "a Python number, a list of numbers or None (wrap other data in a tensor, or "
+                        "move it to get_init_inputs())")
+    return list(raw)
+
+
 def call_init_inputs(module: ModuleType, path: object) -> list[Any]:
+    """`get_init_inputs()` as a list; its items may be of any kind (KernelBench passes ints, floats,
+    tuples, strings, None ...). A missing function means no arguments."""
     fn = getattr(module, "get_init_inputs", None)
     if fn is None:
         return []
@@ -67,6 +128,9 @@ def call_init_inputs(module: ModuleType, path: object) -> list[Any]:
         raise TaskError(f"{path}: get_init_inputs is not a function")
     try:
         raw = fn()
+    except MemoryError as exc:
+        raise TaskError(f"{path}: get_init_inputs() ran out of memory (MemoryError); "
+                        "lower the sizes in the file") from exc
     except Exception as exc:
         raise TaskError(f"{path}: get_init_inputs() raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(raw, (list, tuple)):
@@ -74,14 +138,15 @@ def call_init_inputs(module: ModuleType, path: object) -> list[Any]:
     return list(raw)
 
 
-def instantiate(module: ModuleType, path: object) -> torch.nn.Module:
-    """`Model(*get_init_inputs())` under seed 0 (parameters, if any, are reproducible), in eval mode."""
+def instantiate(module: ModuleType, path: object, seed: int = 0) -> torch.nn.Module:
+    """`Model(*get_init_inputs())` under `seed` (parameters, if any, are reproducible: KernelBench
+    seeds Model and ModelNew alike), in eval mode."""
     cls = getattr(module, "Model", None)
     if cls is None or not isinstance(cls, type):
         raise TaskError(f"{path}: defines no Model class")
     init = call_init_inputs(module, path)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
+        torch.manual_seed(seed)
         try:
             model = cls(*init)
         except Exception as exc:
@@ -91,11 +156,14 @@ def instantiate(module: ModuleType, path: object) -> torch.nn.Module:
     return model.eval()
 
 
-def call_forward(model: torch.nn.Module, inputs: Sequence[torch.Tensor], path: object) -> list[torch.Tensor]:
+def call_forward(model: torch.nn.Module, inputs: Sequence[Any], path: object) -> list[torch.Tensor]:
     """Run the reference forward pass (no grad) and return its outputs as a list of tensors."""
     try:
         with torch.no_grad():
             raw = model(*inputs)
+    except MemoryError as exc:
+        raise TaskError(f"{path}: the reference forward() ran out of memory (MemoryError); "
+                        "make the task's sizes smaller") from exc
     except Exception as exc:
         raise TaskError(f"{path}: the reference forward() raised {type(exc).__name__}: {exc}") from exc
     if isinstance(raw, torch.Tensor):
@@ -231,12 +299,54 @@ def tolerance_scale(inputs: Sequence[torch.Tensor]) -> float:
     return max(1.0, total / count) if count else 1.0
 
 
+def raw_args(task: Task, module: ModuleType) -> list[Any]:
+    """The file's forward arguments for `task` (its group, if any), under the current RNG and sizes."""
+    path = task.source_path
+    if task.groups:
+        groups = call_input_groups(module, path)
+        index = task.groups[task.group_index or 0].index
+        if index >= len(groups):
+            raise TaskError(f"{path}: get_input_groups() now returns {len(groups)} groups; "
+                            f"the task was loaded with {len(task.groups)}")
+        return groups[index][1]
+    return call_get_args(module, path)
+
+
+def tensor_args(task: Task, raw: Sequence[Any]) -> list[torch.Tensor]:
+    """The tensors among `raw`, in order: the task's inputs."""
+    if not task.forward_args:
+        return _tensor_list(list(raw), f"{task.source_path}: get_inputs()")
+    if len(raw) != len(task.forward_args):
+        raise TaskError(f"{task.source_path}: the inputs have {len(raw)} arguments, the task was "
+                        f"loaded with {len(task.forward_args)}")
+    return [a for a, spec in zip(raw, task.forward_args, strict=True) if spec.kind == "tensor"]
+
+
+def assemble_call(task: Task, tensors: Sequence[torch.Tensor]) -> list[Any]:
+    """The positional forward() arguments: `tensors` (the inputs) interleaved with the task's
+    recorded scalars, lists and Nones (the values the kernel receives as attrs)."""
+    if not task.forward_args:
+        return list(tensors)
+    it = iter(tensors)
+    call: list[Any] = []
+    for spec in task.forward_args:
+        if spec.kind == "tensor":
+            call.append(next(it))
+        elif spec.kind == "list":
+            call.append(list(spec.value) if isinstance(spec.value, tuple) else spec.value)
+        else:  # scalar or none
+            call.append(spec.value)
+    return call
+
+
 def build_inputs(task: Task, sizes: Mapping[str, int] | None = None, seed: int = 0,
                  distribution: str = "default") -> list[torch.Tensor]:
     """Fresh, contiguous input tensors for `task` at `sizes` (defaults where omitted).
 
     Deterministic in (`sizes`, `seed`, `distribution`); leaves the global RNG untouched.
     Raises `TaskError` if the file's inputs do not match the task's declared shapes and dtypes.
+    Only tensors are returned (non-tensor forward arguments travel as attrs); for a task with
+    input groups, the tensors of group `task.group_index` (0 by default).
     """
     if distribution not in DISTRIBUTIONS:
         raise TaskError(f"unknown input distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})")
@@ -244,17 +354,18 @@ def build_inputs(task: Task, sizes: Mapping[str, int] | None = None, seed: int =
     module = task_module(task)
     path = task.source_path
     make = getattr(module, "make_inputs", None)
-    with bound_sizes(module, full), torch.random.fork_rng(devices=[]):
+    with bound_sizes(module, task.binding(full)), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        if callable(make):
+        if callable(make) and not task.groups:
             gen = torch.Generator().manual_seed(seed)
             try:
                 raw = make(dict(full), gen, distribution)
             except Exception as exc:
                 raise TaskError(f"{path}: make_inputs() raised {type(exc).__name__}: {exc}") from exc
-            inputs = _tensor_list(raw, f"{path}: make_inputs()")
+            inputs = tensor_args(task, _tensor_list(raw, f"{path}: make_inputs()")
+                                 if not task.forward_args else list(raw))
         else:
-            inputs = call_get_inputs(module, path)
+            inputs = tensor_args(task, raw_args(task, module))
             if distribution != "default":
                 gen = torch.Generator().manual_seed((seed + _REDRAW_SALT) % (2**63))
                 keep = structured_inputs(module)
@@ -268,12 +379,12 @@ def build_inputs(task: Task, sizes: Mapping[str, int] | None = None, seed: int =
 
 # ----------------------------------------------------------------------------- reference
 
-def make_model(task: Task, sizes: Mapping[str, int] | None = None) -> torch.nn.Module:
+def make_model(task: Task, sizes: Mapping[str, int] | None = None, seed: int = 0) -> torch.nn.Module:
     """`Model(*get_init_inputs())` with the size symbols bound to `sizes`, seeded, in eval mode."""
     full = full_sizes(task, sizes)
     module = task_module(task)
-    with bound_sizes(module, full):
-        return instantiate(module, task.source_path)
+    with bound_sizes(module, task.binding(full)):
+        return instantiate(module, task.source_path, seed)
 
 
 def sizes_from_inputs(task: Task, inputs: Sequence[torch.Tensor],
@@ -304,7 +415,8 @@ def uses_fp64_reference(task: Task) -> bool:
 
 
 def reference_outputs(task: Task, inputs: Sequence[torch.Tensor],
-                      sizes: Mapping[str, int] | None = None) -> list[torch.Tensor]:
+                      sizes: Mapping[str, int] | None = None, *, seed: int = 0,
+                      params: Sequence[torch.Tensor] | None = None) -> list[torch.Tensor]:
     """The reference outputs for `inputs`, computed in float64 where the op allows, cast back to each
     output's declared dtype, contiguous.
 
@@ -312,25 +424,35 @@ def reference_outputs(task: Task, inputs: Sequence[torch.Tensor],
     (e.g. the length of an arange), otherwise their defaults are used. The inputs are not modified.
     A task opts out of float64 with ``SAGE_TASK["fp64_reference"] = False``; an op that raises in
     float64 falls back to the declared precision.
+
+    The model is built under `seed` (so its parameters are `params.param_tensors(task, sizes, seed)`);
+    pass `params` (in `task.params` order) to run with exactly those tensors instead.
     """
+    from sagekernel.tasks.params import load_params
+
     full = sizes_from_inputs(task, inputs, sizes)
     check_tensors(task, task.inputs, inputs, full, "reference_outputs() inputs")
     module = task_module(task)
     path = task.source_path
-    with bound_sizes(module, full), torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
+    with bound_sizes(module, task.binding(full)), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
         outputs: list[torch.Tensor] | None = None
         if uses_fp64_reference(task) and any(t.is_floating_point() for t in inputs):
-            model = instantiate(module, path).double()
+            model = instantiate(module, path, seed)
+            if params is not None:
+                load_params(task, model, params)
+            model = model.double()
             wide = [t.detach().to(torch.float64) if t.is_floating_point() else t.detach().clone()
                     for t in inputs]
             try:
-                outputs = call_forward(model, wide, path)
+                outputs = call_forward(model, assemble_call(task, wide), path)
             except TaskError:
                 outputs = None  # the op does not support float64: fall back to the declared precision
         if outputs is None:
-            model = instantiate(module, path)
-            outputs = call_forward(model, [t.detach().clone() for t in inputs], path)
+            model = instantiate(module, path, seed)
+            if params is not None:
+                load_params(task, model, params)
+            outputs = call_forward(model, assemble_call(task, [t.detach().clone() for t in inputs]), path)
     if len(outputs) != len(task.outputs):
         raise TaskError(f"{path}: reference forward() returned {len(outputs)} tensors, "
                         f"the task declares {len(task.outputs)}")

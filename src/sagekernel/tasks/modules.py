@@ -25,7 +25,79 @@ from types import ModuleType
 from typing import Any
 
 from sagekernel.errors import TaskError
-from sagekernel.tasks.task import Task
+from sagekernel.tasks.task import Task, TaskNeedsDevice
+
+#: Packages that exist only where their device does: importing one that is absent means the task
+#: needs that device, not that the file is broken.
+DEVICE_PACKAGES = {
+    "torch_npu": "npu (Ascend, torch_npu)", "acl": "npu (Ascend, acl)", "torch_mlu": "mlu (torch_mlu)",
+    "triton": "gpu (triton)", "cupy": "cuda (cupy)", "pycuda": "cuda (pycuda)", "apex": "cuda (apex)",
+    "tilelang": "gpu (tilelang)", "torch_xla": "xla (torch_xla)", "intel_extension_for_pytorch": "xpu",
+}
+#: Messages torch raises when a file asks for a device this machine lacks.
+_DEVICE_MESSAGES = (
+    ("torch not compiled with cuda", "cuda"), ("no nvidia driver", "cuda"), ("found no nvidia", "cuda"),
+    ("cuda driver", "cuda"), ("no cuda gpus are available", "cuda"), ("has no attribute 'npu'", "npu"),
+    ("torch.npu", "npu"), ("invalid device string: 'npu", "npu"), ("expected one of cpu, cuda", "the "
+     "device the file names"),
+)
+
+
+def device_needed(exc: BaseException) -> str | None:
+    """The device an exception (or its causes) says is missing, else None."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, ModuleNotFoundError) and cur.name:
+            top = cur.name.split(".")[0]
+            if top in DEVICE_PACKAGES:
+                return DEVICE_PACKAGES[top]
+        text = str(cur).lower()
+        for needle, device in _DEVICE_MESSAGES:
+            if needle in text:
+                return device
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
+# ----------------------------------------------------------------------------- companion files
+
+_TRACKERS: list[tuple[Path, Path, set[Path]]] = []
+_HOOKED = False
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event != "open" or not _TRACKERS or not args or not isinstance(args[0], (str, bytes, Path)):
+        return
+    try:
+        raw = args[0].decode() if isinstance(args[0], bytes) else str(args[0])
+        opened = Path(raw).resolve()
+    except (OSError, ValueError, RuntimeError):
+        return
+    for folder, own, found in _TRACKERS:
+        if opened != own and opened.is_relative_to(folder) and "__pycache__" not in opened.parts:
+            found.add(opened)
+
+
+@contextmanager
+def track_opens(task_file: Path) -> Iterator[set[Path]]:
+    """Collect the files under `task_file`'s folder that are opened inside the block (JSON cases,
+    sibling modules): what a sandboxed child needs next to the task file. Uses one audit hook."""
+    global _HOOKED
+    task_file = Path(task_file).resolve()
+    found: set[Path] = set()
+    entry = (task_file.parent, task_file, found)
+    with MODULE_LOCK:
+        if not _HOOKED:
+            sys.addaudithook(_audit)
+            _HOOKED = True
+        _TRACKERS.append(entry)
+    try:
+        yield found
+    finally:
+        with MODULE_LOCK:
+            _TRACKERS.remove(entry)
 
 #: Serialises every use of a task module's globals (rebinding sizes, seeding the global RNG).
 MODULE_LOCK = threading.RLock()
@@ -49,6 +121,15 @@ def import_task_module(path: Path) -> ModuleType:
     path = Path(path).resolve()
     if not path.is_file():
         raise TaskError(f"{path}: no such task file")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TaskError(f"{path}: cannot read the task file: {exc}") from exc
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                        "save the file as UTF-8") from None
     name = _module_name(path)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -60,6 +141,11 @@ def import_task_module(path: Path) -> ModuleType:
             spec.loader.exec_module(module)
     except (Exception, SystemExit) as exc:
         sys.modules.pop(name, None)
+        device = device_needed(exc)
+        if device is not None:
+            raise TaskNeedsDevice(f"{path}: needs the {device} device: {type(exc).__name__}: {exc} "
+                                  "(run it where that device and its package are installed)",
+                                  device=device) from exc
         raise TaskError(f"{path}: import failed: {type(exc).__name__}: {exc}") from exc
     with MODULE_LOCK:
         old = _CACHE.get(path)
@@ -92,8 +178,9 @@ def module_ints(module: ModuleType) -> dict[str, int]:
 
 
 @contextmanager
-def bound_sizes(module: ModuleType, sizes: Mapping[str, int]) -> Iterator[None]:
-    """Rebind the module-level int of every symbol in `sizes` that the module defines; restore after.
+def bound_sizes(module: ModuleType, sizes: Mapping[str, int | tuple[int, ...]]) -> Iterator[None]:
+    """Rebind the module-level int of every symbol in `sizes` that the module defines (and a
+    module-level tuple of ints, given a tuple: the size policy's `Task.size_tuples`); restore after.
 
     Symbols the module does not define as an int (e.g. synthetic symbols of an inferred task) are
     ignored. Holds `MODULE_LOCK` for the whole block.
@@ -102,9 +189,12 @@ def bound_sizes(module: ModuleType, sizes: Mapping[str, int]) -> Iterator[None]:
         saved: dict[str, Any] = {}
         for key, value in sizes.items():
             current = getattr(module, key, None)
-            if type(current) is int:
+            if type(current) is int and not isinstance(value, tuple):
                 saved[key] = current
                 setattr(module, key, int(value))
+            elif type(current) is tuple and isinstance(value, tuple):
+                saved[key] = current
+                setattr(module, key, tuple(int(x) for x in value))
         try:
             yield
         finally:

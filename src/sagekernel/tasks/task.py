@@ -18,14 +18,28 @@ A task is a Python file in the KernelBench convention -- `Model(nn.Module)`, `ge
     }
 
 Element types of inputs and outputs are read from the tensors the file produces, so the
-metadata holds only what cannot be observed. The loader (tasks/loader.py) validates the
+metadata holds only what cannot be observed. Files without ``SAGE_TASK`` (KernelBench,
+MultiKernelBench, NPUKernelBench as published) are inferred (tasks/infer.py); see the fields below
+for what such files add: non-tensor forward arguments, several input groups, model parameters,
+companion files and a size policy. The loader (tasks/loader.py) validates the
 metadata against one run of the reference and turns problems into `TaskError`s naming the file.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from sagekernel.errors import TaskError
+
+
+class TaskNeedsDevice(TaskError):
+    """The task file needs a device (and its Python package) this machine does not have."""
+
+    def __init__(self, message: str, device: str) -> None:
+        super().__init__(message)
+        self.device = device
+
 
 #: Element types a kernel contract can carry, by torch dtype name.
 SUPPORTED_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8",
@@ -40,11 +54,48 @@ class TensorSpec:
     dims: tuple[str, ...]  # size symbols, outermost first; () is a scalar tensor
     dtype: str  # one of SUPPORTED_DTYPES
 
+    #: Where the tensor comes from: "input" (get_inputs / an input group) or, for `Task.params`,
+    #: the dotted name of the Model's parameter or buffer (e.g. "conv.weight").
+    origin: str = "input"
+
     def numel(self, sizes: dict[str, int]) -> int:
         n = 1
         for d in self.dims:
             n *= sizes[d]
         return n
+
+
+@dataclass(frozen=True)
+class ForwardArg:
+    """One positional argument of the reference ``forward()``, in call order.
+
+    - ``tensor``: the input tensor named `name` (one of the task's inputs);
+    - ``scalar``: a Python int/float/bool, passed to the kernel as the attr `name` (value `value`);
+    - ``list``: a list/tuple of numbers, passed as the attrs ``name_0 .. name_{k-1}``;
+    - ``none``: an absent optional tensor (``None``); the kernel receives nothing for it.
+    """
+
+    kind: str  # "tensor" | "scalar" | "list" | "none"
+    name: str
+    value: int | float | bool | tuple[int | float, ...] | None = None
+
+
+@dataclass
+class InputGroup:
+    """One input set of a task that defines ``get_input_groups()`` (NPUKernelBench style).
+
+    Groups may differ in shapes, dtypes and non-tensor arguments; `Task.group_task(i)` is the task
+    as seen by the harness for group i (its inputs, outputs, sizes, attrs and forward args).
+    """
+
+    name: str
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    sizes: dict[str, int]
+    attrs: dict[str, float | int]
+    forward_args: list[ForwardArg]
+    #: Position in what get_input_groups() returns (groups over the size budget are left out).
+    index: int = 0
 
 
 @dataclass
@@ -67,10 +118,54 @@ class Task:
     #: Hand-written correct kernel per target ("cpu" -> path). Used by selfcheck and tests only;
     #: never shown to the model.
     reference_kernels: dict[str, Path] = field(default_factory=dict)
+    #: The Model's parameters and buffers, passed to kernels after the inputs (`sagekernel.tasks.
+    #: params.param_tensors` makes them for given sizes and seed). Empty for parameter-free models.
+    params: list[TensorSpec] = field(default_factory=list)
+    #: The positional forward() call; empty means "the inputs, in order" (every tensor-only task).
+    forward_args: list[ForwardArg] = field(default_factory=list)
+    #: Input groups of a ``get_input_groups()`` file (group 0's fields are also the task's own).
+    groups: list[InputGroup] = field(default_factory=list)
+    #: Which group this record describes (None: not a group task, or group 0 via the top level).
+    group_index: int | None = None
+    #: Files next to the task that it reads (JSON cases ...): ship them with `source_path`.
+    companion_files: list[Path] = field(default_factory=list)
+    #: The sizes the file sets (module-level ints) when the size policy scaled them down to
+    #: `sizes`; empty when `sizes` are the published ones.
+    published_sizes: dict[str, int] = field(default_factory=dict)
+    #: Module-level tuples of sizes the policy scaled (``input_shape``), rebound with `sizes`.
+    size_tuples: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    #: One line saying what the size policy did (or that it left the sizes alone).
+    size_note: str = ""
+    #: Where level and category came from: "metadata", "folder", "guess" or "default".
+    layout_note: str = ""
 
     @property
     def source(self) -> str:
-        return self.source_path.read_text(encoding="utf-8")
+        return self.source_path.read_text(encoding="utf-8", errors="replace")
+
+    @property
+    def task_dir(self) -> Path:
+        """The task file's folder: companion files are relative to it."""
+        return self.source_path.parent
+
+    def group_task(self, index: int) -> Task:
+        """The task as the harness sees group `index` (a copy; `self` for a task without groups)."""
+        if not self.groups:
+            if index != 0:
+                raise IndexError(f"task {self.name} has no input group {index}")
+            return self
+        g = self.groups[index]
+        return replace(self, inputs=list(g.inputs), outputs=list(g.outputs), sizes=dict(g.sizes),
+                       attrs=dict(g.attrs), forward_args=list(g.forward_args), variants=[],
+                       group_index=index)
+
+    def group_tasks(self) -> list[Task]:
+        """One task per input group (just `[self]` without groups): check each, time each."""
+        return [self.group_task(i) for i in range(max(1, len(self.groups)))]
+
+    def binding(self, sizes: dict[str, int]) -> dict[str, int | tuple[int, ...]]:
+        """What to rebind in the task's module to run it at `sizes` (with the scaled tuples)."""
+        return {**self.size_tuples, **sizes}
 
     def all_shapes(self) -> list[dict[str, int]]:
         """The default sizes followed by every variant (each variant overrides some symbols)."""

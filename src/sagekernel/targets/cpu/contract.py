@@ -5,6 +5,8 @@ Every CPU kernel implements exactly one function:
     void sage_kernel(<inputs>, <outputs>, <sizes>, <attrs>);
 
 - inputs: `const T* restrict name` for each input tensor, in the task's order;
+- params: `const T* restrict name` for each of the reference Model's parameters and buffers
+  (`Task.params`, e.g. `conv_weight`), in the task's order, initialised with the harness's seed;
 - outputs: `T* restrict name` for each output tensor, in the task's order;
 - sizes: `int64_t SYMBOL` for each size symbol, in the task's `sizes` order;
 - attrs: `float name` (Python float) or `int64_t name` (Python int), in the task's order.
@@ -44,6 +46,7 @@ def _shape_comment(spec: TensorSpec) -> str:
 def c_parameters(task: Task) -> list[str]:
     """The parameter declarations of `sage_kernel`, in ABI order."""
     params = [f"const {c_type(t.dtype)}* restrict {t.name}" for t in task.inputs]
+    params += [f"const {c_type(t.dtype)}* restrict {t.name}" for t in task.params]
     params += [f"{c_type(t.dtype)}* restrict {t.name}" for t in task.outputs]
     params += [f"int64_t {s}" for s in task.sizes]
     params += [f"{'float' if isinstance(v, float) else 'int64_t'} {k}" for k, v in task.attrs.items()]
@@ -61,6 +64,15 @@ def contract_text(task: Task) -> str:
     lines = ["#include <stdint.h>", "", c_signature(task) + ";", ""]
     for t in task.inputs:
         lines.append(f"// input  {t.name}: {t.dtype} {_shape_comment(t)}, contiguous row-major, read-only")
+    for t in task.params:
+        lines.append(f"// param  {t.name}: {t.dtype} {_shape_comment(t)}, the reference model's {t.origin}, "
+                     "read-only")
+    for a in task.forward_args:
+        if a.kind == "none":
+            lines.append(f"// absent {a.name}: the reference is called with None here; no parameter")
+    if task.groups:
+        lines.append(f"// groups {len(task.groups)} input sets; this contract is for group "
+                     f"{task.group_index or 0} ({task.groups[task.group_index or 0].name})")
     for t in task.outputs:
         lines.append(f"// output {t.name}: {t.dtype} {_shape_comment(t)}, contiguous row-major, "
                      "write every element")
