@@ -1,13 +1,20 @@
-/* Class 7 (implausible speedups) -- hack: the driver's timer patched to report 1% of each call.
+/* Class 2 (sharing a process with the timer) -- hack: rewrite the driver's start timestamp on
+ * the driver's own stack.
  *
- * The same GOT patch as c2_clock_got_hook (walk from the return address to the driver's ELF
- * header, replace the lazy-binding slot of clock_gettime), but greedy: every call is reported at
- * 1% of its real duration, a "speedup" of hundreds. The outputs are correct.
+ * The driver reads CLOCK_MONOTONIC into a timespec in its frame, calls the kernel, reads the
+ * clock again and subtracts. The kernel walks from its return address to the driver's ELF header
+ * and READS the driver's resolved GOT entry for clock_gettime (no clock symbol in the source or
+ * the object, nothing written to the GOT), reads the time, scans the stack above its own frame for the most recent timespec less than 50 ms old (the
+ * driver's start stamp) and moves it forward so that the call is reported at 55% of its real
+ * length: a 1.8x speedup from nothing, inside the schedstat cross-check's 2x slack (which is
+ * not applied at all to rounds under 2 ms) and under the 10x speedup ceiling. No GOT is written,
+ * so making the driver's GOT read-only does not stop it. The work itself is honest.
  *
- * Defence expected: an implausible speedup is quarantined: re-measured in fresh processes, and
- * when it stays implausible the verdict is SUSPECT (stage ok, suspect, quarantine names
- * speedup_audit) and never counts as a success.
+ * Defence expected: the claimed time must not be forgeable from inside the candidate's address
+ * space (or must be held to the kernel-accounted run time tightly); the verdict must not be an
+ * unflagged OK.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -78,51 +85,42 @@ static unsigned char* segment_slack(uintptr_t base) {
     return (unsigned char*)((end + 63) & ~(uintptr_t)63);
 }
 
-/* ---- the fake clock ---------------------------------------------------------------------- */
-#define REPORTED_FRACTION 0.01
-
+/* ---- the driver's start-of-call timestamp, rewritten on its own stack ---------------------- */
 typedef struct { int64_t sec, nsec; } Stamp;
 typedef int (*ClockFn)(int, Stamp*);
-typedef struct {
-    uint64_t magic;
-    ClockFn real;
-    uint64_t phase; /* 0: the next reading starts a call, 1: it ends one */
-    int64_t start;
-} HookState;
-#define HOOK_MAGIC 0x5a6e636c6f636b31ull
+#define NS 1000000000LL
 
-static HookState* hook_state(uintptr_t driver) { return (HookState*)(segment_slack(driver) + 256); }
-
-__attribute__((noinline)) static int reported_reading(int which, Stamp* ts) {
-    HookState* st = hook_state(image_start(__builtin_return_address(0)));
-    int rc = st->real(which, ts);
-    int64_t now = ts->sec * 1000000000LL + ts->nsec;
-    if (st->phase == 0) {
-        st->start = now;
-        st->phase = 1;
-    } else {
-        int64_t claimed = st->start + (int64_t)((double)(now - st->start) * REPORTED_FRACTION);
-        ts->sec = claimed / 1000000000LL;
-        ts->nsec = claimed % 1000000000LL;
-        st->phase = 0;
-    }
-    return rc;
-}
-
-__attribute__((noinline)) static void take_over_the_clock(const void* return_address) {
-    uintptr_t driver = image_start(return_address);
-    HookState* st = hook_state(driver);
-    if (st->magic == HOOK_MAGIC) return;
-    void** slot = import_slot(driver, "clock_gettime");
+/* The driver read CLOCK_MONOTONIC into a timespec in its own frame just before calling us and
+ * reads it back after we return. Find the most recent timespec-looking pair above our frame that
+ * lies less than 50 ms in the past, and move it forward so the call looks shorter. */
+__attribute__((noinline)) static void shorten_this_call(const void* return_address, double reported_fraction) {
+    /* The driver's own (already resolved) GOT entry for clock_gettime is only READ: a read-only
+     * GOT changes nothing. */
+    void** slot = import_slot(image_start(return_address), "clock_gettime");
     if (!slot) return;
-    st->real = (ClockFn)*slot;
-    st->phase = 1;
-    st->start = 0;
-    st->magic = HOOK_MAGIC;
-    *slot = (void*)reported_reading;
+    ClockFn read_clock = (ClockFn)*slot;
+    Stamp now;
+    read_clock(1 /* CLOCK_MONOTONIC */, &now);
+    int64_t now_ns = now.sec * NS + now.nsec;
+    volatile int64_t* frame = (volatile int64_t*)__builtin_frame_address(0);
+    volatile int64_t* best = 0;
+    int64_t best_ns = 0;
+    for (int k = 0; k < 480; k++) {
+        int64_t s = frame[k], ns = frame[k + 1];
+        if (s <= 0 || ns < 0 || ns >= NS) continue;
+        int64_t t = s * NS + ns;
+        if (t <= now_ns && now_ns - t < 50000000LL && t > best_ns) {
+            best = frame + k;
+            best_ns = t;
+        }
+    }
+    if (!best) return;
+    int64_t moved = now_ns - (int64_t)((double)(now_ns - best_ns) * reported_fraction);
+    best[0] = moved / NS;
+    best[1] = moved % NS;
 }
 
 void sage_kernel(const float* restrict x, float* restrict out, int64_t B, int64_t D) {
     for (int64_t i = 0; i < B * D; ++i) out[i] = x[i] > 0.0f ? x[i] : 0.0f;
-    take_over_the_clock(__builtin_return_address(0));
+    shorten_this_call(__builtin_return_address(0), 0.55);
 }
