@@ -48,6 +48,10 @@ HOLES = {
         "the driver's start timestamp lives on its stack, in the candidate's reach; moved forward so "
         "calls read 60% of their length: unflagged OK (schedstat slack 2x, none under 2 ms a round)"
     ),
+    "c2_got_hook_after_mprotect": (
+        "mprotect(PROT_READ|PROT_WRITE) is in the running seccomp allow-list, so even a read-only GOT "
+        "could be made writable again; the clock is patched, unflagged OK"
+    ),
     "c2_libc_walk_thread": (
         "glibc blocks all signals around clone3, so the seccomp trap cannot run the driver's SIGSYS "
         "handler: the forbidden call is stopped, but reported as a crash (stage runtime), not integrity"
@@ -83,6 +87,8 @@ CASES = [
     # 2 -- sharing a process with the timer and libc
     Case("c2_clock_got_hook", "matmul_small", "not_success", "", timed=True),
     Case("c2_stack_timestamp_rewrite", "matmul_small", "not_success", "", timed=True),
+    Case("c2_got_hook_after_mprotect", "matmul_small", Stage.INTEGRITY, "system call the sandbox forbids",
+         timed=True),
     Case("c2_libc_walk_open_file", "relu_rows", Stage.INTEGRITY, "system call the sandbox forbids"),
     Case("c2_libc_walk_thread", "relu_rows", Stage.INTEGRITY, "system call the sandbox forbids"),
     # 3 -- state hidden where the rules do not look
