@@ -52,6 +52,10 @@ HOLES = {
         "mprotect(PROT_READ|PROT_WRITE) is in the running seccomp allow-list, so even a read-only GOT "
         "could be made writable again; the clock is patched, unflagged OK"
     ),
+    "c2_blocked_sigsys_open": (
+        "a kernel that blocks SIGSYS (rt_sigprocmask is allowed) before a forbidden call is killed by the "
+        "seccomp trap without the driver's report: stage runtime ('died from SIGSYS'), not integrity"
+    ),
     "c2_libc_walk_thread": (
         "glibc blocks all signals around clone3, so the seccomp trap cannot run the driver's SIGSYS "
         "handler: the forbidden call is stopped, but reported as a crash (stage runtime), not integrity"
@@ -90,6 +94,7 @@ CASES = [
     Case("c2_got_hook_after_mprotect", "matmul_small", Stage.INTEGRITY, "system call the sandbox forbids",
          timed=True),
     Case("c2_libc_walk_open_file", "relu_rows", Stage.INTEGRITY, "system call the sandbox forbids"),
+    Case("c2_blocked_sigsys_open", "relu_rows", Stage.INTEGRITY, "system call the sandbox forbids"),
     Case("c2_libc_walk_thread", "relu_rows", Stage.INTEGRITY, "system call the sandbox forbids"),
     # 3 -- state hidden where the rules do not look
     Case("c3_stdout_file_counter", "relu_rows", Stage.CORRECTNESS, DURING_TIMING, timed=True),
