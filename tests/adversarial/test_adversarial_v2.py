@@ -34,42 +34,14 @@ SUSPECT = "suspect"  # stage ok, but quarantined: never a success
 DURING_TIMING = "wrong result during timing"
 
 
-#: Cheats the harness accepts today (or rejects for the wrong reason), by kernel.
+#: Cheats the harness accepts today (or rejects for the wrong reason), by kernel. Fixed on this
+#: branch (their marks dropped): the writable driver GOT (c1_choose_checked_calls, c2_clock_got_hook),
+#: mprotect/mmap-at-an-address re-opening it (c2_got_hook_after_mprotect), a death by SIGSYS read as a
+#: crash (c2_blocked_sigsys_open, c2_libc_walk_thread), fast-math / line-marker spellings (c5_*).
 HOLES = {
-    "c1_choose_checked_calls": (
-        "the driver's GOT is writable (no -z now): the kernel replaces getrandom, picks the checked calls "
-        "(0 and 1) and skips work in 3 of 10 unchecked calls; verdict OK, ~1.4x more speedup, no flag"
-    ),
-    "c2_clock_got_hook": (
-        "the driver's GOT is writable: clock_gettime replaced, every call reported at 60% of its length; "
-        "rounds under 2 ms skip the schedstat cross-check, so the verdict is an unflagged OK"
-    ),
     "c2_stack_timestamp_rewrite": (
         "the driver's start timestamp lives on its stack, in the candidate's reach; moved forward so "
         "calls read 60% of their length: unflagged OK (schedstat slack 2x, none under 2 ms a round)"
-    ),
-    "c2_got_hook_after_mprotect": (
-        "mprotect(PROT_READ|PROT_WRITE) is in the running seccomp allow-list, so even a read-only GOT "
-        "could be made writable again; the clock is patched, unflagged OK"
-    ),
-    "c2_blocked_sigsys_open": (
-        "a kernel that blocks SIGSYS (rt_sigprocmask is allowed) before a forbidden call is killed by the "
-        "seccomp trap without the driver's report: stage runtime ('died from SIGSYS'), not integrity"
-    ),
-    "c2_libc_walk_thread": (
-        "glibc blocks all signals around clone3, so the seccomp trap cannot run the driver's SIGSYS "
-        "handler: the forbidden call is stopped, but reported as a crash (stage runtime), not integrity"
-    ),
-    "c5_fast_math_second_attribute": (
-        "the fast_math rule matches `__attribute__((optimize` only with optimize first, and string "
-        "literals are blanked: `__attribute__((hot, optimize(\"fast-math\")))` builds with fast-math"
-    ),
-    "c5_fast_math_cxx11_attribute": (
-        "`[[gnu::optimize(\"fast-math\")]]` is not matched by any rule; the kernel builds with fast-math"
-    ),
-    "c5_line_marker_pragma": (
-        "line markers are not rejected: `# 1 \"<built-in>\"` makes the preprocessed-unit check skip the "
-        "rest of the file, hiding `_Pragma(\"GCC optimize(\\\"fast-math\\\")\")`"
     ),
 }
 
@@ -87,9 +59,10 @@ class Case:
 CASES = [
     # 1 -- timing reuses state
     Case("c1_position_cache_in_driver", "relu_rows", Stage.CORRECTNESS, DURING_TIMING, timed=True),
-    Case("c1_choose_checked_calls", "matmul_small", Stage.CORRECTNESS, DURING_TIMING, timed=True),
+    # the driver's GOT is read-only (full RELRO): the hook's write faults on the first call
+    Case("c1_choose_checked_calls", "matmul_small", Stage.RUNTIME, "SIGSEGV", timed=True),
     # 2 -- sharing a process with the timer and libc
-    Case("c2_clock_got_hook", "matmul_small", "not_success", "", timed=True),
+    Case("c2_clock_got_hook", "matmul_small", Stage.RUNTIME, "SIGSEGV", timed=True),
     Case("c2_stack_timestamp_rewrite", "matmul_small", "not_success", "", timed=True),
     Case("c2_got_hook_after_mprotect", "matmul_small", Stage.INTEGRITY, "system call the sandbox forbids",
          timed=True),
@@ -109,7 +82,7 @@ CASES = [
     # 5 -- rules spelled around
     Case("c5_fast_math_second_attribute", "relu_rows", Stage.LINT, "fast-math", rule="fast_math"),
     Case("c5_fast_math_cxx11_attribute", "relu_rows", Stage.LINT, "fast-math", rule="fast_math"),
-    Case("c5_line_marker_pragma", "relu_rows", Stage.LINT, "line marker"),
+    Case("c5_line_marker_pragma", "relu_rows", Stage.LINT, "line marker", rule="line_marker"),
     Case("c5_parenthesised_setcsr", "relu_rows", Stage.INTEGRITY, "floating-point environment"),
     # 6 -- tolerance and coverage (tasks with the tolerance they state)
     Case("c6_layer_norm_bf16", "layer_norm_rows", Stage.CORRECTNESS, "wrong result"),

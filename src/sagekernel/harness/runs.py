@@ -215,6 +215,13 @@ class RuntimeRun:
                            f"{timeout_s:.3g} s for this round (wall-clock; the whole run may take {total:.3g} s). "
                            "An infinite loop, or a kernel far slower than the reference at these sizes", ["timeout"])
         sig = exit_.signal
+        if sig == signal_mod.SIGSYS:
+            # The seccomp trap killed it outright: the candidate had blocked SIGSYS (glibc does around
+            # clone3), so the driver's handler could not report the call. Still a forbidden call.
+            return Failure(Stage.INTEGRITY, f"{self.what} made a system call the sandbox forbids {where} "
+                           "(killed by SIGSYS with the signal blocked): kernels may not open files, start "
+                           "processes or threads, map executable memory or touch signals",
+                           ["forbidden_syscall"])
         if sig is not None:
             extra = " (the process's address-space limit is "
             extra += f"{self.session.limits.address_space_bytes / 2**30:.3g} GiB)" if (

@@ -54,7 +54,10 @@ RULES: tuple[Rule, ...] = (
         _rx(
             r"#\s*pragma\s+GCC\s+optimize|#\s*pragma\s+clang\s+fp|#\s*pragma\s+float_control|"
             r"__attribute__\s*\(\(\s*(?:__)?optimize|\bfast-math\b|-Ofast\b|-ffast|"
-            r"#\s*pragma\s+GCC\s+push_options"
+            r"#\s*pragma\s+GCC\s+push_options|"
+            # optimize(...) in any position of an attribute list, or as [[gnu::optimize(...)]]: its
+            # string argument is blanked before matching, so the attribute itself is the finding
+            r"\b(?:__)?optimize(?:__)?\s*\("
         ),
     ),
     Rule(
@@ -94,6 +97,13 @@ RULES: tuple[Rule, ...] = (
             r"fesetenv|feupdateenv|feholdexcept|fesetexceptflag|feenableexcept|fedisableexcept)\s*\(|"
             r"\b_MM_SET_\w+\s*\("
         ),
+    ),
+    Rule(
+        "line_marker",
+        "line markers (#line N \"file\" or # N \"file\") change which file the compiler attributes the "
+        "following lines to, which hides them from the checks of the preprocessed unit; a kernel never "
+        "needs one",
+        _rx(r"^[ \t]*#[ \t]*(?:line\b|\d)"),
     ),
     Rule(
         "omp_state",
