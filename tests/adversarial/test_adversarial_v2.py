@@ -39,6 +39,10 @@ DURING_TIMING = "wrong result during timing"
 #: mprotect/mmap-at-an-address re-opening it (c2_got_hook_after_mprotect), a death by SIGSYS read as a
 #: crash (c2_blocked_sigsys_open, c2_libc_walk_thread), fast-math / line-marker spellings (c5_*).
 HOLES = {
+    "c2_got_hook_after_mprotect-threads2": (
+        "with a thread budget above 1 the running filter must allow mprotect(PROT_WRITE) (thread stacks, "
+        "malloc arenas), so the kernel re-opens the read-only GOT and patches the clock; correctness passes"
+    ),
     "c2_stack_timestamp_rewrite": (
         "the driver's start timestamp lives on its stack, in the candidate's reach; moved forward so "
         "calls read 60% of their length: unflagged OK (schedstat slack 2x, none under 2 ms a round)"
@@ -54,6 +58,11 @@ class Case:
     words: str  # must appear in the message or a lint reason
     rule: str | None = None  # lint rule that must be among the findings
     timed: bool = False
+    threads: int = 1  # the thread budget (the driver's seccomp filter differs above 1)
+
+    @property
+    def id(self) -> str:
+        return self.kernel if self.threads == 1 else f"{self.kernel}-threads{self.threads}"
 
 
 CASES = [
@@ -67,6 +76,8 @@ CASES = [
     Case("c2_got_hook_after_mprotect", "matmul_small", Stage.INTEGRITY, "system call the sandbox forbids",
          timed=True),
     Case("c2_libc_walk_open_file", "relu_rows", Stage.INTEGRITY, "system call the sandbox forbids"),
+    Case("c2_got_hook_after_mprotect", "matmul_small", Stage.INTEGRITY, "system call the sandbox forbids",
+         threads=2),
     Case("c2_blocked_sigsys_open", "relu_rows", Stage.INTEGRITY, "system call the sandbox forbids"),
     Case("c2_libc_walk_thread", "relu_rows", Stage.INTEGRITY, "system call the sandbox forbids"),
     # 3 -- state hidden where the rules do not look
@@ -97,15 +108,15 @@ CASES = [
 
 
 def run(case: Case) -> Verdict:
-    cfg = HarnessConfig(**{**FAST, **(TIMED if case.timed else {})})
+    cfg = HarnessConfig(**{**FAST, **(TIMED if case.timed else {}), "threads": case.threads})
     source = (KERNELS / f"{case.kernel}.c").read_text()
     return evaluate(load_task(TASKS / f"{case.task}.py"), source, get_target("cpu"), cfg)
 
 
 def _param(case: Case) -> object:
-    hole = HOLES.get(case.kernel, "")
+    hole = HOLES.get(case.id, "")
     marks = [pytest.mark.xfail(strict=True, reason=hole)] if hole else []
-    return pytest.param(case, id=case.kernel, marks=marks)
+    return pytest.param(case, id=case.id, marks=marks)
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])
