@@ -83,6 +83,8 @@ CASES = [
     # 3 -- state hidden where the rules do not look
     Case("c3_stdout_file_counter", "relu_rows", Stage.CORRECTNESS, DURING_TIMING, timed=True),
     Case("c3_leaked_heap_chain", "relu_rows", Stage.CORRECTNESS, "not deterministic"),
+    Case("c3_errno_call_counter", "relu_rows", Stage.CORRECTNESS, "never written"),
+    Case("c3_deep_stack_counter", "relu_rows", Stage.CORRECTNESS, DURING_TIMING, timed=True),
     Case("c3_const_array_in_data_section", "relu_rows", Stage.LINT, "bytes of writable", rule="global_state"),
     # 4 -- load-time and hidden code
     Case("c4_cxx11_constructor_attribute", "relu_rows", Stage.LINT, "loaded", rule="constructor"),
