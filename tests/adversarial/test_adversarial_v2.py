@@ -106,6 +106,7 @@ CASES = [
     Case("c6_softmax_float_sum_fast_exp", "softmax_rows", Stage.CORRECTNESS, "wrong result"),
     # 7 -- implausible speedups
     Case("c7_forged_done_frame", "relu_rows", Stage.INTEGRITY, "broke the protocol"),
+    Case("c7_guess_unchecked_skip", "relu_rows", Stage.CORRECTNESS, DURING_TIMING, timed=True),
     Case("c7_stack_timestamp_implausible", "relu_rows", SUSPECT, "SUSPECT", timed=True),
 ]
 
