@@ -266,6 +266,13 @@ class RuntimeRun:
                 ["timeout"],
             )
         sig = exit_.signal
+        if sig == signal_mod.SIGSYS:
+            # The seccomp trap killed it outright: the candidate had blocked SIGSYS (glibc does around
+            # clone3), so the driver's handler could not report the call. Still a forbidden call.
+            return Failure(Stage.INTEGRITY, f"{self.what} made a system call the sandbox forbids {where} "
+                           "(killed by SIGSYS with the signal blocked): kernels may not open files, start "
+                           "processes or threads, map executable memory or touch signals",
+                           ["forbidden_syscall"])
         if sig is not None:
             extra = " (the process's address-space limit is "
             extra += (

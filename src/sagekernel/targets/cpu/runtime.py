@@ -71,7 +71,10 @@ def driver_for(kinds: tuple[str, ...]) -> Path:
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         (Path(tmp) / "sage_call.h").write_text(header, encoding="utf-8")
         out = Path(tmp) / "sage_driver"
-        cmd = ["gcc", "-O2", "-fno-fast-math", "-Wall", "-I", tmp, str(DRIVER_SOURCE), "-o", str(out), "-ldl"]
+        # Full RELRO: the GOT is read-only before the candidate is mapped, so a kernel cannot swap
+        # the driver's clock_gettime / getrandom / write for its own (tests/adversarial/kernels_v2).
+        cmd = ["gcc", "-O2", "-fno-fast-math", "-Wall", "-Wl,-z,relro,-z,now", "-I", tmp, str(DRIVER_SOURCE),
+               "-o", str(out), "-ldl"]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
             raise DriverBuildError(f"building the CPU driver failed:\n{proc.stderr[-1500:]}")

@@ -240,21 +240,48 @@ static void allow_if(Program *p, int nr, int arg, unsigned mask, int want_set) {
     emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
 }
 
+/* mmap(NULL, len, prot without PROT_EXEC, flags without MAP_FIXED*): the kernel picks the place, so no
+ * mapping can be laid over an existing one (the driver's GOT after an munmap, say). */
+static void allow_mmap_anywhere(Program *p) {
+    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mmap, 0, 10));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0))); /* addr == 0 */
+    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 6));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0) + 4));
+    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 4));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(2))); /* prot */
+    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, PROT_EXEC, 2, 0));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(3))); /* flags */
+    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, MAP_FIXED | MAP_FIXED_NOREPLACE, 0, 1));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+}
+
 /* The calls a running kernel (and libc, libm, libgomp on its behalf) may make. */
 static void allow_running(Program *p, int threads, int loading) {
-    int always[] = {SYS_read,         SYS_write,       SYS_munmap,        SYS_mremap,     SYS_brk,
+    int always[] = {SYS_read,         SYS_write,       SYS_munmap,        SYS_brk,
                     SYS_madvise,      SYS_futex,       SYS_clock_gettime, SYS_clock_getres,
                     SYS_gettimeofday, SYS_getrandom,   SYS_exit,          SYS_exit_group, SYS_rt_sigreturn,
                     SYS_rt_sigprocmask, SYS_sched_yield, SYS_sched_getaffinity, SYS_getpid, SYS_gettid,
                     SYS_fstat,        SYS_newfstatat,  SYS_lseek,         SYS_close,      SYS_nanosleep,
                     SYS_clock_nanosleep};
     for (size_t i = 0; i < sizeof always / sizeof always[0]; i++) allow(p, always[i]);
+    if (loading || threads > 1)
+        allow(p, SYS_mremap);
+    else
+        allow_if(p, SYS_mremap, 3, 2 /* MREMAP_FIXED */, 0); /* realloc moves, never onto a chosen address */
     if (loading) { /* dlopen maps the candidate's code and sets its protections */
         allow(p, SYS_mmap);
         allow(p, SYS_mprotect);
-    } else {
+    } else if (threads > 1) {
         allow_if(p, SYS_mmap, 2, PROT_EXEC, 0);     /* no new executable mappings */
-        allow_if(p, SYS_mprotect, 2, PROT_EXEC, 0); /* no code made writable-then-executable */
+        allow_if(p, SYS_mprotect, 2, PROT_EXEC, 0); /* thread stacks and arenas need PROT_WRITE */
+    } else {
+        /* One thread: nothing legitimate maps at a chosen address or makes a page writable, while a
+         * kernel that could would re-open the (full-RELRO, read-only) GOT of this driver or of libc
+         * and replace the clock or the randomness behind the checked calls. */
+        allow_mmap_anywhere(p);
+        allow_if(p, SYS_mprotect, 2, PROT_EXEC | PROT_WRITE, 0);
     }
     /* signal handlers, but never for SIGSYS: the report of a forbidden call stays the harness's */
     emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_rt_sigaction, 0, 4));
