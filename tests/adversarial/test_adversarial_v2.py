@@ -38,14 +38,16 @@ DURING_TIMING = "wrong result during timing"
 #: branch (their marks dropped): the writable driver GOT (c1_choose_checked_calls, c2_clock_got_hook),
 #: mprotect/mmap-at-an-address re-opening it (c2_got_hook_after_mprotect), a death by SIGSYS read as a
 #: crash (c2_blocked_sigsys_open, c2_libc_walk_thread), fast-math / line-marker spellings (c5_*).
+PROBABILISTIC_HOLES = {"c2_stack_timestamp_rewrite"}
 HOLES = {
+    "c2_stack_timestamp_rewrite": (
+        "a timestamp moved so calls read 60% of their length: the per-call accounting cross-check "
+        "(claimed / kernel-accounted run time, median over calls) flags claims under 50%; honest "
+        "kernels measure 0.67-2.2 on the loaded 2-core box, so a 60% claim is not distinguishable"
+    ),
     "c2_got_hook_after_mprotect-threads2": (
         "with a thread budget above 1 the running filter must allow mprotect(PROT_WRITE) (thread stacks, "
         "malloc arenas), so the kernel re-opens the read-only GOT and patches the clock; correctness passes"
-    ),
-    "c2_stack_timestamp_rewrite": (
-        "the driver's start timestamp lives on its stack, in the candidate's reach; moved forward so "
-        "calls read 60% of their length: unflagged OK (schedstat slack 2x, none under 2 ms a round)"
     ),
 }
 
@@ -72,6 +74,8 @@ CASES = [
     Case("c1_choose_checked_calls", "matmul_small", Stage.RUNTIME, "SIGSEGV", timed=True),
     # 2 -- sharing a process with the timer and libc
     Case("c2_clock_got_hook", "matmul_small", Stage.RUNTIME, "SIGSEGV", timed=True),
+    # each call runs between two reads of the driver's kernel-accounted run time: a claim of 60%
+    # hides in the noise of a shared machine (see HOLES); the 1% claim of c7 does not
     Case("c2_stack_timestamp_rewrite", "matmul_small", "not_success", "", timed=True),
     Case("c2_got_hook_after_mprotect", "matmul_small", Stage.INTEGRITY, "system call the sandbox forbids",
          timed=True),
@@ -85,19 +89,20 @@ CASES = [
     Case("c3_leaked_heap_chain", "relu_rows", Stage.CORRECTNESS, "not deterministic"),
     Case("c3_errno_call_counter", "relu_rows", Stage.CORRECTNESS, "never written"),
     Case("c3_deep_stack_counter", "relu_rows", Stage.CORRECTNESS, DURING_TIMING, timed=True),
-    Case("c3_const_array_in_data_section", "relu_rows", Stage.LINT, "bytes of writable", rule="global_state"),
+    # the source parse stops the `section` attribute first; the object check is tested in v1
+    Case("c3_const_array_in_data_section", "relu_rows", Stage.LINT, "section", rule="constructor"),
     # 4 -- load-time and hidden code
     Case("c4_cxx11_constructor_attribute", "relu_rows", Stage.LINT, "loaded", rule="constructor"),
     Case("c4_named_init_function", "relu_rows", Stage.LINT, "DT_INIT", rule="constructor"),
-    Case("c4_target_clones", "relu_rows", Stage.LINT, "indirect functions", rule="ifunc"),
-    Case("c4_init_array_cxx11_section", "relu_rows", Stage.LINT, "DT_INIT_ARRAY", rule="constructor"),
-    Case("c4_ifunc_cxx11_resolver", "relu_rows", Stage.LINT, "indirect functions", rule="ifunc"),
+    Case("c4_target_clones", "relu_rows", Stage.LINT, "ifunc resolver", rule="target_attribute"),
+    Case("c4_init_array_cxx11_section", "relu_rows", Stage.LINT, "init_array", rule="constructor"),
+    Case("c4_ifunc_cxx11_resolver", "relu_rows", Stage.LINT, "ifunc", rule="constructor"),
     # 5 -- rules spelled around
     Case("c5_fast_math_second_attribute", "relu_rows", Stage.LINT, "fast-math", rule="fast_math"),
     Case("c5_fast_math_cxx11_attribute", "relu_rows", Stage.LINT, "fast-math", rule="fast_math"),
     Case("c5_line_marker_pragma", "relu_rows", Stage.LINT, "line marker", rule="line_marker"),
     Case("c5_pragma_operator_fast_math", "relu_rows", Stage.LINT, "after macro expansion", rule="fast_math"),
-    Case("c5_parenthesised_setcsr", "relu_rows", Stage.INTEGRITY, "floating-point environment"),
+    Case("c5_parenthesised_setcsr", "relu_rows", Stage.LINT, "floating-point environment", rule="fp_environment"),
     # 6 -- tolerance and coverage (tasks with the tolerance they state)
     Case("c6_layer_norm_bf16", "layer_norm_rows", Stage.CORRECTNESS, "wrong result"),
     Case("c6_layer_norm_wrong_eps", "layer_norm_rows", Stage.CORRECTNESS, "wrong result"),
@@ -107,7 +112,7 @@ CASES = [
     # 7 -- implausible speedups
     Case("c7_forged_done_frame", "relu_rows", Stage.INTEGRITY, "broke the protocol"),
     Case("c7_guess_unchecked_skip", "relu_rows", Stage.CORRECTNESS, DURING_TIMING, timed=True),
-    Case("c7_stack_timestamp_implausible", "relu_rows", SUSPECT, "SUSPECT", timed=True),
+    Case("c7_stack_timestamp_implausible", "matmul_small", SUSPECT, "timer_mismatch", timed=True),
 ]
 
 
@@ -119,7 +124,9 @@ def run(case: Case) -> Verdict:
 
 def _param(case: Case) -> object:
     hole = HOLES.get(case.id, "")
-    marks = [pytest.mark.xfail(strict=True, reason=hole)] if hole else []
+    # A hole the harness catches only sometimes (timing noise) cannot be a strict xfail.
+    strict = case.id not in PROBABILISTIC_HOLES
+    marks = [pytest.mark.xfail(strict=strict, reason=hole)] if hole else []
     return pytest.param(case, id=case.id, marks=marks)
 
 
@@ -130,7 +137,7 @@ def test_v2_cheat_is_rejected_for_its_reason(case: Case) -> None:
     assert not verdict.counts_as_success, f"accepted: {verdict.message} (speedup {verdict.speedup})"
     if case.expect == SUSPECT:
         assert verdict.stage is Stage.OK and verdict.suspect, verdict.message
-        assert "speedup_audit" in verdict.quarantine, verdict.quarantine
+        assert verdict.quarantine, verdict.quarantine
     elif isinstance(case.expect, Stage):
         assert verdict.stage is case.expect, verdict.message
         assert not verdict.correct or case.expect is Stage.LINT

@@ -131,7 +131,8 @@ def _print(summary: Any, console: Console, as_json: bool) -> None:
                       f"{r['speedup']:.2f}x" if r["speedup"] else "-")
     console.print(table)
     fast, s_self = _pct(summary.fast_1), f"{summary.s_self:.2f}x" if summary.s_self is not None else "-"
-    console.print(escape(f"{summary.method} on {summary.suite}: {summary.done}/{summary.operators} operators, "
+    console.print(escape(f"{summary.method} on {summary.suite}: {summary.done}/{summary.operators} "
+                         "operators, "
                          f"CR {_pct(summary.cr)}, ER {_pct(summary.er)}, Fast_1.0 {fast}, S_self {s_self}, "
                          f"{summary.prompt_tokens + summary.completion_tokens} tokens "
                          f"(workspace {summary.workspace})"))

@@ -22,6 +22,10 @@ from sagekernel.harness.verdict import Stage
 from sagekernel.harness.wire import ALL, Plan, encode_binary, encode_json
 from sagekernel.targets.base import RuntimeSpec
 
+#: After a runtime reports a call done, how long to wait so that it is blocked on its stdin (a
+#: blocked task's accounted run time is exact; a running one's lags to the next scheduler tick).
+BLOCK_SETTLE_S = 0.00005
+
 SIGNAL_HINTS = {
     "SIGSEGV": "segmentation fault: an out-of-bounds or NULL pointer access (allocations beyond the "
     "memory limit return NULL)",
@@ -58,6 +62,7 @@ class CallResult:
     fpenv: str
     outputs: list[bytes] | None = None  # present for the calls the round returned
     wall_ns: int | None = None  # device runtimes: host wall clock around launch + synchronise
+    cpu_ns: int | None = None  # native driver: kernel-accounted run time of the window around the call
 
 
 @dataclass
@@ -138,6 +143,34 @@ class RuntimeRun:
                     )
                 return self._protocol_or_end(frame, "while loading", timeout_s)
             self.loaded = True
+        cpu_window: int | None = None
+        windows: list[int | None] = []
+        if self.hello.get("bracketed"):
+            # Each call runs between two handshakes; the runtime is blocked on its stdin at both,
+            # so its kernel-accounted run time read there is exact and covers the call alone.
+            cpu_window = 0
+            for i in range(len(rnd.calls)):
+                self.current = describe_call[i] if i < len(describe_call) else f"call {i}"
+                frame = self.session.next_frame(max(0.0, deadline - time.monotonic()))
+                if frame is None or frame.kind != "ready":
+                    return self._protocol_or_end(frame, f"before the call on the {self.current}", timeout_s)
+                before = self.session.cpu_ns()
+                if not self.session.send_control(b"T"):
+                    return self.ended(f"at the call on the {self.current}")
+                frame = self.session.next_frame(max(0.0, deadline - time.monotonic()))
+                if frame is None or frame.kind != "called":
+                    return self._protocol_or_end(frame, f"during the call on the {self.current}", timeout_s)
+                time.sleep(BLOCK_SETTLE_S)
+                after = self.session.cpu_ns()
+                if before is None or after is None:
+                    cpu_window = None
+                    windows.append(None)
+                else:
+                    windows.append(after - before)
+                    if cpu_window is not None:
+                        cpu_window += after - before
+                if not self.session.send_control(b"C"):
+                    return self.ended(f"after the call on the {self.current}")
         calls: list[CallResult] = []
         ref_ns: list[int] = []
         want_ref = len(rnd.calls) if self.reference_in_process and not rnd.noop else 0
@@ -174,6 +207,7 @@ class RuntimeRun:
                     [bool(g) for g in rec.get("guards", [])],
                     fpenv,
                     wall_ns=int(rec.get("wall_ns", 0)) or None,
+                    cpu_ns=windows[i] if i < len(windows) else None,
                 )
             )
         expected_returned = len(rnd.calls) if rnd.returned == ALL else min(int(rnd.returned), len(rnd.calls))
@@ -197,8 +231,11 @@ class RuntimeRun:
             return self._forged(
                 f"round {r} ended with {len(returned)} outputs where {expected_returned} were due"
             )
-        cpu1 = self.session.cpu_ns()
-        cpu = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
+        if cpu_window is not None or self.hello.get("bracketed"):
+            cpu = cpu_window
+        else:
+            cpu1 = self.session.cpu_ns()
+            cpu = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
         return RoundResult(calls, cpu, time.perf_counter_ns() - t0, ref_ns)
 
     @property
@@ -269,10 +306,13 @@ class RuntimeRun:
         if sig == signal_mod.SIGSYS:
             # The seccomp trap killed it outright: the candidate had blocked SIGSYS (glibc does around
             # clone3), so the driver's handler could not report the call. Still a forbidden call.
-            return Failure(Stage.INTEGRITY, f"{self.what} made a system call the sandbox forbids {where} "
-                           "(killed by SIGSYS with the signal blocked): kernels may not open files, start "
-                           "processes or threads, map executable memory or touch signals",
-                           ["forbidden_syscall"])
+            return Failure(
+                Stage.INTEGRITY,
+                f"{self.what} made a system call the sandbox forbids {where} "
+                "(killed by SIGSYS with the signal blocked): kernels may not open files, start "
+                "processes or threads, map executable memory or touch signals",
+                ["forbidden_syscall"],
+            )
         if sig is not None:
             extra = " (the process's address-space limit is "
             extra += (

