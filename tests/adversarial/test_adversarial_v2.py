@@ -102,7 +102,8 @@ CASES = [
     Case("c5_fast_math_cxx11_attribute", "relu_rows", Stage.LINT, "fast-math", rule="fast_math"),
     Case("c5_line_marker_pragma", "relu_rows", Stage.LINT, "line marker", rule="line_marker"),
     Case("c5_pragma_operator_fast_math", "relu_rows", Stage.LINT, "after macro expansion", rule="fast_math"),
-    Case("c5_parenthesised_setcsr", "relu_rows", Stage.LINT, "floating-point environment", rule="fp_environment"),
+    Case("c5_parenthesised_setcsr", "relu_rows", Stage.LINT, "floating-point environment",
+         rule="fp_environment"),
     # 6 -- tolerance and coverage (tasks with the tolerance they state)
     Case("c6_layer_norm_bf16", "layer_norm_rows", Stage.CORRECTNESS, "wrong result"),
     Case("c6_layer_norm_wrong_eps", "layer_norm_rows", Stage.CORRECTNESS, "wrong result"),
