@@ -45,6 +45,9 @@ def eval_command(
         ),
     ],
     target: Annotated[str, typer.Option("--target", "-t", help="Target name.")] = "cpu",
+    device: Annotated[
+        str | None, typer.Option("--device", "-d", help="The target's device (default: its first).")
+    ] = None,
     skip_timing: Annotated[bool, typer.Option("--skip-timing", help="Stop after correctness.")] = False,
     threads: Annotated[int, typer.Option("--threads", help="Threads for candidate and reference.")] = 1,
     sandbox: Annotated[str, typer.Option("--sandbox", help="auto, bwrap, unshare or process.")] = "auto",
@@ -52,7 +55,9 @@ def eval_command(
     plan: Annotated[bool, typer.Option("--plan", help="ascendc: print the build and run plans.")] = False,
     more_files: Annotated[list[Path] | None, typer.Argument(help="Further files (multi-file).")] = None,
 ) -> None:
-    """Judge one kernel file against a task: lint, build, correctness, timing."""
+    """Judge one candidate against a task: lint, build, correctness, timing, quarantine. A
+    multi-file target takes every file; each is matched to the target's file list by its path or
+    name."""
     if plan:  # the plan printer lives with the target (sagekernel.targets.ascendc.plan)
         from sagekernel.targets.ascendc.plan import print_plan
 
@@ -60,16 +65,24 @@ def eval_command(
             raise typer.BadParameter("--plan is implemented for --target ascendc", param_hint="--plan")
 
         raise typer.Exit(print_plan(task, [kernel_file, *(more_files or [])], as_json=as_json))
+    from sagekernel.candidate import Candidate
     from sagekernel.harness.evaluate import evaluate
     from sagekernel.targets import get_target
 
     task_obj = _load_task(task)
-    verdict = evaluate(
-        task_obj,
-        kernel_file.read_text(encoding="utf-8"),
-        get_target(target),
-        _config(skip_timing, threads, sandbox),
-    )
+    target_obj = get_target(target)
+    given = [kernel_file, *(more_files or [])]
+    wanted = [f.path for f in target_obj.files(task_obj)]
+    files: dict[str, str] = {}
+    for path in given:
+        match = next((w for w in wanted if str(path).endswith(w) or Path(w).name == path.name), None)
+        if match is None and len(wanted) == 1 and len(given) == 1:
+            match = wanted[0]  # a single-file target takes its one file under any name
+        if match is None:
+            raise typer.BadParameter(f"{path} is none of the target's files: {', '.join(wanted)}")
+        files[match] = path.read_text(encoding="utf-8")
+    verdict = evaluate(task_obj, Candidate(files), target_obj, _config(skip_timing, threads, sandbox),
+                       device=device)
     if as_json:
         typer.echo(json.dumps(verdict.to_dict(), indent=2, default=str))
     else:
@@ -79,6 +92,8 @@ def eval_command(
             f"({escape(str(kernel_file))})"
         )
         console.print(escape(verdict.message))
+        console.print(f"evidence: {verdict.evidence}" + ("; [bold red]SUSPECT[/] (no credit): "
+                      + escape(", ".join(verdict.quarantine)) if verdict.suspect else ""))
         for f in verdict.lint:
             where = f" line {f.line}" if f.line else ""
             console.print(
@@ -111,12 +126,16 @@ def selfcheck_command(
         str, typer.Option("--suite", "-s", help="builtin, demo, level1..3, or a directory.")
     ] = "builtin",
     target: Annotated[str, typer.Option("--target", "-t", help="Target name.")] = "cpu",
+    device: Annotated[
+        str | None, typer.Option("--device", "-d", help="The target's device (default: its first).")
+    ] = None,
     skip_timing: Annotated[
         bool, typer.Option("--skip-timing", help="Reference kernels: correctness only.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
 ) -> None:
-    """Every hand-written kernel must pass the full harness; every null-kernel canary must fail."""
+    """Every hand-written kernel must pass the full harness; every null-kernel canary must fail.
+    The cpu target needs a kernel for every task; other targets check the tasks they have one for."""
     from rich.progress import Progress
 
     from sagekernel.harness.selfcheck import CheckRow, check_one, jobs
@@ -127,14 +146,16 @@ def selfcheck_command(
     rows: list[CheckRow] = [
         CheckRow(t.name, "reference", "pass", "missing", False, f"no hand-written {target} kernel", 0.0)
         for t in tasks
-        if target not in t.reference_kernels
+        if target not in t.reference_kernels and target == "cpu"
     ]
+    if target != "cpu":
+        tasks = [t for t in tasks if target in t.reference_kernels]
     todo = list(jobs(tasks, target))
     with Progress(console=Console(stderr=True), transient=True, disable=as_json) as progress:
         bar = progress.add_task("selfcheck", total=len(todo))
         for task, label, expect, source in todo:
             progress.update(bar, description=f"{task.name} {label}")
-            rows.append(check_one(task, label, expect, source, config, target))
+            rows.append(check_one(task, label, expect, source, config, target, device))
             progress.advance(bar)
     failures = [r for r in rows if not r.ok]
     if as_json:

@@ -38,7 +38,10 @@ def _parse_overrides(pairs: list[str], option: str = "--harness",
 def run_command(
     suite: str = typer.Option("demo", help="Suite: builtin, demo, level1, level2, level3, or a directory "
                                            "of task files. The demo suite is 3 small Level-1/2 operators."),
-    target: str = typer.Option("cpu", help="Backend the kernels are written for."),
+    target: str = typer.Option("cpu", help="Backend the kernels are written for: cpu, triton, cuda, "
+                                           "ascendc."),
+    device: str | None = typer.Option(None, help="The target's device (triton: interpreter, cuda, npu); "
+                                                 "default: its first. `sage doctor` lists them."),
     model: str = typer.Option("local", help="Model spec: local (embedded Qwen2.5-Coder-1.5B), "
                                             "openai:<model>@<url>, anthropic:<model>, scripted:<file>."),
     method: str = typer.Option("sage", help="Memory method: refinement, static-rag, value-memory, sage, "
@@ -96,7 +99,8 @@ def run_command(
         budget = defaults.LOCAL_ROUNDS if is_local else defaults.ROUNDS
     if max_tokens is None:
         max_tokens = defaults.LOCAL_MAX_TOKENS if is_local else defaults.MAX_TOKENS
-    cfg = RunConfig(workspace=workspace, suite=suite, target=target, model=model, method=method,
+    cfg = RunConfig(workspace=workspace, suite=suite, target=target, device=device, model=model,
+                    method=method,
                     schedule=schedule, limit=limit, budget=budget, run_id=run_id, resume=resume, new=new,
                     memory_from=memory_from, frozen=frozen, seed=seed, embedder=embedder, gamma=gamma,
                     hot_budget=hot_budget,

@@ -202,7 +202,7 @@ class RuntimeRun:
             calls.append(
                 CallResult(
                     i,
-                    int(rec.get("ns", 0)),
+                    int(rec.get("ns") or 0),
                     list(rec.get("inputs_changed", [])),
                     [bool(g) for g in rec.get("guards", [])],
                     fpenv,

@@ -36,6 +36,8 @@ class RunConfig(BaseModel):
     """Built-in suite name (builtin, demo, level1, level2, level3) or a directory of task files."""
     target: str = "cpu"
     """Backend the kernels are written for."""
+    device: str | None = None
+    """The target's device (interpreter, cuda, npu, ...); None: the target's first."""
     model: str = "local"
     """Model spec (local, openai:<model>@<url>, anthropic:<model>, scripted:<file>)."""
     method: str = "sage"

@@ -176,7 +176,7 @@ class StreamRunner:
     def _evaluate(self, task: Task, candidate: Candidate) -> Verdict:
         from sagekernel.harness.evaluate import evaluate
 
-        return evaluate(task, candidate, self.target, self.harness)
+        return evaluate(task, candidate, self.target, self.harness, device=self.cfg.device)
 
     def process(self) -> None:
         stream = self.store.stream(self.run_id)

@@ -85,7 +85,7 @@ class CudaTarget:
 
     def runtime(self, built: BuildResult, task: Task, device: str) -> RuntimeSpec:
         """The harness puts `built.artifacts["library"]`'s bytes in the blob (artifact key "lib")."""
-        del built, task
+        del task
         argv = [
             *sandbox.python_argv("/box/rt/cuda/runtime.py"),
             "--device",
@@ -110,6 +110,8 @@ class CudaTarget:
             address_space_bytes=None,
             reference_in_process=True,
             name="cuda-native",
+            artifact=built.library,
+            artifact_record={"symbol": "sage_launch"},
         )
 
 

@@ -22,6 +22,7 @@ Imports torch, `devices` and the harness's `wire_child` (stdlib) only. A runtime
 from __future__ import annotations
 
 import random
+import struct
 import sys
 import traceback
 import types
@@ -31,7 +32,7 @@ from typing import Any
 
 import devices
 import torch
-from wire_child import GO, Channel, read_request, returned_calls, wait_control
+from wire_child import GO, Channel, read_exact, read_request, returned_calls, wait_control
 
 GUARD = 256  # bytes each side; keeps data 256-byte aligned (Triton specialises on 16-byte alignment)
 GUARD_VALUE = 0xA5
@@ -129,15 +130,15 @@ class Runner:
     def __init__(self, header: dict[str, Any], blob: memoryview, ops: devices.DeviceOps) -> None:
         self.header, self.blob, self.ops = header, blob, ops
         self.args: list[dict[str, Any]] = header["args"]
-        self.sets: list[list[list[int]]] = header["sets"]
         self.dev = ops.torch_device
         self.patterns = {
             i: bytes.fromhex(a.get("fill", "") or "00") for i, a in enumerate(self.args) if a["kind"] == "out"
         }
 
     # -- one call --------------------------------------------------------------------------------
-    def call(self, side: Side, set_index: int) -> CallResult:
-        spans = self.sets[set_index]
+    def call(self, side: Side, spans: list[list[int]], blob: memoryview | bytearray) -> CallResult:
+        """One call on the inputs at `spans` of this round's `blob` (docs/target_seam.md: rounds
+        are streamed, so no later round's inputs are ever in this process)."""
         call_args: list[Any] = []
         ins: list[tuple[Guarded, torch.Tensor]] = []
         outs: list[Guarded] = []
@@ -145,7 +146,7 @@ class Runner:
         for i, a in enumerate(self.args):
             kind = a["kind"]
             if kind == "in":
-                original = _u8(self.blob, spans[j], self.dev)
+                original = _u8(memoryview(blob), spans[j], self.dev)
                 j += 1
                 dtype = TORCH_DTYPES[a["dtype"]]
                 if side.upcast_bf16 and dtype == torch.bfloat16:
@@ -278,16 +279,8 @@ def serve(
         chan.send({"kind": "end"})
         return 0
     runner = Runner(header, blob, ops)
-    warmup = int(header.get("warmup", 5)) if ops.timed else 0
+    warmup = 0  # the harness's first timed round is the warm-up, on inputs of its own
     sides = [candidate] + ([reference] if reference else [])
-    try:
-        for side in sides:
-            for w in range(warmup if header["sets"] else 0):
-                runner.call(side, w % len(header["sets"]))
-    except Exception as exc:
-        chan.send({"kind": "call_error", "call": -1, "set": 0, "side": side.name, "error": error_text(exc)})
-        chan.send({"kind": "end"})
-        return 0
     integrity = devices.changed(before, devices.snapshot())
     threads = devices.thread_count()
     chan.send(
@@ -304,20 +297,21 @@ def serve(
     for r, rnd in enumerate(header["rounds"]):
         if wait_control(sys.stdin.buffer) != GO:
             break
+        (size,) = struct.unpack("<Q", read_exact(sys.stdin.buffer, 8))
+        round_blob = bytearray(read_exact(sys.stdin.buffer, size))
         order = sides[:]
         random.SystemRandom().shuffle(order)
         kept: list[Any] = []
         for side in order:
             results: list[CallResult] = []
-            for i, s in enumerate(rnd["calls"]):
+            for i, spans in enumerate(rnd["calls"]):
                 try:
-                    res = runner.call(side, int(s))
+                    res = runner.call(side, spans, round_blob)
                 except Exception as exc:
                     chan.send(
                         {
                             "kind": "call_error",
                             "call": i,
-                            "set": int(s),
                             "side": side.name,
                             "error": error_text(exc),
                         }
@@ -329,7 +323,6 @@ def serve(
                 frame: dict[str, Any] = {
                     "kind": "done" if side is candidate else "ref_done",
                     "call": i,
-                    "set": int(s),
                     "ns": res.ns,
                 }
                 if res.wall_ns is not None:
@@ -350,7 +343,7 @@ def serve(
                     res = results[i]
                     payload = b"".join(tensor_bytes(t) for t in res.outputs if isinstance(t, torch.Tensor))
                     chan.send(
-                        {"kind": "outputs", "call": i, "set": int(rnd["calls"][i]), "out_meta": res.out_meta},
+                        {"kind": "outputs", "call": i, "out_meta": res.out_meta},
                         payload,
                     )
             for res in results:

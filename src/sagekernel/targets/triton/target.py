@@ -15,6 +15,7 @@ from sagekernel.candidate import Candidate
 from sagekernel.harness import sandbox
 from sagekernel.harness.verdict import LintFinding
 from sagekernel.targets.base import BuildResult, DeviceInfo, Evidence, FileSpec, RuntimeSpec
+from sagekernel.targets.devloop.direct import init_values
 from sagekernel.targets.devloop.host import (
     LOOP_DIR,
     WIRE_DIR,
@@ -116,7 +117,6 @@ class TritonTarget:
     def runtime(self, built: BuildResult, task: Task, device: str) -> RuntimeSpec:
         """The runtime reads the module from the request blob (artifact key "module"); the harness
         puts `built.artifacts["module"]`'s bytes there (docs/target_seam.md, triton/runtime.py)."""
-        del built, task
         argv = [
             *sandbox.python_argv("/box/rt/triton/runtime.py"),
             "--device",
@@ -149,6 +149,10 @@ class TritonTarget:
             address_space_bytes=None if device != "interpreter" else 16 << 30,
             reference_in_process=device != "interpreter",
             name=f"triton-{device}",
+            artifact=built.artifacts.get("module"),
+            # ModelNew gets the task's init arguments; Model and ModelNew are seeded alike (KernelBench)
+            artifact_record={"file": KERNEL_FILE, "init": init_values(task, dict(task.sizes)), "seed": 0,
+                             "bf16": "upcast"},
         )
 
 
