@@ -74,7 +74,8 @@ def test_a_triton_stream_runs_on_the_interpreter(tmp_path: Path) -> None:
     assert summary.done == 1 and summary.correct == 1, summary.message
     conn = db.connect(ws, readonly=True)
     try:
-        traces = [json.loads(t) for (t,) in conn.execute("SELECT trace_json FROM round_traces ORDER BY round")]
+        rows = conn.execute("SELECT trace_json FROM round_traces ORDER BY round")
+        traces = [json.loads(t) for (t,) in rows]
     finally:
         conn.close()
     first, second = traces[0]["verdict"], traces[1]["verdict"]
