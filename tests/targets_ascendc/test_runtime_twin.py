@@ -125,17 +125,22 @@ def run_runtime(
     return proc.returncode, frames(b"".join(chunks)), err.decode()
 
 
-def abs_header(nonce: str, sets: list[np.ndarray], rounds: list[dict]) -> tuple[dict, bytes]:
-    blob, spans = b"", []
-    for s in sets:
-        spans.append([[len(blob), s.nbytes]])
-        blob += s.tobytes()
+def abs_header(nonce: str, sets: list[np.ndarray], rounds: list[dict]) -> tuple[dict, bytes, list[bytes]]:
+    """A request whose rounds name input sets by index (`rounds[i]["calls"]`), turned into the wire's
+    streamed form: each round's control message carries that round's inputs (docs/target_seam.md)."""
+    messages, wire_rounds = [], []
+    for rnd in rounds:
+        blob, spans = b"", []
+        for index in rnd["calls"]:
+            spans.append([[len(blob), sets[index].nbytes]])
+            blob += sets[index].tobytes()
+        wire_rounds.append({"calls": spans, "return": rnd["return"]})
+        messages.append(b"G" + struct.pack("<Q", len(blob)) + blob)
     header = {
         "nonce": nonce,
         "artifact": {},
         "threads": 1,
-        "sets": spans,
-        "rounds": rounds,
+        "rounds": wire_rounds,
         "args": [
             {"kind": "in", "dtype": "float32", "shape": [3, 5], "nbytes": 60, "fill": ""},
             {"kind": "out", "dtype": "float32", "shape": [3, 5], "nbytes": 60, "fill": "ffc00000"},
@@ -143,45 +148,49 @@ def abs_header(nonce: str, sets: list[np.ndarray], rounds: list[dict]) -> tuple[
             {"kind": "i64", "value": 5},
         ],
     }
-    return header, blob
+    return header, b"", messages
 
 
 def test_rounds_outputs_and_frames(tmp_path):
     rng = np.random.default_rng(0)
     sets = [rng.standard_normal((3, 5)).astype(np.float32) for _ in range(2)]
     nonce = "ab" * 16
-    header, blob = abs_header(
-        nonce, sets, [{"calls": [0, 1, 0], "return": "all"}, {"calls": [1, 0], "return": 1}]
-    )
-    code, got, err = run_runtime(build_lib(tmp_path), header, blob, b"GGQ")
+    rounds = [{"calls": [0, 1, 0], "return": "all"}, {"calls": [1, 0], "return": 1}]
+    header, blob, messages = abs_header(nonce, sets, rounds)
+    code, got, err = run_runtime(build_lib(tmp_path), header, blob, b"".join(messages) + b"Q")
     assert code == 0, err
     assert all(f["nonce"] == nonce for f, _ in got)
     kinds = [f["kind"] for f, _ in got]
     assert kinds[:2] == ["hello", "loaded"] and kinds[-1] == "end"
     assert got[0][0]["runtime"] == "ascendc-cpu-twin"
     dones = [f for f, _ in got if f["kind"] == "done"]
-    assert [(d["call"], d["set"]) for d in dones] == [(0, 0), (1, 1), (2, 0), (0, 1), (1, 0)]
+    assert [d["call"] for d in dones] == [0, 1, 2, 0, 1]
     assert all(d["inputs_changed"] == [-1] and d["guards"] == [True, True] for d in dones)
-    outs = [(f, p) for f, p in got if f["kind"] == "outputs"]
-    assert len(outs) == 3 + 1  # every call of round 0, one drawn call of round 1
-    for f, payload in outs:
-        np.testing.assert_array_equal(
-            np.frombuffer(payload, np.float32).reshape(3, 5), np.abs(sets[f["set"]])
-        )
+    r = 0
+    checked = 0
+    for f, payload in got:
+        if f["kind"] == "round_end":
+            r += 1
+        if f["kind"] == "outputs":
+            index = rounds[r]["calls"][f["call"]]
+            got_out = np.frombuffer(payload, np.float32).reshape(3, 5)
+            np.testing.assert_array_equal(got_out, np.abs(sets[index]))
+            checked += 1
+    assert checked == 3 + 1  # every call of round 0, one drawn call of round 1
     assert [f["round"] for f, _ in got if f["kind"] == "round_end"] == [0, 1]
 
 
 def test_quit_before_a_round(tmp_path):
-    header, blob = abs_header("cd" * 16, [np.ones((3, 5), np.float32)], [{"calls": [0], "return": "all"}])
+    header, blob, _ = abs_header("cd" * 16, [np.ones((3, 5), np.float32)], [{"calls": [0], "return": "all"}])
     code, got, _ = run_runtime(build_lib(tmp_path), header, blob, b"Q")
     assert code == 0 and [f["kind"] for f, _ in got] == ["hello", "loaded", "end"]
 
 
 def test_hostile_library_is_reported(tmp_path):
-    header, blob = abs_header(
+    header, blob, messages = abs_header(
         "ef" * 16, [np.full((3, 5), -2.0, np.float32)], [{"calls": [0], "return": "all"}]
     )
-    code, got, err = run_runtime(build_lib(tmp_path, hostile=True), header, blob, b"G")
+    code, got, err = run_runtime(build_lib(tmp_path, hostile=True), header, blob, messages[0])
     assert code == 0, err
     done = next(f for f, _ in got if f["kind"] == "done")
     # -2.0f is bytes 00 00 00 c0 and 0.0f is all zero: the first changed byte is byte 3
@@ -189,8 +198,10 @@ def test_hostile_library_is_reported(tmp_path):
 
 
 def test_missing_library_is_a_load_error(tmp_path):
-    header, blob = abs_header("01" * 16, [np.ones((3, 5), np.float32)], [{"calls": [0], "return": "all"}])
-    code, got, _ = run_runtime(tmp_path / "absent.so", header, blob, b"G")
+    header, blob, messages = abs_header(
+        "01" * 16, [np.ones((3, 5), np.float32)], [{"calls": [0], "return": "all"}]
+    )
+    code, got, _ = run_runtime(tmp_path / "absent.so", header, blob, messages[0])
     assert [f["kind"] for f, _ in got] == ["hello", "load_error", "end"] and code == 1
     assert "absent.so" in got[1][0]["error"]
 

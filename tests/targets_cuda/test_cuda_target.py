@@ -13,7 +13,7 @@ import pytest
 from sagekernel.candidate import Candidate
 from sagekernel.protocols import Target
 from sagekernel.targets import get_target
-from sagekernel.targets.base import Evidence
+from sagekernel.targets.base import BuildResult, Evidence
 from sagekernel.targets.cuda.build import nvcc_path
 from sagekernel.targets.cuda.lint import lint_source
 from sagekernel.targets.devloop.direct import build_request, run_runtime
@@ -45,7 +45,7 @@ def test_target_protocol_and_records() -> None:
     assert len(k.quick_reference) > 500 and len(k.debugging_guide) > 500 and "sage_launch" in k.example
     items = [json.loads(x) for x in target.seed_memory_path().read_text().splitlines() if x.strip()]
     assert len(items) >= 20 and len({i["title"] for i in items}) == len(items)
-    spec = target.runtime(None, task, "cuda")  # type: ignore[arg-type]
+    spec = target.runtime(BuildResult(True, "built"), task, "cuda")
     assert spec.reference_in_process and spec.address_space_bytes is None and spec.python
 
 

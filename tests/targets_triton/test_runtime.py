@@ -187,7 +187,7 @@ def test_runtime_spec_runs_in_the_bwrap_sandbox(tmp_path: Path) -> None:
         cmd,
         kind="bwrap",
         limits=sandbox.Limits(wall_s=120, cpu_s=120, address_space_bytes=spec.address_space_bytes),
-        stdin_data=req.data + b"GQ",
+        stdin_data=req.data + b"".join(req.round_messages) + b"Q",
         scratch_dir=tmp_path,
     )
     frames = parse_frames(result.channel, req.nonce)

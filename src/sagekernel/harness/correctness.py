@@ -58,6 +58,8 @@ def run_shape(
     plan.rounds = [Round(spans, ALL)]
     plan.artifact_blob = spec.artifact.read_bytes() if spec.artifact else b""
     plan.artifact = {**spec.artifact_record, "blob": [0, len(plan.artifact_blob)]}
+    if spec.artifact_for is not None:
+        plan.artifact.update(spec.artifact_for(dict(trials[0].sizes)))
     run = RuntimeRun(spec, plan, kind=kind, limits=limits_for(config, spec, len(trials)), scratch=scratch)
     failure = run.started()
     if failure is not None:

@@ -153,6 +153,8 @@ def run_timing(
     cand_plan = Plan(secrets.token_hex(16), args, [], threads=config.threads)
     cand_plan.artifact_blob = spec.artifact.read_bytes() if spec.artifact else b""
     cand_plan.artifact = {**spec.artifact_record, "blob": [0, len(cand_plan.artifact_blob)]}
+    if spec.artifact_for is not None:
+        cand_plan.artifact.update(spec.artifact_for(dict(sizes)))
     blobs: list[tuple[bytes, list[list[tuple[int, int]]]]] = []
     blobs.append(pack_sets([s for _, s in warm_sets]))  # the overhead calibration (driver's own no-op)
     cand_plan.rounds.append(Round(blobs[0][1], k, noop=True))
@@ -169,6 +171,9 @@ def run_timing(
             "sizes": sizes,
             "site": sandbox.site_paths(),
             "companions": _companions(task),
+            # device runtimes build the reference themselves: seeded like ModelNew (KernelBench)
+            "init": _json_or_empty(init_arguments(task, sizes)),
+            "seed": 0,
         }
     }
     ref_plan.rounds = [Round(blobs[0][1], 0)] * (1 + config.calibration_rounds)
@@ -229,6 +234,17 @@ def run_timing(
     finally:
         cand.finish()
         ref.finish()
+
+
+def _json_or_empty(values: list[Any]) -> list[Any]:
+    """Init arguments as JSON (device runtimes build `Model(*init)` themselves); [] if they are not."""
+    import json
+
+    try:
+        json.dumps(values)
+    except (TypeError, ValueError):
+        return []
+    return values
 
 
 def _companions(task: Task) -> dict[str, str]:

@@ -7,6 +7,7 @@ seeds, inputs, references, comparison, integrity checks, the timing protocol and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -74,6 +75,8 @@ class RuntimeSpec:
     #: (`Plan.artifact_blob`), so the runtime needs no mount of the build directory.
     artifact: Path | None = None
     artifact_record: dict[str, Any] = field(default_factory=dict)  # JSON side: e.g. {"symbol": ...}
+    #: Optional: the artifact record for one shape (e.g. ModelNew's init arguments at those sizes).
+    artifact_for: Callable[[dict[str, int]], dict[str, Any]] | None = None
 
 
 __all__ = ["BuildResult", "DeviceInfo", "Evidence", "FileSpec", "RuntimeSpec"]

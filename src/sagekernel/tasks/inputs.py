@@ -481,3 +481,11 @@ def declared_precision_outputs(task: Task, inputs: Sequence[torch.Tensor],
         return None
     return [o.detach().to(torch_dtype(spec.dtype)).contiguous()
             for spec, o in zip(task.outputs, outputs, strict=True)]
+
+
+def init_arguments(task: Task, sizes: Mapping[str, int] | None = None) -> list[Any]:
+    """`get_init_inputs()` with the size symbols bound to `sizes`: the arguments `Model` and a
+    KernelBench-style `ModelNew` are constructed with."""
+    module = task_module(task)
+    with bound_sizes(module, full_sizes(task, sizes)):
+        return call_init_inputs(module, task.source_path)

@@ -15,15 +15,14 @@ import struct
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from sagekernel.targets.devloop.host import LOOP_DIR, WIRE_DIR
-from sagekernel.tasks.inputs import build_inputs, call_init_inputs, expected_shape, full_sizes
-from sagekernel.tasks.modules import bound_sizes, task_module
+from sagekernel.tasks.inputs import build_inputs, expected_shape, full_sizes, init_arguments
 from sagekernel.tasks.task import Task
 
 
@@ -32,12 +31,11 @@ class Request:
     data: bytes
     nonce: str
     inputs: list[list[torch.Tensor]]  # per set
+    round_messages: list[bytes] = field(default_factory=list)  # per round: b"G", u64 length, inputs
 
 
 def init_values(task: Task, sizes: dict[str, int]) -> list[Any]:
-    module = task_module(task)
-    with bound_sizes(module, full_sizes(task, sizes)):
-        return call_init_inputs(module, task.source_path)
+    return init_arguments(task, sizes)
 
 
 def build_request(
@@ -79,24 +77,33 @@ def build_request(
     if launcher_abi:
         args += [{"kind": "i64", "value": full[s]} for s in task.sizes]
         args += [{"kind": "f32" if isinstance(v, float) else "i64", "value": v} for v in task.attrs.values()]
-    sets, inputs = [], []
+    raws, inputs = [], []
     for seed in seeds:
         tensors = build_inputs(task, full, seed=seed)
-        spans = []
-        for t in tensors:
-            raw = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-            spans.append([len(blob), len(raw)])
-            blob += raw
+        raws.append([t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+                     for t in tensors])
         for a, t in zip(args, tensors, strict=False):
             a["nbytes"] = t.numel() * t.element_size()
-        sets.append(spans)
         inputs.append(tensors)
+    # Rounds name sets by index here; on the wire each round's inputs are streamed with its control
+    # byte (docs/target_seam.md), and "sets" is echoed in the frames for these tools only.
+    wanted = rounds or [{"calls": list(range(len(seeds))), "return": "all"}]
+    wire_rounds, messages = [], []
+    for rnd in wanted:
+        round_blob, spans = bytearray(), []
+        for index in rnd["calls"]:
+            call_spans = []
+            for raw in raws[int(index)]:
+                call_spans.append([len(round_blob), len(raw)])
+                round_blob += raw
+            spans.append(call_spans)
+        wire_rounds.append({**rnd, "calls": spans, "sets": [int(i) for i in rnd["calls"]]})
+        messages.append(b"G" + struct.pack("<Q", len(round_blob)) + bytes(round_blob))
     header: dict[str, Any] = {
         "nonce": nonce,
         "artifact": {key: [0, len(artifact)], **meta, "init": init_values(task, full)},
         "args": args,
-        "sets": sets,
-        "rounds": rounds or [{"calls": list(range(len(seeds))), "return": "all"}],
+        "rounds": wire_rounds,
         "threads": 1,
         "warmup": warmup,
     }
@@ -110,7 +117,7 @@ def build_request(
         }
     head = json.dumps(header).encode()
     data = b"SAGEREQ2" + struct.pack("<Q", len(head)) + head + struct.pack("<Q", len(blob)) + bytes(blob)
-    return Request(data, nonce, inputs)
+    return Request(data, nonce, inputs, messages)
 
 
 def run_runtime(
@@ -123,9 +130,7 @@ def run_runtime(
     env: dict[str, str] | None = None,
 ) -> tuple[list[tuple[dict[str, Any], bytes]], int, str]:
     """(frames, exit status, stderr tail) of one runtime process fed `request` and `controls`."""
-    header_len = struct.unpack("<Q", request.data[8:16])[0]
-    n_rounds = len(json.loads(request.data[16 : 16 + header_len])["rounds"])
-    controls = b"G" * n_rounds + b"Q" if controls is None else controls
+    controls = b"".join(request.round_messages) + b"Q" if controls is None else controls
     read_fd, write_fd = os.pipe()
     argv = [
         sys.executable,

@@ -325,6 +325,8 @@ def serve(
                     "call": i,
                     "ns": res.ns,
                 }
+                if "sets" in rnd:  # a tool's request naming its input sets (devloop/direct.py)
+                    frame["set"] = rnd["sets"][i]
                 if res.wall_ns is not None:
                     frame["wall_ns"] = res.wall_ns
                     frame["stream_ns"] = res.stream_ns
@@ -342,10 +344,10 @@ def serve(
                 for i in returned_calls(len(results), rnd["return"]):
                     res = results[i]
                     payload = b"".join(tensor_bytes(t) for t in res.outputs if isinstance(t, torch.Tensor))
-                    chan.send(
-                        {"kind": "outputs", "call": i, "out_meta": res.out_meta},
-                        payload,
-                    )
+                    record: dict[str, Any] = {"kind": "outputs", "call": i, "out_meta": res.out_meta}
+                    if "sets" in rnd:
+                        record["set"] = rnd["sets"][i]
+                    chan.send(record, payload)
             for res in results:
                 for t in res.outputs:
                     scrub(t)

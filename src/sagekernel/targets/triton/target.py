@@ -153,6 +153,7 @@ class TritonTarget:
             # ModelNew gets the task's init arguments; Model and ModelNew are seeded alike (KernelBench)
             artifact_record={"file": KERNEL_FILE, "init": init_values(task, dict(task.sizes)), "seed": 0,
                              "bf16": "upcast"},
+            artifact_for=lambda sizes: {"init": init_values(task, sizes)},
         )
 
 

@@ -20,6 +20,7 @@ import ctypes
 import importlib.util
 import json
 import secrets
+import struct
 import sys
 import time
 import traceback
@@ -239,7 +240,7 @@ def load_reference(torch: Any, ref: dict[str, Any], device: str) -> Any:
 
 def serve(opts: argparse.Namespace, stdin: Any) -> int:
     sys.path.insert(0, opts.wire_dir)
-    from wire_child import GO, Channel, read_request, returned_calls, wait_control
+    from wire_child import GO, Channel, read_exact, read_request, returned_calls, wait_control
 
     header, blob = read_request(stdin)
     chan = Channel.from_env(header["nonce"])
@@ -264,14 +265,16 @@ def serve(opts: argparse.Namespace, stdin: Any) -> int:
         return 1
     chan.send({"kind": "loaded"})
     n_inputs = sum(a["kind"] == "in" for a in tensor_args)
-    sets = header["sets"]
     warmed = False
     for r, rnd in enumerate(header["rounds"]):
         if wait_control(stdin) != GO:
             break
-        if not warmed and sets:  # 5 warm-up calls per side, outputs discarded
+        # Rounds are streamed (docs/target_seam.md): this round's inputs follow the control byte.
+        (size,) = struct.unpack("<Q", read_exact(stdin, 8))
+        blob = memoryview(bytearray(read_exact(stdin, size)))
+        if not warmed and rnd["calls"]:  # 5 warm-up calls per side, outputs discarded
             for _ in range(WARMUP):
-                bufs.place(blob, sets[0])
+                bufs.place(blob, rnd["calls"][0])
                 call()
                 if ref_model is not None:
                     with backend.torch.no_grad():
@@ -284,7 +287,7 @@ def serve(opts: argparse.Namespace, stdin: Any) -> int:
         outputs: list[bytes] = []
         for side in sides:
             for i, s in enumerate(rnd["calls"]):
-                placed = bufs.place(blob, sets[s])
+                placed = bufs.place(blob, s)
                 if side == "candidate":
                     ns, wall = backend.timed(call)
                     changed, guards, out = bufs.inspect(placed)
@@ -293,7 +296,6 @@ def serve(opts: argparse.Namespace, stdin: Any) -> int:
                         {
                             "kind": "done",
                             "call": i,
-                            "set": s,
                             "ns": ns,
                             "wall_ns": wall,
                             "inputs_changed": changed,
@@ -305,9 +307,9 @@ def serve(opts: argparse.Namespace, stdin: Any) -> int:
                     inputs = bufs.views[:n_inputs]
                     with backend.torch.no_grad():
                         ns, wall = backend.timed(lambda inputs=inputs: ref_model(*inputs))
-                    chan.send({"kind": "ref_done", "call": i, "set": s, "ns": ns, "wall_ns": wall})
+                    chan.send({"kind": "ref_done", "call": i, "ns": ns, "wall_ns": wall})
         for i in returned_calls(len(rnd["calls"]), rnd["return"]):
-            chan.send({"kind": "outputs", "call": i, "set": rnd["calls"][i]}, outputs[i])
+            chan.send({"kind": "outputs", "call": i}, outputs[i])
         chan.send({"kind": "round_end", "round": r})
     chan.send({"kind": "end"})
     return 0
