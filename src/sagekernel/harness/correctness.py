@@ -54,7 +54,7 @@ def run_shape(
 ) -> tuple[RoundResult | Failure, dict[str, Any]]:
     """One fresh runtime process running `trials` (one shape) in one round."""
     plan = Plan(secrets.token_hex(16), kernel_args(task, trials[0]), [], threads=config.threads)
-    blob, spans = pack_sets([t.inputs for t in trials])
+    blob, spans = pack_sets([t.tensors for t in trials])
     plan.rounds = [Round(spans, ALL)]
     plan.artifact_blob = spec.artifact.read_bytes() if spec.artifact else b""
     plan.artifact = {**spec.artifact_record, "blob": [0, len(plan.artifact_blob)]}
@@ -73,17 +73,19 @@ def run_shape(
 
 def judge_call(task: Task, trial: Trial, call: Any) -> str | None:
     """Why this call's result is wrong, or None."""
-    for spec, changed in zip(task.inputs, call.inputs_changed, strict=False):
-        if changed >= 0:
-            elem = changed // max(1, trial.inputs[task.inputs.index(spec)].element_size())
+    read_only = [*task.inputs, *task.params]
+    for pos, changed in enumerate(call.inputs_changed):
+        if changed >= 0 and pos < len(read_only):
+            elem = changed // max(1, trial.tensors[pos].element_size())
+            what = "input" if pos < len(task.inputs) else "parameter"
             return (
-                f"input '{spec.name}' was modified by the kernel (first changed element at flat index "
-                f"{elem}) on the {trial.describe()}; inputs are read-only"
+                f"{what} '{read_only[pos].name}' was modified by the kernel (first changed element at flat "
+                f"index {elem}) on the {trial.describe()}; inputs and parameters are read-only"
             )
-    names = [s.name for s in task.inputs] + [s.name for s in task.outputs]
+    names = [s.name for s in read_only] + [s.name for s in task.outputs]
     for pos, ok in enumerate(call.guards):
         if not ok:
-            what = "input" if pos < len(task.inputs) else "output"
+            what = "input" if pos < len(read_only) else "output"
             return (
                 f"the kernel wrote outside the bounds of {what} '{names[pos]}' (guard bytes around the "
                 f"buffer changed) on the {trial.describe()}; check loop bounds and vector tails against "

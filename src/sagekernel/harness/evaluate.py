@@ -191,6 +191,14 @@ def _run(
         verdict.flags.append("broken_task")
         verdict.message = f"the task's reference failed: {exc}"
         return _finish(verdict, t_start)
+    except (RuntimeError, ValueError, TypeError, IndexError, ArithmeticError) as exc:
+        # task code (its reference, its inputs) failing in a way the loader did not foresee
+        verdict.stage = Stage.BROKEN_TASK
+        verdict.flags.append("broken_task")
+        verdict.message = (
+            f"the task's reference failed while the harness prepared trials: {type(exc).__name__}: {exc}"
+        )
+        return _finish(verdict, t_start)
     except SageError as exc:  # the target's runtime could not be prepared (not the candidate's fault)
         verdict.stage = Stage.RUNTIME
         verdict.message = str(exc)

@@ -40,6 +40,8 @@ from sagekernel.harness.wire import Plan, Round
 from sagekernel.targets.base import RuntimeSpec
 from sagekernel.tasks.inputs import init_arguments
 from sagekernel.tasks.loader import build_inputs, reference_outputs
+from sagekernel.tasks.params import param_tensors
+from sagekernel.tasks.record import task_to_json
 from sagekernel.tasks.task import Task
 
 CHILDREN_DIR = Path(__file__).resolve().parent / "children"
@@ -134,20 +136,23 @@ def run_timing(
 ) -> TimingOutcome:
     sizes = dict(task.sizes)
     probe = build_inputs(task, sizes, secrets.randbits(62), "default")
-    set_bytes = sum(len(raw_bytes(t)) for t in probe)
+    probe_params = param_tensors(task, sizes, 0) if task.params else []
+    set_bytes = sum(len(raw_bytes(t)) for t in [*probe, *probe_params])
     warmup, rounds, per_round = call_budget(config, set_bytes)
 
     def fresh_sets(n: int) -> list[tuple[int, list[torch.Tensor]]]:
+        """(seed, inputs + parameters) per call; the parameters are drawn under the seed's low 31 bits."""
         out = []
         for _ in range(n):
             seed = secrets.randbits(62)
-            out.append((seed, build_inputs(task, sizes, seed, "default")))
+            params = param_tensors(task, sizes, param_seed(seed)) if task.params else []
+            out.append((seed, [*build_inputs(task, sizes, seed, "default"), *params]))
         return out
 
     warm_sets = fresh_sets(warmup)
     round_sets = [fresh_sets(per_round) for _ in range(rounds)]
     expected0 = reference_outputs(task, probe, sizes)
-    template = Trial(0, "default", sizes, "default", 0, probe, expected0)
+    template = Trial(0, "default", sizes, "default", 0, probe, expected0, params=probe_params)
     args = kernel_args(task, template)
     k = per_round if check_every_call else min(config.recheck_per_round, per_round)
 
@@ -167,6 +172,7 @@ def run_timing(
     ref_plan.extra = {
         "reference": {
             "task": _task_record(task),
+            "record": task_to_json(task),
             "task_file": task.source_path.name,
             "task_source": task.source_path.read_text(encoding="utf-8"),
             "sizes": sizes,
@@ -249,12 +255,14 @@ def _json_or_empty(values: list[Any]) -> list[Any]:
 
 
 def _companions(task: Task) -> dict[str, str]:
-    files = getattr(task, "companion_files", None) or {}
+    """Files the task reads next to itself, by their path relative to the task's folder."""
     out = {}
-    for name, path in dict(files).items():
+    root = Path(task.source_path).parent
+    for path in task.companion_files:
         try:
-            out[str(name)] = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            name = str(Path(path).resolve().relative_to(root.resolve()))
+            out[name] = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError, ValueError):
             continue
     return out
 
@@ -297,7 +305,7 @@ def _protocol(
     warm = cand.run_round(blobs[0][0], names, round_limit)
     if isinstance(warm, Failure):
         return fail(warm)
-    problem = _recheck(task, warm, [s for _, s in warm_sets], "warm-up")
+    problem = _recheck(task, warm, warm_sets, "warm-up")
     if problem:
         return TimingOutcome(Stage.CORRECTNESS, problem, sandbox=box)
     cand_ms: list[float] = []
@@ -327,7 +335,7 @@ def _protocol(
                 if idle0 is not None and idle1 is not None and idle1 - idle0 > IDLE_NS:
                     flags.append("candidate_active_during_reference")
         assert isinstance(got_c, RoundResult) and isinstance(got_r, RoundResult)
-        problem = _recheck(task, got_c, [s for _, s in sets], f"round {r}")
+        problem = _recheck(task, got_c, sets, f"round {r}")
         if problem:
             return TimingOutcome(Stage.CORRECTNESS, problem, sandbox=box)
         claimed = sum(c.ns for c in got_c.calls)
@@ -431,7 +439,7 @@ def _device_protocol(
         got = run.run_round(blobs[r + 1][0], names, round_limit)
         if isinstance(got, Failure):
             return TimingOutcome(got.stage, got.message, flags=got.flags, sandbox=box)
-        problem = _recheck(task, got, [s for _, s in sets], f"round {r}")
+        problem = _recheck(task, got, sets, f"round {r}")
         if problem:
             return TimingOutcome(Stage.CORRECTNESS, problem, sandbox=box)
         if len(got.ref_ns) != len(got.calls):
@@ -492,14 +500,21 @@ def _quartiles(values: list[float]) -> list[float]:
     return [round(q[0], 6), round(q[2], 6)]
 
 
-def _recheck(task: Task, result: RoundResult, sets: list[list[torch.Tensor]], where: str) -> str | None:
+def param_seed(seed: int) -> int:
+    return seed & 0x7FFFFFFF
+
+
+def _recheck(
+    task: Task, result: RoundResult, sets: list[tuple[int, list[torch.Tensor]]], where: str
+) -> str | None:
     """Compare every returned output of a timed round with a fresh reference."""
     for call in result.calls:
         if call.outputs is None:
             continue
-        inputs = sets[call.call]
-        expected = reference_outputs(task, inputs, dict(task.sizes))
-        atol = trial_atol(task, inputs, expected, dict(task.sizes))
+        seed, tensors = sets[call.call]
+        inputs = tensors[: len(task.inputs)]
+        expected = reference_outputs(task, inputs, dict(task.sizes), seed=param_seed(seed))
+        atol = trial_atol(task, inputs, expected, dict(task.sizes), seed=param_seed(seed))
         if any(c >= 0 for c in call.inputs_changed) or not all(call.guards):
             return (
                 f"during timing ({where}, call {call.call}) the kernel modified an input or wrote outside "

@@ -21,6 +21,7 @@ from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.wire import Arg
 from sagekernel.tasks.inputs import declared_precision_outputs, reference_scale
 from sagekernel.tasks.loader import DISTRIBUTIONS, build_inputs, reference_outputs
+from sagekernel.tasks.params import param_tensors
 from sagekernel.tasks.task import Task
 
 #: The order distributions are given to a shape's trials ("default" is the file's own).
@@ -49,6 +50,15 @@ class Trial:
     inputs: list[torch.Tensor]
     expected: list[torch.Tensor] = field(default_factory=list)
     atol: float = 0.0  # the task's atol times reference_scale(expected)
+    #: The reference Model's parameters and buffers (`Task.params`), drawn under `param_seed` as
+    #: KernelBench seeds Model and ModelNew alike; the kernel receives them after the inputs.
+    params: list[torch.Tensor] = field(default_factory=list)
+    param_seed: int = 0
+
+    @property
+    def tensors(self) -> list[torch.Tensor]:
+        """What the kernel reads: the inputs, then the parameters."""
+        return [*self.inputs, *self.params]
 
     def describe(self) -> str:
         sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
@@ -73,19 +83,21 @@ FRAMEWORK_ERROR_FACTOR = 8.0
 
 
 def trial_atol(
-    task: Task, inputs: list[torch.Tensor], expected: list[torch.Tensor], sizes: dict[str, int]
+    task: Task, inputs: list[torch.Tensor], expected: list[torch.Tensor], sizes: dict[str, int], seed: int = 0
 ) -> float:
     """The absolute tolerance of one trial: the task's atol scaled by the reference outputs'
     magnitude, plus FRAMEWORK_ERROR_FACTOR times the largest error PyTorch's own declared-precision
     forward makes on these inputs (what float32 itself cannot avoid, e.g. at large offsets)."""
     atol = task.atol * reference_scale(expected)
-    declared = declared_precision_outputs(task, inputs, sizes)
+    declared = declared_precision_outputs(task, inputs, sizes, seed=seed)
     if declared is None:
         return atol
     worst = 0.0
     for got, exp in zip(declared, expected, strict=True):
         if not exp.is_floating_point() or not exp.numel():
             continue
+        if got.shape != exp.shape:
+            continue  # a reference whose shapes depend on how it was called: no slack from it
         work = torch.float32 if exp.dtype in (torch.float16, torch.bfloat16, torch.float32) else torch.float64
         diff = (got.to(work) - exp.to(work)).abs()
         diff = torch.where(torch.isfinite(diff), diff, torch.zeros((), dtype=work))
@@ -96,10 +108,11 @@ def trial_atol(
 def make_trial(task: Task, index: int, label: str, sizes: dict[str, int], distribution: str) -> Trial:
     seed = secrets.randbits(62)
     inputs = build_inputs(task, sizes, seed, distribution)
-    expected = reference_outputs(task, inputs, sizes)
-    return Trial(
-        index, label, sizes, distribution, seed, inputs, expected, trial_atol(task, inputs, expected, sizes)
-    )
+    param_seed = secrets.randbits(31)
+    params = param_tensors(task, sizes, param_seed) if task.params else []
+    expected = reference_outputs(task, inputs, sizes, seed=param_seed)
+    atol = trial_atol(task, inputs, expected, sizes, seed=param_seed)
+    return Trial(index, label, sizes, distribution, seed, inputs, expected, atol, params, param_seed)
 
 
 def plan_trials(task: Task, config: HarnessConfig) -> list[Trial]:
@@ -139,10 +152,14 @@ def raw_bytes(t: torch.Tensor) -> bytes:
 
 
 def kernel_args(task: Task, trial: Trial) -> list[Arg]:
-    """The call's arguments in ABI order: inputs, outputs, sizes, attributes."""
+    """The call's arguments in ABI order: inputs, parameters, outputs, sizes, attributes."""
     args = [
         Arg("in", len(raw_bytes(t)), dtype=spec.dtype, shape=tuple(t.shape))
         for spec, t in zip(task.inputs, trial.inputs, strict=True)
+    ]
+    args += [
+        Arg("in", len(raw_bytes(t)), dtype=spec.dtype, shape=tuple(t.shape))
+        for spec, t in zip(task.params, trial.params, strict=True)
     ]
     args += [
         Arg("out", len(raw_bytes(e)), fill=SENTINELS[spec.dtype], dtype=spec.dtype, shape=tuple(e.shape))
@@ -154,11 +171,6 @@ def kernel_args(task: Task, trial: Trial) -> list[Arg]:
         for v in task.attrs.values()
     ]
     return args
-
-
-def arg_kinds(task: Task) -> list[str]:
-    kinds = ["in"] * len(task.inputs) + ["out"] * len(task.outputs) + ["i64"] * len(task.sizes)
-    return kinds + ["f32" if isinstance(v, float) else "i64" for v in task.attrs.values()]
 
 
 def pack_sets(sets: list[list[torch.Tensor]]) -> tuple[bytes, list[list[tuple[int, int]]]]:
@@ -178,7 +190,6 @@ def pack_sets(sets: list[list[torch.Tensor]]) -> tuple[bytes, list[list[tuple[in
 __all__ = [
     "DISTRIBUTION_ORDER",
     "Trial",
-    "arg_kinds",
     "kernel_args",
     "make_trial",
     "pack_sets",

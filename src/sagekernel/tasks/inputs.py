@@ -463,18 +463,20 @@ def reference_outputs(task: Task, inputs: Sequence[torch.Tensor],
 
 
 def declared_precision_outputs(task: Task, inputs: Sequence[torch.Tensor],
-                               sizes: Mapping[str, int] | None = None) -> list[torch.Tensor] | None:
+                               sizes: Mapping[str, int] | None = None, *,
+                               seed: int = 0) -> list[torch.Tensor] | None:
     """The reference computed the way PyTorch itself computes it in the task's declared dtypes
-    (same seeded parameters as `reference_outputs`), or None when that run fails. The harness
-    uses its distance from the float64 reference as the accuracy an honest kernel in the declared
-    precision can be expected to reach."""
+    (the same seeded parameters as `reference_outputs` under `seed`), or None when that run
+    fails. The harness uses its distance from the float64 reference as the accuracy an honest
+    kernel in the declared precision can be expected to reach."""
     full = sizes_from_inputs(task, inputs, sizes)
     module = task_module(task)
     try:
-        with bound_sizes(module, full), torch.random.fork_rng(devices=[]), torch.no_grad():
-            torch.manual_seed(0)
-            model = instantiate(module, task.source_path)
-            outputs = call_forward(model, [t.detach().clone() for t in inputs], task.source_path)
+        with bound_sizes(module, task.binding(full)), torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(seed)
+            model = instantiate(module, task.source_path, seed)
+            outputs = call_forward(model, assemble_call(task, [t.detach().clone() for t in inputs]),
+                                   task.source_path)
     except TaskError:
         return None
     if len(outputs) != len(task.outputs):

@@ -27,8 +27,8 @@ def main() -> int:
     chan = Channel.from_env(header["nonce"])
     import torch
 
-    from sagekernel.tasks.inputs import make_model
-    from sagekernel.tasks.task import Task, TensorSpec
+    from sagekernel.tasks.inputs import assemble_call, make_model
+    from sagekernel.tasks.record import task_from_json
 
     ref = header["reference"]
     work = Path(tempfile.gettempdir()) / f"sage-ref-{header['nonce']}"
@@ -38,22 +38,7 @@ def main() -> int:
         (work / name).write_text(text, encoding="utf-8")
     task_file = work / ref["task_file"]
     task_file.write_text(ref["task_source"], encoding="utf-8")
-    t = ref["task"]
-    task = Task(
-        name=t["name"],
-        level=t["level"],
-        category=t["category"],
-        description="",
-        source_path=task_file,
-        inputs=[TensorSpec(n, tuple(d), dt) for n, d, dt in t["inputs"]],
-        outputs=[TensorSpec(n, tuple(d), dt) for n, d, dt in t["outputs"]],
-        attrs=t["attrs"],
-        sizes=t["sizes"],
-        variants=[],
-        dtype=t["dtype"],
-        atol=t["atol"],
-        rtol=t["rtol"],
-    )
+    task = task_from_json(ref["record"], source_path=task_file)
     torch.set_num_threads(int(header["threads"]))
     model = make_model(task, ref["sizes"])
     dtypes = {
@@ -69,6 +54,7 @@ def main() -> int:
         "bool": torch.bool,
     }
     ins = [a for a in header["args"] if a["kind"] == "in"]
+    n_inputs = len(task.inputs)  # the kernel's parameters follow the inputs; the reference has its own
     seccomp = lock_process()
     chan.send(
         {
@@ -105,7 +91,7 @@ def main() -> int:
         with torch.no_grad():
             for i, tensors in enumerate(sets):
                 t0 = time.perf_counter_ns()
-                model(*tensors)
+                model(*assemble_call(task, tensors[:n_inputs]))
                 ns = time.perf_counter_ns() - t0
                 chan.send(
                     {

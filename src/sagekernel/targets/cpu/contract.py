@@ -85,6 +85,7 @@ def contract_text(task: Task) -> str:
 
 def abi_kinds(task: Task) -> list[str]:
     """Argument kinds in ABI order, as the runtime's trampoline passes them: a pointer per input
-    ("in") and output ("out"), int64 per size, float or int64 per attribute."""
-    kinds = ["in"] * len(task.inputs) + ["out"] * len(task.outputs) + ["i64"] * len(task.sizes)
+    and parameter ("in") and output ("out"), int64 per size, float or int64 per attribute."""
+    kinds = ["in"] * (len(task.inputs) + len(task.params)) + ["out"] * len(task.outputs)
+    kinds += ["i64"] * len(task.sizes)
     return kinds + ["f32" if isinstance(v, float) else "i64" for v in task.attrs.values()]
