@@ -36,7 +36,7 @@ def test_channel_frames_need_the_nonce(tmp_path: Path, kind: str) -> None:
     site = sandbox.site_paths()
     body = (
         f"import sys, os\nsys.path.insert(0, '/box/children'); sys.path.extend({site!r})\n"
-        "from guard import Channel\n"
+        "from wire_child import Channel\n"
         "Channel(int(os.environ['SAGE_RESULT_FD']), 'abc').send({'kind': 'x'}, b'pay')\n"
         "Channel(int(os.environ['SAGE_RESULT_FD']), 'forged').send({'kind': 'y'})\n"
     )

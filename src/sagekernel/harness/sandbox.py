@@ -73,13 +73,18 @@ class SandboxResult:
 
     @property
     def signal(self) -> int | None:
-        """The signal that killed the child (negative return codes), else None."""
-        if self.returncode is not None and self.returncode < 0:
-            return -self.returncode
-        # bwrap reports a payload killed by signal N as exit status 128+N.
-        if self.kind == "bwrap" and self.returncode is not None and 128 < self.returncode < 128 + 65:
-            return self.returncode - 128
-        return None
+        """The signal that killed the child, else None."""
+        return death_signal(self.kind, self.returncode)
+
+
+def death_signal(kind: str, returncode: int | None) -> int | None:
+    """The signal that ended a sandboxed child, from its return code: negative codes are signals,
+    and bwrap reports a payload killed by signal N as exit status 128+N."""
+    if returncode is not None and returncode < 0:
+        return -returncode
+    if kind == "bwrap" and returncode is not None and 128 < returncode < 128 + 65:
+        return returncode - 128
+    return None
 
 
 @lru_cache(maxsize=1)

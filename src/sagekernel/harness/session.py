@@ -36,11 +36,7 @@ class Exit:
 
     @property
     def signal(self) -> int | None:
-        if self.returncode is not None and self.returncode < 0:
-            return -self.returncode
-        if self.kind == "bwrap" and self.returncode is not None and 128 < self.returncode < 128 + 65:
-            return self.returncode - 128
-        return None
+        return sandbox.death_signal(self.kind, self.returncode)
 
 
 class Session:

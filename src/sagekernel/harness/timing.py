@@ -373,15 +373,7 @@ def _protocol(
     timing = {
         "method": "interleaved_ab_two_processes",
         "clock": "CLOCK_MONOTONIC in the runtime, per call; schedstat cross-check from the parent",
-        "warmup": len(warm_sets),
-        "rounds": len(round_sets),
-        "calls_per_round": len(round_sets[0]),
-        "iters": len(round_sets) * len(round_sets[0]),
-        "distinct_input_sets": len(warm_sets) + sum(map(len, round_sets)),
-        "rechecked_per_round": len(round_sets[0])
-        if check_every_call
-        else min(config.recheck_per_round, len(round_sets[0])),
-        "rechecked_rounds": list(range(len(round_sets))),
+        **_plan_record(warm_sets, round_sets, config, check_every_call),
         "threads": config.threads,
         "sizes": dict(task.sizes),
         "reference": "PyTorch Model.forward in its own sandboxed process, fp32 as declared",
@@ -462,15 +454,7 @@ def _device_protocol(
     timing = {
         "method": "device_events_interleaved_in_process",
         "clock": "device events after a device-wide synchronise; host wall clock cross-check",
-        "warmup": len(warm_sets),
-        "rounds": len(round_sets),
-        "calls_per_round": len(round_sets[0]),
-        "iters": len(round_sets) * len(round_sets[0]),
-        "distinct_input_sets": len(warm_sets) + sum(map(len, round_sets)),
-        "rechecked_per_round": len(round_sets[0])
-        if check_every_call
-        else min(config.recheck_per_round, len(round_sets[0])),
-        "rechecked_rounds": list(range(len(round_sets))),
+        **_plan_record(warm_sets, round_sets, config, check_every_call),
         "sizes": dict(task.sizes),
         "candidate_round_ms": [round(x, 6) for x in cand_ms],
         "reference_round_ms": [round(x, 6) for x in ref_ms],
@@ -487,6 +471,22 @@ def _device_protocol(
         sorted(set(flags)),
         box,
     )
+
+
+def _plan_record(
+    warm_sets: list[Any], round_sets: list[list[Any]], config: HarnessConfig, check_every_call: bool
+) -> dict[str, Any]:
+    """What every timing record states about its calls: counts, distinct inputs, rechecks."""
+    per_round = len(round_sets[0])
+    return {
+        "warmup": len(warm_sets),
+        "rounds": len(round_sets),
+        "calls_per_round": per_round,
+        "iters": len(round_sets) * per_round,
+        "distinct_input_sets": len(warm_sets) + sum(map(len, round_sets)),
+        "rechecked_per_round": per_round if check_every_call else min(config.recheck_per_round, per_round),
+        "rechecked_rounds": list(range(len(round_sets))),
+    }
 
 
 def _per_call_ms(result: RoundResult) -> float:

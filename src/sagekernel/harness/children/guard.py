@@ -1,4 +1,5 @@
-"""Inside the sandbox: the seccomp deny-list, and the framed result channel back to the parent.
+"""Inside the sandbox: the seccomp deny-list of Python runtimes, and reaping forked children
+(the framed result channel is wire_child.py).
 
 Stdlib + pyseccomp only (this file runs in a bare interpreter; it must not import sagekernel).
 Two phases: `lock_process()` before the candidate is loaded (no network, no new processes, no
@@ -10,9 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
-import struct
 from typing import Any
 
 CLONE_THREAD = 0x00010000
@@ -196,42 +195,3 @@ def reap(pid: int, wall_s: float) -> tuple[bool, int]:
     finally:
         if pidfd >= 0:
             os.close(pidfd)
-
-
-class Channel:
-    """Frames: 8-byte little-endian length, then a JSON line (always carrying the nonce), then payload."""
-
-    def __init__(self, fd: int, nonce: str) -> None:
-        self.fd = fd
-        self.nonce = nonce
-
-    def send(self, record: dict[str, Any], payload: bytes | memoryview = b"") -> None:
-        head = json.dumps({**record, "nonce": self.nonce}).encode() + b"\n"
-        data = struct.pack("<Q", len(head) + len(payload))
-        self._write(data + head)
-        if payload:
-            self._write(payload)
-
-    def _write(self, data: bytes | memoryview) -> None:
-        view = memoryview(data)
-        while view:
-            n = os.write(self.fd, view)
-            view = view[n:]
-
-
-def read_request(stream: Any) -> tuple[dict[str, Any], memoryview]:
-    """stdin: 8-byte header length, JSON header, then the blob."""
-    (hlen,) = struct.unpack("<Q", _read_exact(stream, 8))
-    header = json.loads(_read_exact(stream, hlen))
-    blob = bytearray(_read_exact(stream, int(header.get("blob_len", 0))))
-    return header, memoryview(blob)
-
-
-def _read_exact(stream: Any, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = stream.read(n - len(buf))
-        if not chunk:
-            raise EOFError(f"request truncated: wanted {n} bytes, got {len(buf)}")
-        buf.extend(chunk)
-    return bytes(buf)
