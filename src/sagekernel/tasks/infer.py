@@ -282,6 +282,8 @@ def infer_task(path: Path, module: ModuleType, root: Path | None = None) -> Task
         params=params, forward_args=forward_args,
         published_sizes={k: v for k, v in published.items() if k in sizes} if scaled else {},
         size_note=size_note, layout_note=layout_note, size_tuples=tuples,
+        scaled_ints={k: v for k, v in ints.items()
+                     if k not in sizes and k in published and v != published[k]},
     )
 
 

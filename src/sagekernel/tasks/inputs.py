@@ -195,12 +195,13 @@ def torch_dtype(name: str) -> torch.dtype:
 # ----------------------------------------------------------------------------- sizes
 
 def full_sizes(task: Task, sizes: Mapping[str, int] | None) -> dict[str, int]:
-    """The task's default sizes overridden by `sizes`; unknown symbols or non-positive values are errors."""
+    """The task's default sizes overridden by `sizes`; unknown symbols and non-positive values are
+    errors, except a 0 that is the task's own default (KernelBench's `padding = 0`)."""
     merged = dict(task.sizes)
     for key, value in (sizes or {}).items():
         if key not in task.sizes:
             raise TaskError(f"task {task.name}: unknown size symbol {key!r} (known: {', '.join(task.sizes)})")
-        if type(value) is not int or value <= 0:
+        if type(value) is not int or value < 0 or (value == 0 and task.sizes[key] != 0):
             raise TaskError(f"task {task.name}: size {key} must be a positive int, got {value!r}")
         merged[key] = value
     return merged

@@ -42,6 +42,7 @@ def task_to_json(task: Task) -> dict[str, Any]:
         "companion_files": [str(p) for p in task.companion_files],
         "published_sizes": dict(task.published_sizes), "size_note": task.size_note,
         "size_tuples": {k: list(v) for k, v in task.size_tuples.items()},
+        "scaled_ints": dict(task.scaled_ints),
         "layout_note": task.layout_note,
     }
 
@@ -87,5 +88,6 @@ def task_from_json(data: dict[str, Any], source_path: Path | None = None) -> Tas
         companion_files=[moved(p) for p in data.get("companion_files", [])],
         published_sizes=dict(data.get("published_sizes", {})), size_note=data.get("size_note", ""),
         size_tuples={k: tuple(int(x) for x in v) for k, v in data.get("size_tuples", {}).items()},
+        scaled_ints={k: int(v) for k, v in data.get("scaled_ints", {}).items()},
         layout_note=data.get("layout_note", ""),
     )

@@ -134,6 +134,9 @@ class Task:
     published_sizes: dict[str, int] = field(default_factory=dict)
     #: Module-level tuples of sizes the policy scaled (``input_shape``), rebound with `sizes`.
     size_tuples: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    #: Module-level ints the size policy scaled that are no size symbol of any tensor (e.g. a
+    #: Linear's out_features that no input shows): rebound with the sizes, like `size_tuples`.
+    scaled_ints: dict[str, int] = field(default_factory=dict)
     #: One line saying what the size policy did (or that it left the sizes alone).
     size_note: str = ""
     #: Where level and category came from: "metadata", "folder", "guess" or "default".
@@ -165,7 +168,7 @@ class Task:
 
     def binding(self, sizes: dict[str, int]) -> dict[str, int | tuple[int, ...]]:
         """What to rebind in the task's module to run it at `sizes` (with the scaled tuples)."""
-        return {**self.size_tuples, **sizes}
+        return {**self.scaled_ints, **self.size_tuples, **sizes}
 
     def all_shapes(self) -> list[dict[str, int]]:
         """The default sizes followed by every variant (each variant overrides some symbols)."""
