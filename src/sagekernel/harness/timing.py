@@ -101,21 +101,6 @@ def call_budget(config: HarnessConfig, set_bytes: int) -> tuple[int, int, int]:
     return warmup, rounds, per_round
 
 
-def _task_record(task: Task) -> dict[str, Any]:
-    return {
-        "name": task.name,
-        "level": task.level,
-        "category": task.category,
-        "inputs": [[s.name, list(s.dims), s.dtype] for s in task.inputs],
-        "outputs": [[s.name, list(s.dims), s.dtype] for s in task.outputs],
-        "attrs": task.attrs,
-        "sizes": task.sizes,
-        "dtype": task.dtype,
-        "atol": task.atol,
-        "rtol": task.rtol,
-    }
-
-
 def _reference_spec() -> RuntimeSpec:
     return RuntimeSpec(
         argv=sandbox.python_argv("/box/children/reference_runner.py"),
@@ -171,7 +156,6 @@ def run_timing(
     ref_plan = Plan(secrets.token_hex(16), args, [], threads=config.threads)
     ref_plan.extra = {
         "reference": {
-            "task": _task_record(task),
             "record": task_to_json(task),
             "task_file": task.source_path.name,
             "task_source": task.source_path.read_text(encoding="utf-8"),
