@@ -192,7 +192,9 @@ def run_timing(
             reference_in_process=True,
         )
         try:
-            return _device_protocol(
+            from sagekernel.harness.device_timing import device_protocol
+
+            return device_protocol(
                 task, run, blobs, warm_sets, round_sets, config, box, round_limit, check_every_call
             )
         finally:
@@ -284,12 +286,12 @@ def _protocol(
         got = ref.run_round(blobs[0][0], names, round_limit)
         if isinstance(got, Failure):
             return fail(got)
-        calibration.append(_per_call_ms(got))
+        calibration.append(per_call_ms(got))
     calibration = calibration[1:]
     warm = cand.run_round(blobs[0][0], names, round_limit)
     if isinstance(warm, Failure):
         return fail(warm)
-    problem = _recheck(task, warm, warm_sets, "warm-up")
+    problem = recheck(task, warm, warm_sets, "warm-up")
     if problem:
         return TimingOutcome(Stage.CORRECTNESS, problem, sandbox=box)
     cand_ms: list[float] = []
@@ -319,7 +321,7 @@ def _protocol(
                 if idle0 is not None and idle1 is not None and idle1 - idle0 > IDLE_NS:
                     flags.append("candidate_active_during_reference")
         assert isinstance(got_c, RoundResult) and isinstance(got_r, RoundResult)
-        problem = _recheck(task, got_c, sets, f"round {r}")
+        problem = recheck(task, got_c, sets, f"round {r}")
         if problem:
             return TimingOutcome(Stage.CORRECTNESS, problem, sandbox=box)
         claimed = sum(c.ns for c in got_c.calls)
@@ -334,8 +336,8 @@ def _protocol(
             for call in got_c.calls:
                 if call.cpu_ns is not None and call.cpu_ns - noop_window > TIMER_MIN_KERNEL_NS:
                     ratios_claimed.append(call.ns / (call.cpu_ns - noop_window))
-        cand_ms.append(_per_call_ms(got_c))
-        ref_ms.append(_per_call_ms(got_r))
+        cand_ms.append(per_call_ms(got_c))
+        ref_ms.append(per_call_ms(got_r))
     if not cand_ms or min(cand_ms) <= 0:
         return TimingOutcome(Stage.TIMING, "the timing run returned no usable measurements", sandbox=box)
     # The median over calls of claimed / accounted: robust to the interrupts a shared machine
@@ -357,16 +359,16 @@ def _protocol(
     timing = {
         "method": "interleaved_ab_two_processes",
         "clock": "CLOCK_MONOTONIC in the runtime, per call; schedstat cross-check from the parent",
-        **_plan_record(warm_sets, round_sets, config, check_every_call),
+        **plan_record(warm_sets, round_sets, config, check_every_call),
         "threads": config.threads,
         "sizes": dict(task.sizes),
         "reference": "PyTorch Model.forward in its own sandboxed process, fp32 as declared",
         "candidate_round_ms": [round(x, 6) for x in cand_ms],
         "reference_round_ms": [round(x, 6) for x in ref_ms],
         "reference_calibration_ms": [round(x, 6) for x in calibration],
-        "candidate_iqr_ms": _quartiles(cand_ms),
-        "reference_iqr_ms": _quartiles(ref_ms),
-        "ratio_iqr": _quartiles(ratios),
+        "candidate_iqr_ms": quartiles(cand_ms),
+        "reference_iqr_ms": quartiles(ref_ms),
+        "ratio_iqr": quartiles(ratios),
         "bytes_moved_per_call": moved,
         "bandwidth_floor_ms": floor_ms,
         "accounting": cpu_notes,
@@ -387,77 +389,7 @@ def _protocol(
     )
 
 
-def _device_protocol(
-    task: Task,
-    run: RuntimeRun,
-    blobs: list[tuple[bytes, list[list[tuple[int, int]]]]],
-    warm_sets: list[tuple[int, list[torch.Tensor]]],
-    round_sets: list[list[tuple[int, list[torch.Tensor]]]],
-    config: HarnessConfig,
-    box: dict[str, Any],
-    round_limit: float,
-    check_every_call: bool,
-) -> TimingOutcome:
-    """Candidate and reference timed by the device runtime itself, interleaved per round in random
-    order, with device events after a device-wide synchronise (the paper's C.4, KernelBench)."""
-    started = run.started()
-    if started is not None:
-        return TimingOutcome(started.stage, started.message, flags=started.flags, sandbox=box)
-    names = [f"timed call {i}" for i in range(max(len(warm_sets), len(round_sets[0])))]
-    warm = run.run_round(blobs[0][0], names, round_limit)
-    if isinstance(warm, Failure):
-        return TimingOutcome(warm.stage, warm.message, flags=warm.flags, sandbox=box)
-    cand_ms: list[float] = []
-    ref_ms: list[float] = []
-    walls: list[float] = []
-    flags: list[str] = []
-    for r, sets in enumerate(round_sets):
-        got = run.run_round(blobs[r + 1][0], names, round_limit)
-        if isinstance(got, Failure):
-            return TimingOutcome(got.stage, got.message, flags=got.flags, sandbox=box)
-        problem = _recheck(task, got, sets, f"round {r}")
-        if problem:
-            return TimingOutcome(Stage.CORRECTNESS, problem, sandbox=box)
-        if len(got.ref_ns) != len(got.calls):
-            return TimingOutcome(Stage.TIMING, "the device runtime did not time the reference", sandbox=box)
-        cand_ms.append(_per_call_ms(got))
-        ref_ms.append(sum(got.ref_ns) / max(1, len(got.ref_ns)) / 1e6)
-        walls += [c.wall_ns / 1e6 for c in got.calls if c.wall_ns]
-    if not cand_ms or min(cand_ms) <= 0:
-        return TimingOutcome(Stage.TIMING, "the timing run returned no usable measurements", sandbox=box)
-    ratios = [rr / cc for rr, cc in zip(ref_ms, cand_ms, strict=True)]
-    c_med, r_med, speedup = statistics.median(cand_ms), statistics.median(ref_ms), statistics.median(ratios)
-    if speedup > config.speedup_ceiling:
-        flags.append("speedup_audit")
-    if (
-        walls
-        and statistics.median(walls) > EVENT_WALL_RATIO * c_med
-        and statistics.median(walls) - c_med > 0.05
-    ):
-        flags.append("event_wall_mismatch")
-    timing = {
-        "method": "device_events_interleaved_in_process",
-        "clock": "device events after a device-wide synchronise; host wall clock cross-check",
-        **_plan_record(warm_sets, round_sets, config, check_every_call),
-        "sizes": dict(task.sizes),
-        "candidate_round_ms": [round(x, 6) for x in cand_ms],
-        "reference_round_ms": [round(x, 6) for x in ref_ms],
-        "candidate_wall_median_ms": round(statistics.median(walls), 6) if walls else None,
-        "ratio_iqr": _quartiles(ratios),
-    }
-    return TimingOutcome(
-        Stage.OK,
-        f"candidate {c_med:.4f} ms, reference {r_med:.4f} ms, speedup {speedup:.2f}x",
-        c_med,
-        r_med,
-        speedup,
-        timing,
-        sorted(set(flags)),
-        box,
-    )
-
-
-def _plan_record(
+def plan_record(
     warm_sets: list[Any], round_sets: list[list[Any]], config: HarnessConfig, check_every_call: bool
 ) -> dict[str, Any]:
     """What every timing record states about its calls: counts, distinct inputs, rechecks."""
@@ -473,11 +405,11 @@ def _plan_record(
     }
 
 
-def _per_call_ms(result: RoundResult) -> float:
+def per_call_ms(result: RoundResult) -> float:
     return sum(c.ns for c in result.calls) / max(1, len(result.calls)) / 1e6
 
 
-def _quartiles(values: list[float]) -> list[float]:
+def quartiles(values: list[float]) -> list[float]:
     if len(values) < 2:
         return [round(values[0], 6)] * 2 if values else []
     q = statistics.quantiles(values, n=4)
@@ -488,7 +420,7 @@ def param_seed(seed: int) -> int:
     return seed & 0x7FFFFFFF
 
 
-def _recheck(
+def recheck(
     task: Task, result: RoundResult, sets: list[tuple[int, list[torch.Tensor]]], where: str
 ) -> str | None:
     """Compare every returned output of a timed round with a fresh reference."""
