@@ -17,7 +17,10 @@ HERE = Path(__file__).resolve().parent
 RUNTIME = HERE / "fixtures" / "runtimes"
 CHILDREN = Path(sandbox.__file__).resolve().parent / "children"
 TASK = HERE / "fixtures" / "tasks" / "relu_rows.py"
-GOOD = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.clamp(x, min=0)\n"
+GOOD = (
+    "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+    "        return torch.clamp(x, min=0)\n"
+)
 STALE = (
     "import torch\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
     "        self.last = None\n    def forward(self, x):\n        if self.last is None:\n"
