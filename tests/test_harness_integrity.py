@@ -144,3 +144,19 @@ def test_the_fp_environment_is_checked_at_run_time() -> None:
     )
     v = judge(TASKS / "relu_rows.py", source, skip_timing=True, static_checks=False)
     assert v.stage is Stage.INTEGRITY and "floating-point environment" in v.message, v.message
+
+
+def test_every_input_group_is_checked_and_timed() -> None:
+    """NPUKernelBench style: each group (its own shapes and scalars) is judged; the speedup is the
+    geometric mean of the groups', and a kernel right for one group only fails naming the other."""
+    task = TASKS / "scale_groups.py"
+    good = (TASKS / "scale_groups.cpu.c").read_text()
+    v = judge(task, good, **QUICK)
+    assert v.ok and v.correct, v.message
+    groups = v.timing["groups"]
+    assert len(groups) == 2 and all(g["speedup"] for g in groups)
+    product = groups[0]["speedup"] * groups[1]["speedup"]
+    assert v.speedup is not None and abs(v.speedup - product**0.5) < 1e-9
+    wrong = good.replace("out0[i] = in0[i] * alpha;", "out0[i] = in0[i] * (IN0_D1 == 33 ? alpha : 1.0f);")
+    bad = judge(task, wrong, skip_timing=True)
+    assert bad.stage is Stage.CORRECTNESS and "input group 1 (wide)" in bad.message, bad.message

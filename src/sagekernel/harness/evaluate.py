@@ -55,8 +55,11 @@ def evaluate(
     config: HarnessConfig | None = None,
     device: str | None = None,
 ) -> Verdict:
-    """Judge one candidate for `task` on `target` (its first device unless `device` is given)."""
+    """Judge one candidate for `task` on `target` (its first device unless `device` is given).
+    A task with input groups (NPUKernelBench's `get_input_groups()`) is judged group by group."""
     config = config or HarnessConfig()
+    if len(task.groups) > 1 and task.group_index is None:
+        return _evaluate_groups(task, source, target, config, device)
     t_start = time.perf_counter()
     candidate = as_candidate(target, task, source)
     device_info = next((d for d in target.devices() if device in (None, d.name)), None)
@@ -291,6 +294,66 @@ def _timing_verdict(verdict: Verdict, correct_message: str, attempts: list[Timin
     else:
         verdict.message = f"{correct_message}; {last.message}"
     return verdict
+
+
+def _evaluate_groups(
+    task: Task, source: Candidate | str, target: Target, config: HarnessConfig, device: str | None
+) -> Verdict:
+    """Every group checked (the first failing one decides the verdict) and timed; the speedup is the
+    geometric mean of the groups' speedups, each group's timing is kept."""
+    t_start = time.perf_counter()
+    verdicts: list[Verdict] = []
+    for i, group in enumerate(task.group_tasks()):
+        v = evaluate(group, source, target, config, device)
+        name = getattr(task.groups[i], "name", "") or f"group {i}"
+        if not v.ok:
+            v.message = f"input group {i} ({name}): {v.message}"
+            return v
+        verdicts.append(v)
+    first = verdicts[0]
+    combined = Verdict(
+        stage=Stage.OK,
+        message="",
+        compiled=True,
+        correct=True,
+        evidence=first.evidence,
+        build=first.build,
+        sandbox=first.sandbox,
+        lint=[],
+    )
+    combined.checks = {"groups": [v.checks for v in verdicts]}
+    combined.flags = sorted({f for v in verdicts for f in v.flags})
+    combined.suspect = any(v.suspect for v in verdicts)
+    combined.quarantine = sorted({q for v in verdicts for q in v.quarantine})
+    speedups = [v.speedup for v in verdicts]
+    if all(sp for sp in speedups):
+        import math
+
+        combined.speedup = math.exp(sum(math.log(float(sp)) for sp in speedups if sp) / len(speedups))
+        combined.candidate_ms = math.exp(
+            sum(math.log(float(v.candidate_ms or 1e-9)) for v in verdicts) / len(verdicts)
+        )
+        combined.reference_ms = math.exp(
+            sum(math.log(float(v.reference_ms or 1e-9)) for v in verdicts) / len(verdicts)
+        )
+    combined.timing = {
+        "method": "per input group; speedup is the geometric mean",
+        "groups": [
+            {
+                "group": i,
+                "speedup": v.speedup,
+                "candidate_ms": v.candidate_ms,
+                "reference_ms": v.reference_ms,
+                "timing": v.timing,
+            }
+            for i, v in enumerate(verdicts)
+        ],
+    }
+    parts = "; ".join(f"group {i}: {v.message}" for i, v in enumerate(verdicts))
+    geo = f"; geometric-mean speedup {combined.speedup:.2f}x" if combined.speedup else ""
+    combined.message = f"correct on all {len(verdicts)} input groups{geo} ({parts})"
+    combined.durations_s = {"total": round(time.perf_counter() - t_start, 4)}
+    return combined
 
 
 def _finish(verdict: Verdict, t_start: float) -> Verdict:
