@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -79,4 +80,23 @@ class RuntimeSpec:
     artifact_for: Callable[[dict[str, int]], dict[str, Any]] | None = None
 
 
-__all__ = ["BuildResult", "DeviceInfo", "Evidence", "FileSpec", "RuntimeSpec"]
+@dataclass(frozen=True)
+class Knowledge:
+    """What the model is told about a target (`TargetKnowledge`): three markdown files."""
+
+    quick_reference: str
+    debugging_guide: str
+    example: str
+
+
+@lru_cache(maxsize=8)
+def load_knowledge(folder: Path) -> Knowledge:
+    """quick_reference.md, debugging_guide.md and example.md from a target's knowledge folder."""
+
+    def read(name: str) -> str:
+        return (folder / name).read_text(encoding="utf-8")
+
+    return Knowledge(read("quick_reference.md"), read("debugging_guide.md"), read("example.md"))
+
+
+__all__ = ["BuildResult", "DeviceInfo", "Evidence", "FileSpec", "Knowledge", "RuntimeSpec", "load_knowledge"]

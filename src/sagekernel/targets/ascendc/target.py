@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from sagekernel.candidate import Candidate
@@ -23,7 +21,15 @@ from sagekernel.targets.ascendc.lint import lint_candidate
 from sagekernel.targets.ascendc.plans import BuildPlan, build_plan
 from sagekernel.targets.ascendc.settings import task_settings
 from sagekernel.targets.ascendc.skeleton import op_attrs
-from sagekernel.targets.base import BuildResult, DeviceInfo, Evidence, FileSpec, RuntimeSpec
+from sagekernel.targets.base import (
+    BuildResult,
+    DeviceInfo,
+    Evidence,
+    FileSpec,
+    Knowledge,
+    RuntimeSpec,
+    load_knowledge,
+)
 from sagekernel.tasks.task import Task
 
 HERE = Path(__file__).resolve().parent
@@ -31,21 +37,6 @@ RUNTIME_DIR = HERE / "runtime"
 WIRE_DIR = HERE.parent.parent / "harness" / "children"
 BOX_RUNTIME, BOX_WIRE = "/box/ascendc", "/box/wire"
 DEVICES = (DeviceInfo("npu", Evidence.HARDWARE, True), DeviceInfo("cpu-twin", Evidence.EMULATED, False))
-
-
-@dataclass(frozen=True)
-class AscendKnowledge:
-    quick_reference: str
-    debugging_guide: str
-    example: str
-
-
-@lru_cache(maxsize=1)
-def _knowledge() -> AscendKnowledge:
-    def read(name: str) -> str:
-        return (HERE / "knowledge" / name).read_text(encoding="utf-8")
-
-    return AscendKnowledge(read("quick_reference.md"), read("debugging_guide.md"), read("example.md"))
 
 
 class AscendCTarget:
@@ -71,8 +62,8 @@ class AscendCTarget:
     def contract(self, task: Task) -> str:
         return contract_text(task, self.config)
 
-    def knowledge(self) -> AscendKnowledge:
-        return _knowledge()
+    def knowledge(self) -> Knowledge:
+        return load_knowledge(HERE / "knowledge")
 
     def lint(self, candidate: Candidate, task: Task) -> list[LintFinding]:
         return lint_candidate(candidate, task, self.config)
@@ -159,4 +150,4 @@ def _with_timeouts(plan: BuildPlan, timeout_s: float) -> BuildPlan:
     return replace(plan, steps=tuple(replace(s, timeout_s=max(s.timeout_s, timeout_s)) for s in plan.steps))
 
 
-__all__ = ["DEVICES", "AscendCTarget", "AscendKnowledge"]
+__all__ = ["DEVICES", "AscendCTarget"]

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import re
 import shutil
-from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from sagekernel.candidate import Candidate
 from sagekernel.harness.verdict import LintFinding
-from sagekernel.targets.base import BuildResult, DeviceInfo, Evidence, FileSpec, RuntimeSpec
+from sagekernel.targets.base import (
+    BuildResult,
+    DeviceInfo,
+    Evidence,
+    FileSpec,
+    Knowledge,
+    RuntimeSpec,
+    load_knowledge,
+)
 from sagekernel.targets.cpu import build as build_mod
 from sagekernel.targets.cpu.contract import KERNEL_SYMBOL, abi_kinds, contract_text
 from sagekernel.targets.cpu.lint import lint_source
@@ -18,21 +24,6 @@ from sagekernel.targets.cpu.runtime import runtime_spec
 from sagekernel.tasks.task import Task
 
 HERE = Path(__file__).resolve().parent
-
-
-@dataclass(frozen=True)
-class CpuKnowledge:
-    quick_reference: str
-    debugging_guide: str
-    example: str
-
-
-@lru_cache(maxsize=1)
-def _knowledge() -> CpuKnowledge:
-    def read(name: str) -> str:
-        return (HERE / name).read_text(encoding="utf-8")
-
-    return CpuKnowledge(read("quick_reference.md"), read("debugging_guide.md"), read("example.md"))
 
 
 class CpuTarget:
@@ -66,8 +57,8 @@ class CpuTarget:
     def contract(self, task: Task) -> str:
         return contract_text(task)
 
-    def knowledge(self) -> CpuKnowledge:
-        return _knowledge()
+    def knowledge(self) -> Knowledge:
+        return load_knowledge(HERE)
 
     def lint(self, candidate: Candidate, task: Task) -> list[LintFinding]:
         if not re.search(rf"\b{KERNEL_SYMBOL}\s*\(", candidate.main):

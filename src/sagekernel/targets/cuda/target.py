@@ -3,14 +3,20 @@ timed on an NVIDIA GPU only (the build and its symbol checks run wherever nvcc i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from sagekernel.candidate import Candidate
 from sagekernel.harness import sandbox
 from sagekernel.harness.verdict import LintFinding
-from sagekernel.targets.base import BuildResult, DeviceInfo, Evidence, FileSpec, RuntimeSpec
+from sagekernel.targets.base import (
+    BuildResult,
+    DeviceInfo,
+    Evidence,
+    FileSpec,
+    Knowledge,
+    RuntimeSpec,
+    load_knowledge,
+)
 from sagekernel.targets.cuda import build as build_mod
 from sagekernel.targets.cuda.contract import KERNEL_FILE, contract_text
 from sagekernel.targets.cuda.lint import lint_source
@@ -18,21 +24,6 @@ from sagekernel.targets.devloop.host import LOOP_DIR, WIRE_DIR, cuda_available, 
 from sagekernel.tasks.task import Task
 
 HERE = Path(__file__).resolve().parent
-
-
-@dataclass(frozen=True)
-class CudaKnowledge:
-    quick_reference: str
-    debugging_guide: str
-    example: str
-
-
-@lru_cache(maxsize=1)
-def _knowledge() -> CudaKnowledge:
-    def read(name: str) -> str:
-        return (HERE / name).read_text(encoding="utf-8")
-
-    return CudaKnowledge(read("quick_reference.md"), read("debugging_guide.md"), read("example.md"))
 
 
 class CudaTarget:
@@ -61,8 +52,8 @@ class CudaTarget:
     def contract(self, task: Task) -> str:
         return contract_text(task)
 
-    def knowledge(self) -> CudaKnowledge:
-        return _knowledge()
+    def knowledge(self) -> Knowledge:
+        return load_knowledge(HERE)
 
     def lint(self, candidate: Candidate, task: Task) -> list[LintFinding]:
         return lint_source(_source(candidate), task)

@@ -7,14 +7,20 @@ Ascend NPU: correctness and timing).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from sagekernel.candidate import Candidate
 from sagekernel.harness import sandbox
 from sagekernel.harness.verdict import LintFinding
-from sagekernel.targets.base import BuildResult, DeviceInfo, Evidence, FileSpec, RuntimeSpec
+from sagekernel.targets.base import (
+    BuildResult,
+    DeviceInfo,
+    Evidence,
+    FileSpec,
+    Knowledge,
+    RuntimeSpec,
+    load_knowledge,
+)
 from sagekernel.targets.devloop.direct import init_values
 from sagekernel.targets.devloop.host import (
     LOOP_DIR,
@@ -36,21 +42,6 @@ DEVICES = (
     DeviceInfo("cuda", Evidence.HARDWARE, timed=True),
     DeviceInfo("npu", Evidence.HARDWARE, timed=True),
 )
-
-
-@dataclass(frozen=True)
-class TritonKnowledge:
-    quick_reference: str
-    debugging_guide: str
-    example: str
-
-
-@lru_cache(maxsize=1)
-def _knowledge() -> TritonKnowledge:
-    def read(name: str) -> str:
-        return (HERE / name).read_text(encoding="utf-8")
-
-    return TritonKnowledge(read("quick_reference.md"), read("debugging_guide.md"), read("example.md"))
 
 
 class TritonTarget:
@@ -91,8 +82,8 @@ class TritonTarget:
     def contract(self, task: Task) -> str:
         return contract_text(task)
 
-    def knowledge(self) -> TritonKnowledge:
-        return _knowledge()
+    def knowledge(self) -> Knowledge:
+        return load_knowledge(HERE)
 
     def lint(self, candidate: Candidate, task: Task) -> list[LintFinding]:
         return lint_source(_source(candidate), task)
