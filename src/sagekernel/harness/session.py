@@ -52,14 +52,7 @@ class Session:
         request: bytes,
         nonce: str,
     ) -> None:
-        self.kind = kind
-        self.limits = limits
-        self.stream = FrameStream(nonce)
-        self.started = time.monotonic()
-        self.deadline = self.started + limits.wall_s
-        self._eof = False
-        self._cursor = 0
-        self._exit: Exit | None = None
+        self._init_state(kind, limits, nonce)
         scratch.mkdir(parents=True, exist_ok=True)
         self._log_path = scratch / "child.log"
         read_fd, write_fd = os.pipe()
@@ -97,6 +90,17 @@ class Session:
         assert self.proc.stdin is not None
         self._stdin = self.proc.stdin
         self._write(request)
+
+    def _init_state(self, kind: str, limits: sandbox.Limits, nonce: str) -> None:
+        """What every session tracks, however its process was started (warm.py forks its own)."""
+        self.kind = kind
+        self.limits = limits
+        self.stream = FrameStream(nonce)
+        self.started = time.monotonic()
+        self.deadline = self.started + limits.wall_s
+        self._eof = False
+        self._cursor = 0
+        self._exit: Exit | None = None
 
     # ---- control --------------------------------------------------------------------------------
 

@@ -27,7 +27,6 @@ from typing import Any
 
 from sagekernel.harness import sandbox
 from sagekernel.harness.session import Exit, Session
-from sagekernel.harness.wire import FrameStream
 
 CHILDREN_DIR = Path(__file__).resolve().parent / "children"
 
@@ -115,14 +114,7 @@ class WarmSession(Session):
         nonce: str,
     ) -> None:
         del cmd  # the server's child always runs the reference timer
-        self.kind = kind
-        self.limits = limits
-        self.stream = FrameStream(nonce)
-        self.started = time.monotonic()
-        self.deadline = self.started + limits.wall_s
-        self._eof = False
-        self._cursor = 0
-        self._exit: Exit | None = None
+        self._init_state(kind, limits, nonce)
         self._pid = None
         self._info_fd = -1
         self._record: dict[str, Any] | None = None
