@@ -9,7 +9,7 @@ bash scripts/setup.sh --dev
 say "ruff";   "$PY" -m ruff check src tests benchmarks
 say "mypy";   "$PY" -m mypy
 say "sage selfcheck: every hand-written kernel passes, every null-kernel canary fails"
-sage selfcheck --suite builtin > /tmp/sage-selfcheck.txt || { tail -40 /tmp/sage-selfcheck.txt; exit 1; }
+sage selfcheck --suite builtin > /tmp/sage-selfcheck.txt || { tail -60 /tmp/sage-selfcheck.txt; exit 1; }
 tail -3 /tmp/sage-selfcheck.txt
 say "a fresh virtual environment evaluates a kernel"
 bash scripts/venv_check.sh

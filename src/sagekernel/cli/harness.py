@@ -177,7 +177,8 @@ def selfcheck_command(
         )
         for col in ("task", "kernel", "expect", "stage", "ok", "seconds", "speedup", "message"):
             table.add_column(col, overflow="fold", max_width=60 if col == "message" else None)
-        for r in sorted(rows, key=lambda r: (r.ok, r.task, r.kernel)):
+        # failures last, and listed again under the table: a log's tail is what people read
+        for r in sorted(rows, key=lambda r: (not r.ok, r.task, r.kernel)):
             table.add_row(
                 escape(r.task),
                 r.kernel,
@@ -189,4 +190,11 @@ def selfcheck_command(
                 "" if r.ok else escape(r.message[:300]),
             )
         console.print(table)
+        for r in failures:
+            console.print(
+                f"[red]FAILED[/] {escape(r.task)} {r.kernel} (expected {r.expect}, stage {r.stage}): "
+                f"{escape(r.message)}",
+                soft_wrap=True,
+            )
+        console.print(f"{len(rows) - len(failures)} of {len(rows)} checks as expected", soft_wrap=True)
     raise typer.Exit(1 if failures else 0)

@@ -6,12 +6,13 @@ void sage_kernel(const float* restrict x, const float* restrict residual, const 
                  float eps) {
     for (int64_t b = 0; b < B; ++b) {
         float* sr = s + b * D;
-        float mean = 0.0f;
-        for (int64_t d = 0; d < D; ++d) { sr[d] = x[b * D + d] + residual[b * D + d]; mean += sr[d]; }
-        mean /= (float)D;
-        float var = 0.0f;
-        for (int64_t d = 0; d < D; ++d) { float c = sr[d] - mean; var += c * c; }
-        var /= (float)D;
+        /* double accumulators: a float running sum of D values near a large mean loses digits */
+        double sum = 0.0;
+        for (int64_t d = 0; d < D; ++d) { sr[d] = x[b * D + d] + residual[b * D + d]; sum += sr[d]; }
+        float mean = (float)(sum / (double)D);
+        double sq = 0.0;
+        for (int64_t d = 0; d < D; ++d) { double c = (double)sr[d] - (double)mean; sq += c * c; }
+        float var = (float)(sq / (double)D);
         float rstd = 1.0f / sqrtf(var + eps);
         for (int64_t d = 0; d < D; ++d) y[b * D + d] = (sr[d] - mean) * rstd * weight[d] + bias[d];
     }
