@@ -54,6 +54,26 @@ def test_openmp_and_cxx_kernels_run_in_the_sandbox() -> None:
     assert v.stage is Stage.OK and v.build["language"] == "c++", v.message
 
 
+def test_threaded_kernel_with_allocations_is_timed_under_the_image_guard() -> None:
+    """Threads and per-thread heap scratch (new stacks, malloc arenas: mmap hints, mprotect with
+    PROT_WRITE, munmap) all happen outside the loaded images, which the running filter guards."""
+    task = load_task(TASKS / "relu_rows.py")
+    omp = (
+        "#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n#include <omp.h>\n"
+        "void sage_kernel(const float* restrict x, float* restrict out, int64_t B, int64_t D) {\n"
+        "  #pragma omp parallel\n  {\n"
+        "    float* scratch = malloc((size_t)D * sizeof(float) + (1 << 20));\n"
+        "    #pragma omp for\n"
+        "    for (int64_t b = 0; b < B; ++b) {\n"
+        "      for (int64_t d = 0; d < D; ++d) scratch[d] = x[b * D + d] > 0 ? x[b * D + d] : 0;\n"
+        "      memcpy(out + b * D, scratch, (size_t)D * sizeof(float));\n    }\n"
+        "    free(scratch);\n  }\n}\n"
+    )
+    config = HarnessConfig(threads=2, iters=20, rounds=2, warmup=1, quarantine_remeasure=False)
+    v = evaluate(task, omp, get_target("cpu"), config)
+    assert v.stage is Stage.OK and v.speedup, v.message
+
+
 def test_compile_error_and_missing_symbol_messages() -> None:
     task = load_task(TASKS / "relu_rows.py")
     v = evaluate(

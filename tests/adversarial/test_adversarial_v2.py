@@ -45,10 +45,6 @@ HOLES = {
         "(claimed / kernel-accounted run time, median over calls) flags claims under 50%; honest "
         "kernels measure 0.67-2.2 on the loaded 2-core box, so a 60% claim is not distinguishable"
     ),
-    "c2_got_hook_after_mprotect-threads2": (
-        "with a thread budget above 1 the running filter must allow mprotect(PROT_WRITE) (thread stacks, "
-        "malloc arenas), so the kernel re-opens the read-only GOT and patches the clock; correctness passes"
-    ),
 }
 
 
@@ -79,6 +75,10 @@ CASES = [
     Case("c2_stack_timestamp_rewrite", "matmul_small", "not_success", "", timed=True),
     Case("c2_got_hook_after_mprotect", "matmul_small", Stage.INTEGRITY, "system call the sandbox forbids",
          timed=True),
+    Case("c2_got_hook_munmap_refill", "matmul_small", Stage.INTEGRITY, "system call the sandbox forbids",
+         timed=True),
+    Case("c2_got_hook_munmap_refill", "matmul_small", Stage.INTEGRITY, "system call the sandbox forbids",
+         timed=True, threads=2),
     Case("c2_libc_walk_open_file", "relu_rows", Stage.INTEGRITY, "system call the sandbox forbids"),
     Case("c2_got_hook_after_mprotect", "matmul_small", Stage.INTEGRITY, "system call the sandbox forbids",
          threads=2),

@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
@@ -213,12 +214,12 @@ static void fpenv_write(FpEnv e, uint32_t sticky) {
 #define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i))
 
 typedef struct {
-    struct sock_filter ins[512];
+    struct sock_filter ins[2048];
     unsigned short n;
 } Program;
 
 static void emit(Program *p, struct sock_filter f) {
-    if (p->n >= 512) die("seccomp program too long");
+    if (p->n >= 2048) die("seccomp program too long");
     p->ins[p->n++] = f;
 }
 
@@ -257,29 +258,150 @@ static void allow_mmap_anywhere(Program *p) {
     emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
 }
 
+/* ---- the loaded images: no running kernel may unmap, move or make writable a page of them --- */
+
+typedef struct {
+    uint64_t lo, hi; /* [lo, hi), page-aligned: from the first to the end of the last PT_LOAD */
+} Range;
+
+#define MAX_IMAGES 20
+static Range images[MAX_IMAGES];
+static int n_images = 0;
+
+static int collect_image(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    (void)data;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD) continue;
+        uint64_t start = (uint64_t)info->dlpi_addr + ph->p_vaddr, end = start + ph->p_memsz;
+        if (start < lo) lo = start;
+        if (end > hi) hi = end;
+    }
+    if (hi == 0) return 0;
+    if (n_images == MAX_IMAGES) die("too many loaded images for the seccomp filter");
+    images[n_images].lo = lo & ~(uint64_t)4095;
+    images[n_images].hi = (hi + 4095) & ~(uint64_t)4095;
+    n_images++;
+    return 0;
+}
+
+/* The block for one syscall whose (arg0 = addr, arg1 = len) names a range: SECCOMP_RET_TRAP when
+ * [addr, addr + len) overlaps a loaded image (the driver, ld.so, libc, libm, libgomp, the C++
+ * runtime, the vDSO, the candidate), SECCOMP_RET_ALLOW otherwise. 64-bit arithmetic in 32-bit
+ * cBPF: M[0..1] = addr (lo, hi), M[2..3] = addr + len with the carry. The kernel rejects a range
+ * that wraps, so a wrapped sum never reaches a page. Entered with the preamble's own checks done. */
+static void overlap_block(Program *b) {
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0)));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_ST, 0));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_MISC | BPF_TAX, 0));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_ALU | BPF_ADD | BPF_X, 0));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_ST, 2));
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_X, 0, 2, 0)); /* sum >= addr: no carry */
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_IMM, 1));
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JA, 1, 0, 0));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_IMM, 0));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_ST, 4));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0) + 4));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_ST, 1));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_MISC | BPF_TAX, 0));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1) + 4));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_ALU | BPF_ADD | BPF_X, 0));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LDX | BPF_W | BPF_MEM, 4));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_ALU | BPF_ADD | BPF_X, 0));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_ST, 3));
+    /* per image, 10 instructions: overlap iff addr < hi && end > lo (unsigned, 64-bit) */
+    for (int i = 0; i < n_images; i++) {
+        unsigned trap = (unsigned)(10 * (n_images - i) + 1); /* from the block's next image */
+        uint32_t hi_hi = (uint32_t)(images[i].hi >> 32), hi_lo = (uint32_t)images[i].hi;
+        uint32_t lo_hi = (uint32_t)(images[i].lo >> 32), lo_lo = (uint32_t)images[i].lo;
+        emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_MEM, 1));                  /* r0 */
+        emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, hi_hi, 8, 0)); /* r1 */
+        emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, hi_hi, 0, 2)); /* r2 */
+        emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_MEM, 0));                  /* r3 */
+        emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, hi_lo, 5, 0)); /* r4 */
+        emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_MEM, 3));                  /* r5 */
+        emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, lo_hi, (uint8_t)(trap - 7), 0)); /* r6 */
+        emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, lo_hi, 0, 2)); /* r7 */
+        emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_MEM, 2));                  /* r8 */
+        emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, lo_lo, (uint8_t)(trap - 10), 0)); /* r9 */
+    }
+    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP));
+}
+
+/* Syscall `nr` with a range in (arg0, arg1): `preamble` (may be NULL) runs first and may return
+ * or fall through; then the overlap block decides. The whole block is skipped for another nr. */
+static void allow_outside_images(Program *p, int nr, void (*preamble)(Program *)) {
+    Program b;
+    b.n = 0;
+    if (preamble) preamble(&b);
+    overlap_block(&b);
+    if (b.n > 255) die("seccomp block too long");
+    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, (uint8_t)b.n));
+    for (unsigned short i = 0; i < b.n; i++) emit(p, b.ins[i]);
+    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+}
+
+/* mprotect: never PROT_EXEC; a protection without PROT_WRITE anywhere; PROT_WRITE (thread stacks,
+ * malloc arenas) only outside the images. */
+static void mprotect_preamble(Program *b) {
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(2)));
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, PROT_EXEC, 0, 1));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP));
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, PROT_WRITE, 1, 0));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+}
+
+/* mremap: realloc moves a block where the kernel likes, never onto a chosen address. */
+static void mremap_preamble(Program *b) {
+    emit(b, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(3)));
+    emit(b, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 2 /* MREMAP_FIXED */, 0, 1));
+    emit(b, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP));
+}
+
+/* mmap(hint, len, prot without PROT_EXEC, flags without MAP_FIXED*): a hint never replaces a
+ * mapping, so this is safe once no page of an image can be unmapped. */
+static void allow_mmap_unfixed(Program *p) {
+    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mmap, 0, 6));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(2))); /* prot */
+    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, PROT_EXEC, 2, 0));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(3))); /* flags */
+    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, MAP_FIXED | MAP_FIXED_NOREPLACE, 0, 1));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+}
+
 /* The calls a running kernel (and libc, libm, libgomp on its behalf) may make. */
 static void allow_running(Program *p, int threads, int loading) {
-    int always[] = {SYS_read,         SYS_write,       SYS_munmap,        SYS_brk,
+    int always[] = {SYS_read,         SYS_write,       SYS_brk,
                     SYS_madvise,      SYS_futex,       SYS_clock_gettime, SYS_clock_getres,
                     SYS_gettimeofday, SYS_getrandom,   SYS_exit,          SYS_exit_group, SYS_rt_sigreturn,
                     SYS_rt_sigprocmask, SYS_sched_yield, SYS_sched_getaffinity, SYS_getpid, SYS_gettid,
                     SYS_fstat,        SYS_newfstatat,  SYS_lseek,         SYS_close,      SYS_nanosleep,
                     SYS_clock_nanosleep};
     for (size_t i = 0; i < sizeof always / sizeof always[0]; i++) allow(p, always[i]);
-    if (loading || threads > 1)
-        allow(p, SYS_mremap);
-    else
-        allow_if(p, SYS_mremap, 3, 2 /* MREMAP_FIXED */, 0); /* realloc moves, never onto a chosen address */
     if (loading) { /* dlopen maps the candidate's code and sets its protections */
+        allow(p, SYS_munmap);
+        allow(p, SYS_mremap);
         allow(p, SYS_mmap);
         allow(p, SYS_mprotect);
     } else if (threads > 1) {
-        allow_if(p, SYS_mmap, 2, PROT_EXEC, 0);     /* no new executable mappings */
-        allow_if(p, SYS_mprotect, 2, PROT_EXEC, 0); /* thread stacks and arenas need PROT_WRITE */
+        /* Running: no page of a loaded image may be unmapped (a hole the next mmap could fill),
+         * moved, or made writable (the full-RELRO GOTs hold the clock and the randomness). */
+        allow_outside_images(p, SYS_munmap, NULL);
+        allow_outside_images(p, SYS_mremap, mremap_preamble);
+        allow_mmap_unfixed(p);
+        allow_outside_images(p, SYS_mprotect, mprotect_preamble); /* stacks and arenas: PROT_WRITE */
     } else {
         /* One thread: nothing legitimate maps at a chosen address or makes a page writable, while a
          * kernel that could would re-open the (full-RELRO, read-only) GOT of this driver or of libc
          * and replace the clock or the randomness behind the checked calls. */
+        allow_outside_images(p, SYS_munmap, NULL);
+        allow_outside_images(p, SYS_mremap, mremap_preamble);
         allow_mmap_anywhere(p);
         allow_if(p, SYS_mprotect, 2, PROT_EXEC | PROT_WRITE, 0);
     }
@@ -522,6 +644,7 @@ int main(int argc, char **argv) {
                 return 0;
             }
             close(memfd);
+            dl_iterate_phdr(collect_image, NULL); /* every image is mapped now, the candidate's too */
             lock_running(threads);
             send_frame("\"kind\":\"loaded\"", NULL, 0);
         }
