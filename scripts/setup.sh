@@ -36,6 +36,16 @@ esac
 if [ "$mode" != "--dev" ] && [ "$mode" != "dev" ] && ! "$PY" -c "import llama_cpp" >/dev/null 2>&1; then
   say "building llama-cpp-python from source: about 15 minutes on 2 cores (once)"
 fi
+# llama.cpp's -march=native build turns on its AMX path wherever the CPU lists AMX, and on virtual
+# machines that list it without granting the tile state (seen here) the first decode dies with
+# SIGSEGV in ggml_backend_amx_mul_mat. So: no native build, the vector extensions this CPU has.
+if [ -z "${CMAKE_ARGS:-}" ]; then
+  cpu_flags="$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)"
+  has() { case " $cpu_flags " in *" $1 "*) echo ON ;; *) echo OFF ;; esac; }
+  export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=$(has avx) -DGGML_AVX2=$(has avx2) -DGGML_FMA=$(has fma) \
+-DGGML_F16C=$(has f16c) -DGGML_AVX512=$(has avx512f) -DGGML_AVX512_VNNI=$(has avx512_vnni) \
+-DGGML_AVX_VNNI=$(has avx_vnni) -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+fi
 say "pip install -e .[$extras]"
 CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$PY" -m pip install -q -e ".[$extras]"
 say "done"
