@@ -342,7 +342,10 @@ def _protocol(
         return TimingOutcome(Stage.TIMING, "the timing run returned no usable measurements", sandbox=box)
     # The median over calls of claimed / accounted: robust to the interrupts a shared machine
     # accounts to whichever process happens to run.
-    if len(ratios_claimed) >= TIMER_MIN_CALLS and statistics.median(ratios_claimed) < TIMER_FACTOR:
+    # With a thread budget of T, T busy threads accrue T times the wall clock: an honest parallel
+    # kernel claims 1/T of what it is accounted.
+    timer_floor = TIMER_FACTOR / max(1, config.threads)
+    if len(ratios_claimed) >= TIMER_MIN_CALLS and statistics.median(ratios_claimed) < timer_floor:
         flags.append("timer_mismatch")
     ratios = [rr / cc for rr, cc in zip(ref_ms, cand_ms, strict=True)]
     c_med, r_med, speedup = statistics.median(cand_ms), statistics.median(ref_ms), statistics.median(ratios)
