@@ -76,6 +76,9 @@ class RunConfig(BaseModel):
     """Completion-token cap of one model call."""
     temperature: float = Field(default=defaults.TEMPERATURE, ge=0)
     """Sampling temperature."""
+    diagnostics: bool = True
+    """After a crash or a wrong result, run the target's diagnostics (sanitizer, debug printf,
+    first mismatch) and add their report to the next round's feedback."""
     distill: bool = True
     """Distil new memory items after each episode (methods that write memory only)."""
     max_new_items: int = Field(default=defaults.MAX_NEW_ITEMS, ge=0)
