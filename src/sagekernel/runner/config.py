@@ -40,6 +40,9 @@ class RunConfig(BaseModel):
     """The target's device (interpreter, cuda, npu, ...); None: the target's first."""
     model: str = "local"
     """Model spec (local, openai:<model>@<url>, anthropic:<model>, scripted:<file>)."""
+    driver: str = Field(default="builtin", pattern="^(builtin|mcp)$")
+    """Who writes the candidates: the built-in loop with `model`, or a coding agent through
+    `sage mcp` (then `model` only distils and abstracts rules). Part of the run's identity."""
     method: str = "sage"
     """Memory method (spec §9)."""
     schedule: str = "given"
