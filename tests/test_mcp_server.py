@@ -25,9 +25,9 @@ import pytest
 
 pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install 'sagekernel[mcp]')")
 
-from openai_server import OpenAITestServer  # noqa: E402
-from sagekernel.mcp_server.client import ToolCallError, ToolClient, connect_stdio, sage_command  # noqa: E402
-from test_e2e_run import (  # noqa: E402
+from openai_server import OpenAITestServer
+from sagekernel.mcp_server.client import ToolCallError, ToolClient, connect_stdio, sage_command
+from test_e2e_run import (
     ANCHOR,
     FAST,
     TASKS,
@@ -44,15 +44,34 @@ from test_e2e_run import (  # noqa: E402
 def server_args(ws: Path, url: str) -> list[str]:
     """`sage mcp` with the configuration of test_e2e_run.config (the model only distils)."""
     harness = [a for key, value in FAST.items() for a in ("--harness", f"{key}={json.dumps(value)}")]
-    return ["--workspace", str(ws), "--suite", str(TASKS), "--model", f"openai:test-model@{url}",
-            "--method", "sage", "--schedule", "by-level", "--budget", "3", "-k", "10", "--embedder", "none",
-            *harness]
+    return [
+        "--workspace",
+        str(ws),
+        "--suite",
+        str(TASKS),
+        "--model",
+        f"openai:test-model@{url}",
+        "--method",
+        "sage",
+        "--schedule",
+        "by-level",
+        "--budget",
+        "3",
+        "-k",
+        "10",
+        "--embedder",
+        "none",
+        *harness,
+    ]
 
 
 def decision(item: dict[str, Any]) -> dict[str, Any]:
     adopted = item["title"] == ANCHOR
-    return {"id": item["id"], "adopted": adopted,
-            "rationale": "it is exactly this loop" if adopted else "not needed here"}
+    return {
+        "id": item["id"],
+        "adopted": adopted,
+        "rationale": "it is exactly this loop" if adopted else "not needed here",
+    }
 
 
 async def drive_operator(client: ToolClient, *, stop_after: int | None = None) -> dict[str, Any]:
@@ -69,17 +88,24 @@ async def drive_operator(client: ToolClient, *, stop_after: int | None = None) -
             assert refused["status"] == "refused" and refused["round_spent"] is False
             assert refused["missing"] == [adoptions[-1]["id"]]
             assert refused["budget"]["rounds_used"] == 0
-        answer = await client.call("evaluate", code=code, adoptions=adoptions, rules_used=rules,
-                                   diagnosis="write the flat loop")
+        answer = await client.call(
+            "evaluate", code=code, adoptions=adoptions, rules_used=rules, diagnosis="write the flat loop"
+        )
         assert answer["status"] == "evaluated" and answer["round"] == n
         if answer["operator_finished"] or (stop_after is not None and n >= stop_after):
             return answer
 
 
 async def drive(args: list[str]) -> list[dict[str, Any]]:
-    async with connect_stdio(args, errlog=open(os.devnull, "w")) as client:  # noqa: SIM115
-        assert set(await client.tools()) == {"status", "open_operator", "retrieve", "evaluate", "diagnose",
-                                             "finish_operator"}
+    async with connect_stdio(args) as client:
+        assert set(await client.tools()) == {
+            "status",
+            "open_operator",
+            "retrieve",
+            "evaluate",
+            "diagnose",
+            "finish_operator",
+        }
         while (await client.call("status"))["pending_operators"]:
             last = await drive_operator(client)
             assert last["result"]["correct"]
@@ -88,14 +114,18 @@ async def drive(args: list[str]) -> list[dict[str, Any]]:
         return client.transcript
 
 
-def test_a_whole_stream_through_the_server_equals_sage_run(tmp_path: Path, reference: tuple[Path, Any]):
+def test_a_whole_stream_through_the_server_equals_sage_run(
+    tmp_path: Path,
+    reference: tuple[Path, Any],  # noqa: F811
+):
     ws = tmp_path / "mcp"
     prepare(ws)
     with OpenAITestServer(fallback=Script()) as srv:
         transcript = anyio.run(drive, server_args(ws, srv.base_url))
     assert final_state(ws) == final_state(reference[0])
-    assert query(ws, "SELECT driver FROM (SELECT json_extract(config_json, '$.cfg.driver') AS driver FROM runs)") \
-        == [("mcp",)]
+    assert query(
+        ws, "SELECT driver FROM (SELECT json_extract(config_json, '$.cfg.driver') AS driver FROM runs)"
+    ) == [("mcp",)]
     # the exchange log: every tool call, the refusal included; the model only distilled and abstracted
     logged = query(ws, "SELECT tool, status FROM tool_calls ORDER BY id")
     assert [t for t, _ in logged] == [e["tool"] for e in transcript]
@@ -117,14 +147,20 @@ void sage_kernel(const float* restrict x, float* restrict out, int64_t N) {
 
 
 async def diagnose_and_lock(args: list[str], ws: Path) -> dict[str, Any]:
-    async with connect_stdio(args, errlog=open(os.devnull, "w")) as client:  # noqa: SIM115
+    async with connect_stdio(args) as client:
         await client.call("open_operator", name="e2e_double")
         before = await client.call("status")
         report = await client.call("diagnose", code=OOB)
         assert (await client.call("status"))["budget"] == before["budget"], "diagnose spends no round"
         # a second server on the same workspace is refused while this one holds it
-        second = subprocess.run([sage_command([]).command, *sage_command(args).args], capture_output=True,
-                                text=True, timeout=120, stdin=subprocess.DEVNULL, env=sage_command([]).env)
+        second = subprocess.run(
+            [sage_command([]).command, *sage_command(args).args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+            env=sage_command([]).env,
+        )
         report["second"] = (second.returncode, second.stderr)
         return report
 
@@ -146,14 +182,17 @@ def test_diagnose_names_the_out_of_bounds_line_and_a_second_server_is_refused(tm
 
 
 async def one_round_then_wait(args: list[str], started: Any) -> None:
-    async with connect_stdio(args, errlog=open(os.devnull, "w")) as client:  # noqa: SIM115
+    async with connect_stdio(args) as client:
         await drive_operator(client)  # e2e_double (by-level: first) finishes
         await drive_operator(client, stop_after=1)  # e2e_negate: one round, then the server dies
         started.set()
         await anyio.sleep(60)  # cancelled once the server is killed
 
 
-def test_a_killed_server_resumes_to_the_same_state(tmp_path: Path, reference: tuple[Path, Any]):
+def test_a_killed_server_resumes_to_the_same_state(
+    tmp_path: Path,
+    reference: tuple[Path, Any],  # noqa: F811
+):
     ws = tmp_path / "killed"
     prepare(ws)
     with OpenAITestServer(fallback=Script()) as srv:
@@ -180,8 +219,11 @@ def test_a_killed_server_resumes_to_the_same_state(tmp_path: Path, reference: tu
 
 
 def test_the_cli_reports_a_missing_sdk_plainly() -> None:
-    code = ("import sys; sys.modules['mcp'] = None\nfrom sagekernel.cli import main\n"
-            "sys.argv = ['sage', 'mcp', '--workspace', '/nonexistent']\nmain()")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          env=sage_command([]).env)
+    code = (
+        "import sys; sys.modules['mcp'] = None\nfrom sagekernel.cli import main\n"
+        "sys.argv = ['sage', 'mcp', '--workspace', '/nonexistent']\nmain()"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=sage_command([]).env
+    )
     assert proc.returncode == 2 and re.search(r"pip install 'sagekernel\[mcp\]'", proc.stderr)

@@ -48,9 +48,11 @@ class MismatchLocation:
     def describe(self) -> str:
         where = "[" + ", ".join(str(i) for i in self.index) + "]"
         near = ", ".join(f"{i}: expected {e:.6g} got {g:.6g}" for i, e, g in self.neighbourhood)
-        return (f"first mismatch in output '{self.output}' at index {where} (flat {self.flat_index}): expected "
-                f"{self.expected}, got {self.got} ({self.detail}); {self.wrong} of {self.total} elements wrong. "
-                f"Neighbourhood: {near}")
+        return (
+            f"first mismatch in output '{self.output}' at index {where} (flat {self.flat_index}): expected "
+            f"{self.expected}, got {self.got} ({self.detail}); {self.wrong} of {self.total} elements wrong. "
+            f"Neighbourhood: {near}"
+        )
 
 
 @dataclass
@@ -93,6 +95,7 @@ class DiagnosticReport:
 
 def smallest_shape(task: Task) -> dict[str, int]:
     """The task's shape with the fewest elements over its size symbols (default or a variant)."""
+
     def volume(sizes: dict[str, int]) -> int:
         total = 1
         for v in sizes.values():
@@ -103,15 +106,23 @@ def smallest_shape(task: Task) -> dict[str, int]:
 
 
 def probe_for(task: Task, trial: Trial) -> DiagnosticProbe:
-    tensors = [ProbeTensor(s.name, s.dtype, tuple(t.shape), raw_bytes(t), "input")
-               for s, t in zip(task.inputs, trial.inputs, strict=True)]
-    tensors += [ProbeTensor(s.name, s.dtype, tuple(t.shape), raw_bytes(t), "param")
-                for s, t in zip(task.params, trial.params, strict=True)]
-    tensors += [ProbeTensor(s.name, s.dtype, tuple(e.shape), SENTINELS[s.dtype] * e.numel(), "output")
-                for s, e in zip(task.outputs, trial.expected, strict=True)]
+    tensors = [
+        ProbeTensor(s.name, s.dtype, tuple(t.shape), raw_bytes(t), "input")
+        for s, t in zip(task.inputs, trial.inputs, strict=True)
+    ]
+    tensors += [
+        ProbeTensor(s.name, s.dtype, tuple(t.shape), raw_bytes(t), "param")
+        for s, t in zip(task.params, trial.params, strict=True)
+    ]
+    tensors += [
+        ProbeTensor(s.name, s.dtype, tuple(e.shape), SENTINELS[s.dtype] * e.numel(), "output")
+        for s, e in zip(task.outputs, trial.expected, strict=True)
+    ]
     scalars: list[tuple[str, str, int | float]] = [(s, "i64", int(trial.sizes[s])) for s in task.sizes]
-    scalars += [(k, "f32", float(v)) if isinstance(v, float) else (k, "i64", int(v)) for k, v in task.attrs.items()]
-    return DiagnosticProbe(trial.shape_label, dict(trial.sizes), tensors, scalars)
+    scalars += [
+        (k, "f32", float(v)) if isinstance(v, float) else (k, "i64", int(v)) for k, v in task.attrs.items()
+    ]
+    return DiagnosticProbe(trial.shape_label, dict(trial.sizes), tensors, scalars, trial.param_seed)
 
 
 def locate_mismatch(task: Task, trial: Trial, outputs: list[bytes]) -> MismatchLocation | None:
@@ -119,6 +130,11 @@ def locate_mismatch(task: Task, trial: Trial, outputs: list[bytes]) -> MismatchL
     for k, spec in enumerate(task.outputs):
         exp = trial.expected[k]
         dtype = torch.uint8 if spec.dtype == "bool" else exp.dtype
+        width = exp.element_size()
+        if len(outputs[k]) != exp.numel() * width:  # a target that returns whole tensors (triton)
+            n = len(outputs[k]) // max(1, width)
+            return MismatchLocation(spec.name, (), 0, f"{exp.numel()} elements {tuple(exp.shape)}", f"{n} elements",
+                                    "wrong element count", exp.numel(), exp.numel(), [])
         got = tensor_from_bytes(outputs[k], dtype, tuple(exp.shape))
         mism = compare(got, exp, trial.atol, task.rtol, spec.dtype, outputs[k])
         if mism is None:
@@ -129,13 +145,19 @@ def locate_mismatch(task: Task, trial: Trial, outputs: list[bytes]) -> MismatchL
         e, g = exp.reshape(-1).double(), got.reshape(-1).double()
         lo, hi = max(0, flat - NEIGHBOURHOOD), min(e.numel(), flat + NEIGHBOURHOOD + 1)
         near = [(i, float(e[i]), float(g[i])) for i in range(lo, hi)]
-        return MismatchLocation(spec.name, mism.index, flat, mism.expected, mism.actual, mism.detail, mism.count,
-                                mism.total, near)
+        return MismatchLocation(
+            spec.name, mism.index, flat, mism.expected, mism.actual, mism.detail, mism.count, mism.total, near
+        )
     return None
 
 
-def diagnose(task: Task, candidate: Candidate, target: Target, config: HarnessConfig | None = None,
-             device: str | None = None) -> DiagnosticReport:
+def diagnose(
+    task: Task,
+    candidate: Candidate,
+    target: Target,
+    config: HarnessConfig | None = None,
+    device: str | None = None,
+) -> DiagnosticReport:
     """Run the target's diagnostics on the task's smallest shape (see module docstring)."""
     config = config or HarnessConfig()
     t0 = time.perf_counter()
@@ -152,9 +174,15 @@ def diagnose(task: Task, candidate: Candidate, target: Target, config: HarnessCo
     workdir = Path(tempfile.mkdtemp(prefix="sage-diag-"))
     try:
         dev = device or next(iter(target.devices())).name
-        found: TargetDiagnostics = tool(candidate, task, probe_for(task, trial), workdir, device=dev,
-                                        sandbox_kind=sandbox.best_kind(config.sandbox),
-                                        timeout_s=config.build_timeout_s)
+        found: TargetDiagnostics = tool(
+            candidate,
+            task,
+            probe_for(task, trial),
+            workdir,
+            device=dev,
+            sandbox_kind=sandbox.best_kind(config.sandbox),
+            timeout_s=config.build_timeout_s,
+        )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     report.diagnostics = found

@@ -32,8 +32,14 @@ class ToolClient:
         result = await self.session.call_tool(tool, {k: v for k, v in arguments.items() if v is not None})
         text = "\n".join(getattr(c, "text", "") for c in result.content)
         data = result.structured_content if isinstance(result.structured_content, dict) else None
-        self.transcript.append({"tool": tool, "arguments": arguments, "is_error": result.is_error,
-                                "result": data if data is not None else text})
+        self.transcript.append(
+            {
+                "tool": tool,
+                "arguments": arguments,
+                "is_error": result.is_error,
+                "result": data if data is not None else text,
+            }
+        )
         if result.is_error:
             raise ToolCallError(text)
         if data is None:
@@ -48,13 +54,16 @@ def sage_command(args: Sequence[str]) -> StdioServerParameters:
     """`sage mcp ARGS` with this interpreter and this import path (a source checkout works too)."""
     paths = [p for p in sys.path if p]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
-    return StdioServerParameters(command=sys.executable,
-                                 args=["-c", "from sagekernel.cli import main; main()", "mcp", *args], env=env)
+    return StdioServerParameters(
+        command=sys.executable, args=["-c", "from sagekernel.cli import main; main()", "mcp", *args], env=env
+    )
 
 
 @asynccontextmanager
 async def connect_stdio(args: Sequence[str], errlog: Any = None) -> AsyncIterator[ToolClient]:
-    async with stdio_client(sage_command(args), errlog=errlog or sys.stderr) as (read, write):
-        async with ClientSession(read, write) as session:
-            await session.initialize()
-            yield ToolClient(session)
+    async with (
+        stdio_client(sage_command(args), errlog=errlog or sys.stderr) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield ToolClient(session)

@@ -70,21 +70,35 @@ def build_server(worker: ServiceWorker) -> Any:
         return await call("retrieve", {"query": query, "k": k}, ctx)
 
     @server.tool()
-    async def evaluate(ctx: Context, adoptions: list[Adoption] | None = None, code: str | None = None,
-                       files: dict[str, str] | None = None, rules_used: list[str] | None = None,
-                       diagnosis: str = "") -> dict[str, Any]:
+    async def evaluate(
+        ctx: Context,
+        adoptions: list[Adoption] | None = None,
+        code: str | None = None,
+        files: dict[str, str] | None = None,
+        rules_used: list[str] | None = None,
+        diagnosis: str = "",
+    ) -> dict[str, Any]:
         """Judge a candidate kernel: `code` (single-file targets) or `files` (path -> text), with an
         adoption decision (id, adopted, rationale) for EVERY experience retrieved since the last
         evaluation and the resident rules used. Refused (status "refused", missing ids named, no
         round spent) while any decision is missing; otherwise one round of the budget is spent and
         the verdict returned (stage, correct, latencies, feedback)."""
-        return await call("evaluate", {"adoptions": [a.model_dump() for a in adoptions or []], "code": code,
-                                       "files": files, "rules_used": rules_used or [],
-                                       "diagnosis": diagnosis}, ctx)
+        return await call(
+            "evaluate",
+            {
+                "adoptions": [a.model_dump() for a in adoptions or []],
+                "code": code,
+                "files": files,
+                "rules_used": rules_used or [],
+                "diagnosis": diagnosis,
+            },
+            ctx,
+        )
 
     @server.tool()
-    async def diagnose(ctx: Context, code: str | None = None,
-                       files: dict[str, str] | None = None) -> dict[str, Any]:
+    async def diagnose(
+        ctx: Context, code: str | None = None, files: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         """Localise a failure without spending a round: the target's diagnostics on a small shape
         (cpu: -Wall -Wextra warnings, AddressSanitizer/UBSan naming the faulting line and buffer,
         the kernel's printf output; triton: traceback and device_print output) and the first
@@ -110,8 +124,13 @@ class BearerAuth:
         if scope["type"] == "http":
             got = dict(scope.get("headers") or []).get(b"authorization", b"")
             if not hmac.compare_digest(got, self.expected):
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]})
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")],
+                    }
+                )
                 await send({"type": "http.response.body", "body": b"missing or wrong bearer token\n"})
                 return
         await self.app(scope, receive, send)

@@ -46,9 +46,17 @@ def item_id(value: str | int) -> int:
 
 
 def _item(i: RetrievedItem) -> dict[str, Any]:
-    return {"id": f"E{i.item_id}", "title": i.title, "type": i.type, "category": i.category,
-            "error_message": i.error_message, "wrong_code": i.wrong_code, "correct_code": i.correct_code,
-            "relevance": round(i.relevance, 4), "utility": round(i.utility, 4)}
+    return {
+        "id": f"E{i.item_id}",
+        "title": i.title,
+        "type": i.type,
+        "category": i.category,
+        "error_message": i.error_message,
+        "wrong_code": i.wrong_code,
+        "correct_code": i.correct_code,
+        "relevance": round(i.relevance, 4),
+        "utility": round(i.utility, 4),
+    }
 
 
 def _rule(r: ResidentRule) -> dict[str, Any]:
@@ -67,9 +75,15 @@ class KernelService:
 
     # ---- helpers ----------------------------------------------------------------------------------
     def _budget(self, s: OperatorSession) -> dict[str, Any]:
-        return {"rounds_total": s.out.budget, "rounds_used": s.out.rounds_used, "rounds_left": s.out.rounds_left,
-                "episode": s.kind.value, "correct_found": s.out.correct,
-                "t_first_ms": s.out.t_first_ms, "t_best_ms": s.out.t_best_ms}
+        return {
+            "rounds_total": s.out.budget,
+            "rounds_used": s.out.rounds_used,
+            "rounds_left": s.out.rounds_left,
+            "episode": s.kind.value,
+            "correct_found": s.out.correct,
+            "t_first_ms": s.out.t_first_ms,
+            "t_best_ms": s.out.t_best_ms,
+        }
 
     def _open(self) -> OperatorSession:
         if self.session is None or self.session.finished:
@@ -98,10 +112,16 @@ class KernelService:
     # ---- tools ------------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         r = self.runner
-        out: dict[str, Any] = {"run_id": r.run_id, "workspace": str(self.opened.workspace), "method": r.cfg.method,
-                               "target": r.target.name, "suite": r.cfg.suite, "budget_per_operator": r.cfg.budget,
-                               "pending_operators": self.pending_operators(),
-                               "done_operators": len(r.store.results(r.run_id))}
+        out: dict[str, Any] = {
+            "run_id": r.run_id,
+            "workspace": str(self.opened.workspace),
+            "method": r.cfg.method,
+            "target": r.target.name,
+            "suite": r.cfg.suite,
+            "budget_per_operator": r.cfg.budget,
+            "pending_operators": self.pending_operators(),
+            "done_operators": len(r.store.results(r.run_id)),
+        }
         if self.session is not None and not self.session.finished:
             out["open_operator"] = self.session.task.name
             out["budget"] = self._budget(self.session)
@@ -117,43 +137,76 @@ class KernelService:
             raise ToolError("every operator of this run has a result: the run is finished")
         planned = pending[0] if name is None else next((p for p in pending if p.operator == name), None)
         if planned is None:
-            raise ToolError(f"{name!r} is not a pending operator of this run; pending: "
-                            f"{[p.operator for p in pending]}")
+            raise ToolError(
+                f"{name!r} is not a pending operator of this run; pending: {[p.operator for p in pending]}"
+            )
         self.session, self.refusals = self.runner.begin_operator(planned), 0
         return self._describe(self.session)
 
     def _describe(self, s: OperatorSession) -> dict[str, Any]:
         task, target = s.task, s.target
         knowledge = target.knowledge()
-        files = [{"path": f.path, "language": f.language, "role": f.role, "description": f.description}
-                 for f in getattr(target, "files", lambda _t: [])(task)]
-        return {"operator": task.name, "level": task.level, "category": task.category,
-                "description": task.description, "reference": task.source, "contract": target.contract(task),
-                "target": target.name, "language": target.language, "files": files,
-                "knowledge": {"quick_reference": knowledge.quick_reference,
-                              "debugging_guide": knowledge.debugging_guide, "example": knowledge.example},
-                "resident_rules": [_rule(r) for r in s.memory.resident_rules()],
-                "budget": self._budget(s), "pending_operators": self.pending_operators()}
+        files = [
+            {"path": f.path, "language": f.language, "role": f.role, "description": f.description}
+            for f in getattr(target, "files", lambda _t: [])(task)
+        ]
+        return {
+            "operator": task.name,
+            "level": task.level,
+            "category": task.category,
+            "description": task.description,
+            "reference": task.source,
+            "contract": target.contract(task),
+            "target": target.name,
+            "language": target.language,
+            "files": files,
+            "knowledge": {
+                "quick_reference": knowledge.quick_reference,
+                "debugging_guide": knowledge.debugging_guide,
+                "example": knowledge.example,
+            },
+            "resident_rules": [_rule(r) for r in s.memory.resident_rules()],
+            "budget": self._budget(s),
+            "pending_operators": self.pending_operators(),
+        }
 
     def retrieve(self, query: str | None = None, k: int | None = None) -> dict[str, Any]:
         s = self._open()
         rnd = s.open_round()
         new = rnd.items
         if query:  # an agent's own query: its items join the round and need decisions too
-            extra = s.memory.retrieve(query, operator=s.task.name, category=s.task.category, episode=rnd.episode,
-                                      k=k if k is not None else s.k)
+            extra = s.memory.retrieve(
+                query,
+                operator=s.task.name,
+                category=s.task.category,
+                episode=rnd.episode,
+                k=k if k is not None else s.k,
+            )
             new = s.add_items(extra)
         ctx = rnd.context
-        return {"round": rnd.number, "episode": rnd.episode.value, "items": [_item(i) for i in rnd.items],
-                "new": [f"E{i.item_id}" for i in new], "resident_rules": [_rule(r) for r in rnd.rules],
-                "feedback": ctx.feedback, "current_code": ctx.current_code,
-                "history": [asdict(h) for h in ctx.history], "best_ms": ctx.best_ms, "reference_ms": ctx.ref_ms,
-                "budget": self._budget(s),
-                "instruction": "give every item above an adoption decision with a rationale in `evaluate`"}
+        return {
+            "round": rnd.number,
+            "episode": rnd.episode.value,
+            "items": [_item(i) for i in rnd.items],
+            "new": [f"E{i.item_id}" for i in new],
+            "resident_rules": [_rule(r) for r in rnd.rules],
+            "feedback": ctx.feedback,
+            "current_code": ctx.current_code,
+            "history": [asdict(h) for h in ctx.history],
+            "best_ms": ctx.best_ms,
+            "reference_ms": ctx.ref_ms,
+            "budget": self._budget(s),
+            "instruction": "give every item above an adoption decision with a rationale in `evaluate`",
+        }
 
-    def evaluate(self, code: str | None = None, files: Mapping[str, str] | None = None,
-                 adoptions: Sequence[Mapping[str, Any]] = (), rules_used: Sequence[str | int] = (),
-                 diagnosis: str = "") -> dict[str, Any]:
+    def evaluate(
+        self,
+        code: str | None = None,
+        files: Mapping[str, str] | None = None,
+        adoptions: Sequence[Mapping[str, Any]] = (),
+        rules_used: Sequence[str | int] = (),
+        diagnosis: str = "",
+    ) -> dict[str, Any]:
         s = self._open()
         rnd = s.open_round()
         candidate = self._candidate(s, code, files)
@@ -174,27 +227,55 @@ class KernelService:
         missing = s.unresolved(decisions, conflicts)
         if missing:
             self.refusals += 1
-            return {"status": "refused", "round_spent": False, "round": rnd.number,
-                    "missing": [f"E{i}" for i in missing], "conflicting": [f"E{i}" for i in sorted(conflicts)],
-                    "unknown": unknown,
-                    "message": ("not evaluated: every experience retrieved since the last evaluation needs an "
-                                "adoption decision (adopted true/false) and a rationale; missing: "
-                                + ", ".join(f"E{i}" for i in missing)),
-                    "budget": self._budget(s)}
+            return {
+                "status": "refused",
+                "round_spent": False,
+                "round": rnd.number,
+                "missing": [f"E{i}" for i in missing],
+                "conflicting": [f"E{i}" for i in sorted(conflicts)],
+                "unknown": unknown,
+                "message": (
+                    "not evaluated: every experience retrieved since the last evaluation needs an "
+                    "adoption decision (adopted true/false) and a rationale; missing: "
+                    + ", ".join(f"E{i}" for i in missing)
+                ),
+                "budget": self._budget(s),
+            }
         used = [item_id(r) for r in rules_used]
-        trace, verdict = s.submit(Submission(candidate, decisions, conflicts, used, self.refusals, (), "",
-                                             {f.path: f.language for f in getattr(s.target, "files",
-                                                                                  lambda _t: [])(s.task)}))
+        trace, verdict = s.submit(
+            Submission(
+                candidate,
+                decisions,
+                conflicts,
+                used,
+                self.refusals,
+                (),
+                "",
+                {f.path: f.language for f in getattr(s.target, "files", lambda _t: [])(s.task)},
+            )
+        )
         self.refusals = 0
         del diagnosis  # kept in the tool-call log with the arguments; the trace has no field for it
         out: dict[str, Any] = {
-            "status": "evaluated", "round_spent": True, "round": trace.round, "episode": trace.episode.value,
-            "verdict": {"stage": verdict.stage.value, "compiled": verdict.compiled, "correct": verdict.correct,
-                        "message": verdict.message, "candidate_ms": verdict.candidate_ms,
-                        "reference_ms": verdict.reference_ms, "speedup": verdict.speedup,
-                        "suspect": verdict.suspect},
-            "feedback": s.out.feedback(), "unknown": unknown, "budget": self._budget(s),
-            "operator_finished": s.finished}
+            "status": "evaluated",
+            "round_spent": True,
+            "round": trace.round,
+            "episode": trace.episode.value,
+            "verdict": {
+                "stage": verdict.stage.value,
+                "compiled": verdict.compiled,
+                "correct": verdict.correct,
+                "message": verdict.message,
+                "candidate_ms": verdict.candidate_ms,
+                "reference_ms": verdict.reference_ms,
+                "speedup": verdict.speedup,
+                "suspect": verdict.suspect,
+            },
+            "feedback": s.out.feedback(),
+            "unknown": unknown,
+            "budget": self._budget(s),
+            "operator_finished": s.finished,
+        }
         if not s.finished and s.kind is EpisodeKind.OPT and trace.episode is EpisodeKind.CORR:
             out["next"] = "correct: the optimisation episode starts from this kernel with the rounds left"
         if s.finished:
@@ -212,7 +293,11 @@ class KernelService:
     def finish_operator(self) -> dict[str, Any]:
         s = self._open()
         s.finish()
-        return {"status": "finished", "result": self._result(s), "pending_operators": self.pending_operators()}
+        return {
+            "status": "finished",
+            "result": self._result(s),
+            "pending_operators": self.pending_operators(),
+        }
 
     def _result(self, s: OperatorSession) -> dict[str, Any]:
         results = {r.operator: r for r in self.runner.store.results(self.runner.run_id)}
@@ -220,13 +305,30 @@ class KernelService:
         return asdict(result) if result is not None else {}
 
     # ---- the tool-call log ------------------------------------------------------------------------
-    def log(self, tool: str, arguments: Mapping[str, Any], result: Mapping[str, Any], status: str,
-            started: float, round_: int | None = None) -> None:
+    def log(
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        result: Mapping[str, Any],
+        status: str,
+        started: float,
+        round_: int | None = None,
+    ) -> None:
         s = self.session
         conn = self.runner.conn
         conn.execute(
-            "INSERT INTO tool_calls (created_at, run_id, client, tool, operator, round, status, arguments_json, "
-            "result_json, wall_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (now_iso(), self.runner.run_id, self.log_client, tool, s.task.name if s else None, round_, status,
-             json.dumps(dict(arguments), sort_keys=True, default=str),
-             json.dumps(dict(result), sort_keys=True, default=str), round(time.perf_counter() - started, 4)))
+            "INSERT INTO tool_calls (created_at, run_id, client, tool, operator, round, status, "
+            "arguments_json, result_json, wall_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                now_iso(),
+                self.runner.run_id,
+                self.log_client,
+                tool,
+                s.task.name if s else None,
+                round_,
+                status,
+                json.dumps(dict(arguments), sort_keys=True, default=str),
+                json.dumps(dict(result), sort_keys=True, default=str),
+                round(time.perf_counter() - started, 4),
+            ),
+        )

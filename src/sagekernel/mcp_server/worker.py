@@ -79,14 +79,22 @@ class ServiceWorker:
                 if job is not None:
                     job[3].set_result(("error", {"error": f"the run has closed: {self._error or 'stopped'}"}))
 
-    def _serve(self, service: KernelService, tool: str, arguments: dict[str, Any], client: str,
-               future: Future[tuple[str, dict[str, Any]]]) -> None:
+    def _serve(
+        self,
+        service: KernelService,
+        tool: str,
+        arguments: dict[str, Any],
+        client: str,
+        future: Future[tuple[str, dict[str, Any]]],
+    ) -> None:
         started = time.perf_counter()
         status, result = "ok", {}
         try:
             if tool != "status" and self.owner not in (None, client):
-                raise ToolError(f"this workspace is driven by another client session ({self.owner}); one "
-                                "client writes one workspace")
+                raise ToolError(
+                    f"this workspace is driven by another client session ({self.owner}); one "
+                    "client writes one workspace"
+                )
             if tool != "status":
                 self.owner = client
             result = getattr(service, tool)(**arguments)

@@ -36,6 +36,7 @@ class DiagnosticProbe:
     sizes: dict[str, int]
     tensors: list[ProbeTensor]
     scalars: list[tuple[str, str, int | float]]  # (name, "i64" | "f32", value) in ABI order
+    param_seed: int = 0  # the seed the reference Model's parameters were drawn with (ModelNew alike)
 
     @property
     def outputs(self) -> list[ProbeTensor]:
