@@ -133,8 +133,9 @@ def locate_mismatch(task: Task, trial: Trial, outputs: list[bytes]) -> MismatchL
         width = exp.element_size()
         if len(outputs[k]) != exp.numel() * width:  # a target that returns whole tensors (triton)
             n = len(outputs[k]) // max(1, width)
-            return MismatchLocation(spec.name, (), 0, f"{exp.numel()} elements {tuple(exp.shape)}", f"{n} elements",
-                                    "wrong element count", exp.numel(), exp.numel(), [])
+            want = f"{exp.numel()} elements {tuple(exp.shape)}"
+            return MismatchLocation(spec.name, (), 0, want, f"{n} elements", "wrong element count", exp.numel(),
+                                    exp.numel(), [])
         got = tensor_from_bytes(outputs[k], dtype, tuple(exp.shape))
         mism = compare(got, exp, trial.atol, task.rtol, spec.dtype, outputs[k])
         if mism is None:

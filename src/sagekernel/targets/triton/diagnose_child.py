@@ -25,11 +25,13 @@ def main() -> int:
     os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
     import torch
 
-    manifest = json.load(open("manifest.json", encoding="utf-8"))
+    with open("manifest.json", encoding="utf-8") as fh:
+        manifest = json.load(fh)
     tensors = []
     for k, t in enumerate(manifest["tensors"]):
         dtype = getattr(torch, t["dtype"])
-        raw = bytearray(open(f"b{k}.bin", "rb").read())
+        with open(f"b{k}.bin", "rb") as fh:
+            raw = bytearray(fh.read())
         flat = torch.frombuffer(raw, dtype=dtype) if raw else torch.empty(0, dtype=dtype)
         tensors.append((t, flat.reshape(t["shape"]).clone()))
     inputs = [x for t, x in tensors if t["role"] == "input"]
