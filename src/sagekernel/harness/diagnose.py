@@ -134,8 +134,8 @@ def locate_mismatch(task: Task, trial: Trial, outputs: list[bytes]) -> MismatchL
         if len(outputs[k]) != exp.numel() * width:  # a target that returns whole tensors (triton)
             n = len(outputs[k]) // max(1, width)
             want = f"{exp.numel()} elements {tuple(exp.shape)}"
-            return MismatchLocation(spec.name, (), 0, want, f"{n} elements", "wrong element count", exp.numel(),
-                                    exp.numel(), [])
+            total = exp.numel()
+            return MismatchLocation(spec.name, (), 0, want, f"{n} elements", "wrong element count", total, total, [])
         got = tensor_from_bytes(outputs[k], dtype, tuple(exp.shape))
         mism = compare(got, exp, trial.atol, task.rtol, spec.dtype, outputs[k])
         if mism is None:
