@@ -135,7 +135,8 @@ def locate_mismatch(task: Task, trial: Trial, outputs: list[bytes]) -> MismatchL
             n = len(outputs[k]) // max(1, width)
             want = f"{exp.numel()} elements {tuple(exp.shape)}"
             total = exp.numel()
-            return MismatchLocation(spec.name, (), 0, want, f"{n} elements", "wrong element count", total, total, [])
+            got_n = f"{n} elements"
+            return MismatchLocation(spec.name, (), 0, want, got_n, "wrong element count", total, total, [])
         got = tensor_from_bytes(outputs[k], dtype, tuple(exp.shape))
         mism = compare(got, exp, trial.atol, task.rtol, spec.dtype, outputs[k])
         if mism is None:
