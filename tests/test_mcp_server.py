@@ -15,8 +15,12 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +30,7 @@ import pytest
 pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install 'sagekernel[mcp]')")
 
 from openai_server import OpenAITestServer
-from sagekernel.mcp_server.client import ToolCallError, ToolClient, connect_stdio, sage_command
+from sagekernel.mcp_server.client import ToolCallError, ToolClient, connect_http, connect_stdio, sage_command
 from test_e2e_run import (
     ANCHOR,
     FAST,
@@ -227,3 +231,51 @@ def test_the_cli_reports_a_missing_sdk_plainly() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=sage_command([]).env
     )
     assert proc.returncode == 2 and re.search(r"pip install 'sagekernel\[mcp\]'", proc.stderr)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_http_needs_the_bearer_token_and_one_session_writes(tmp_path: Path) -> None:
+    ws = tmp_path / "http"
+    prepare(ws)
+    port, token = free_port(), "s3cret-token"
+    with OpenAITestServer(fallback=Script()) as srv:
+        params = sage_command([*server_args(ws, srv.base_url), "--http", "--port", str(port)])
+        proc = subprocess.Popen([params.command, *params.args], env={**(params.env or {}), "SAGE_MCP_TOKEN": token},
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            url = f"http://127.0.0.1:{port}/mcp"
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    with urllib.request.urlopen(urllib.request.Request(url, method="POST", data=b"{}"), timeout=2):
+                        pass
+                except urllib.error.HTTPError as exc:
+                    assert exc.code == 401, exc.code  # up, and refusing a request without the token
+                    break
+                except OSError:
+                    assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+                    time.sleep(0.3)
+
+            async def sessions() -> tuple[dict[str, Any], str]:
+                async with connect_http(url, token) as first:
+                    opened = await first.call("open_operator")
+                    async with connect_http(url, token) as second:
+                        with pytest.raises(ToolCallError) as refused:
+                            await second.call("retrieve")
+                    return opened, str(refused.value)
+
+            opened, refusal = anyio.run(sessions)
+            assert opened["operator"] == "e2e_double" and "another client session" in refusal
+            wrong = urllib.request.Request(url, method="POST", data=b"{}", headers={"Authorization": "Bearer x"})
+            with pytest.raises(urllib.error.HTTPError) as denied:
+                urllib.request.urlopen(wrong, timeout=5)
+            assert denied.value.code == 401
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=30)
+    assert query(ws, "SELECT count(DISTINCT client) FROM tool_calls") == [(2,)]

@@ -60,6 +60,22 @@ def sage_command(args: Sequence[str]) -> StdioServerParameters:
 
 
 @asynccontextmanager
+async def connect_http(url: str, token: str) -> AsyncIterator[ToolClient]:
+    """A session over streamable HTTP with the bearer token (`sage mcp --http`)."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with (
+        http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield ToolClient(session)
+
+
+@asynccontextmanager
 async def connect_stdio(args: Sequence[str], errlog: Any = None) -> AsyncIterator[ToolClient]:
     async with (
         stdio_client(sage_command(args), errlog=errlog or sys.stderr) as (read, write),
