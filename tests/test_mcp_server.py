@@ -245,14 +245,21 @@ def test_http_needs_the_bearer_token_and_one_session_writes(tmp_path: Path) -> N
     port, token = free_port(), "s3cret-token"
     with OpenAITestServer(fallback=Script()) as srv:
         params = sage_command([*server_args(ws, srv.base_url), "--http", "--port", str(port)])
-        proc = subprocess.Popen([params.command, *params.args], env={**(params.env or {}), "SAGE_MCP_TOKEN": token},
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [params.command, *params.args],
+            env={**(params.env or {}), "SAGE_MCP_TOKEN": token},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         try:
             url = f"http://127.0.0.1:{port}/mcp"
             deadline = time.monotonic() + 60
             while True:
                 try:
-                    with urllib.request.urlopen(urllib.request.Request(url, method="POST", data=b"{}"), timeout=2):
+                    with urllib.request.urlopen(
+                        urllib.request.Request(url, method="POST", data=b"{}"), timeout=2
+                    ):
                         pass
                 except urllib.error.HTTPError as exc:
                     assert exc.code == 401, exc.code  # up, and refusing a request without the token
@@ -271,7 +278,9 @@ def test_http_needs_the_bearer_token_and_one_session_writes(tmp_path: Path) -> N
 
             opened, refusal = anyio.run(sessions)
             assert opened["operator"] == "e2e_double" and "another client session" in refusal
-            wrong = urllib.request.Request(url, method="POST", data=b"{}", headers={"Authorization": "Bearer x"})
+            wrong = urllib.request.Request(
+                url, method="POST", data=b"{}", headers={"Authorization": "Bearer x"}
+            )
             with pytest.raises(urllib.error.HTTPError) as denied:
                 urllib.request.urlopen(wrong, timeout=5)
             assert denied.value.code == 401

@@ -173,7 +173,7 @@ class KernelService:
     def retrieve(self, query: str | None = None, k: int | None = None) -> dict[str, Any]:
         s = self._open()
         rnd = s.open_round()
-        new = rnd.items
+        added: list[RetrievedItem] = []
         if query:  # an agent's own query: its items join the round and need decisions too
             extra = s.memory.retrieve(
                 query,
@@ -182,13 +182,13 @@ class KernelService:
                 episode=rnd.episode,
                 k=k if k is not None else s.k,
             )
-            new = s.add_items(extra)
+            added = s.add_items(extra)
         ctx = rnd.context
         return {
             "round": rnd.number,
             "episode": rnd.episode.value,
             "items": [_item(i) for i in rnd.items],
-            "new": [f"E{i.item_id}" for i in new],
+            "added_by_query": [f"E{i.item_id}" for i in added],
             "resident_rules": [_rule(r) for r in rnd.rules],
             "feedback": ctx.feedback,
             "current_code": ctx.current_code,
