@@ -30,7 +30,10 @@ import pytest
 pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install 'sagekernel[mcp]')")
 
 from openai_server import OpenAITestServer
+from sagekernel.errors import RunLocked
 from sagekernel.mcp_server.client import ToolCallError, ToolClient, connect_http, connect_stdio, sage_command
+from sagekernel.mcp_server.worker import ServiceWorker
+from sagekernel.runner.config import RunConfig
 from test_e2e_run import (
     ANCHOR,
     FAST,
@@ -156,16 +159,23 @@ async def diagnose_and_lock(args: list[str], ws: Path) -> dict[str, Any]:
         before = await client.call("status")
         report = await client.call("diagnose", code=OOB)
         assert (await client.call("status"))["budget"] == before["budget"], "diagnose spends no round"
-        # a second server on the same workspace is refused while this one holds it
-        second = subprocess.run(
-            [sage_command([]).command, *sage_command(args).args],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            stdin=subprocess.DEVNULL,
-            env=sage_command([]).env,
+        # a second server on the same workspace is refused while this one holds it (the same
+        # configuration: it would resume this very run)
+        cfg = RunConfig(
+            workspace=ws,
+            suite=str(TASKS),
+            model="openai:test-model@http://127.0.0.1:9/v1",
+            driver="mcp",
+            schedule="by-level",
+            budget=3,
+            k=10,
+            embedder="none",
+            harness=FAST,
+            progress=False,
         )
-        report["second"] = (second.returncode, second.stderr)
+        with pytest.raises(RunLocked) as locked:
+            ServiceWorker(cfg).start()
+        report["second"] = str(locked.value)
         return report
 
 
@@ -180,8 +190,7 @@ def test_diagnose_names_the_out_of_bounds_line_and_a_second_server_is_refused(tm
     assert report["diagnostics"]["fault_buffer"] == "out"
     assert "kernel.c line 6" in report["text"] and "WRITE of size 4" in report["text"]
     assert "debug: N=" in report["text"]  # the kernel's own printf from the debug run
-    code, err = report["second"]
-    assert code == 2 and "in use by run" in " ".join(err.split())
+    assert "in use by run" in report["second"]
     assert query(ws, "SELECT count(*) FROM round_traces") == [(0,)]
 
 
