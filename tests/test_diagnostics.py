@@ -167,3 +167,14 @@ def test_the_builtin_loop_attaches_the_diagnostic_to_the_next_prompt(tmp_path: P
         model=ScriptedModel([f"```c\n{wrong}```\n", f"```c\n{right}```\n"]),
     )
     assert off.correct == 1
+
+
+def test_a_kernel_that_prints_without_end_is_cut_and_still_judged() -> None:
+    body = (
+        '  for (int64_t r = 0; r < 20000; ++r) printf("line %lld of a flood of output\\n", (long long)r);\n'
+        "  for (int64_t i = 0; i < N; ++i) out[i] = 2.0f * x[i];\n"
+    )
+    report = diagnose(DOUBLE, cpu(body), get_target("cpu"))
+    assert report.diagnostics is not None and report.diagnostics.ran and report.mismatch is None
+    text = report.text() or ""
+    assert "line 0 of a flood" in text and len(text) < 4000  # the printf section is capped

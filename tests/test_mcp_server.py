@@ -297,3 +297,35 @@ def test_http_needs_the_bearer_token_and_one_session_writes(tmp_path: Path) -> N
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=30)
     assert query(ws, "SELECT count(DISTINCT client) FROM tool_calls") == [(2,)]
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "mcp"
+
+
+def _without_model(args: list[str]) -> list[str]:
+    at = args.index("--model")
+    return args[:at] + args[at + 2 :]
+
+
+def test_the_example_client_configs_are_valid_sage_mcp_command_lines() -> None:
+    """examples/mcp: the Claude Code, OpenCode and Codex registrations are the same `sage mcp`
+    command line, and the CLI accepts it as written (the servers above run the same options)."""
+    import tomllib
+
+    import typer
+
+    from sagekernel.cli import app
+
+    claude = json.loads((EXAMPLES / ".mcp.json").read_text())["mcpServers"]["sage"]
+    opencode = json.loads((EXAMPLES / "opencode.json").read_text())["mcp"]["sage"]
+    codex = tomllib.loads((EXAMPLES / "codex-config.toml").read_text())["mcp_servers"]["sage"]
+    assert claude["command"] == codex["command"] == opencode["command"][0] == "sage"
+    assert claude["args"][0] == "mcp"
+    assert _without_model(claude["args"]) == _without_model(opencode["command"][1:])
+    assert _without_model(claude["args"]) == _without_model(codex["args"])
+    group = typer.main.get_command(app)
+    mcp_command = group.commands["mcp"]  # type: ignore[attr-defined]
+    for args in (claude["args"], opencode["command"][1:], codex["args"]):
+        params = mcp_command.make_context("mcp", list(args[1:])).params
+        assert params["suite"] == "demo" and params["budget"] == 30 and params["target"] == "cpu"
+        assert params["model"].split(":")[0] in ("anthropic", "openai") and not params["http"]

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from sagekernel.candidate import Candidate
+from sagekernel.errors import SageError
 from sagekernel.harness import sandbox
 from sagekernel.harness.compare import SENTINELS, compare, tensor_from_bytes
 from sagekernel.harness.config import HarnessConfig
@@ -172,9 +173,9 @@ def diagnose(
         task = task.group_task(0)  # diagnose on the first input group's contract
     sizes = smallest_shape(task)
     report.shape = sizes
-    trial = make_trial(task, 0, "debug", sizes, "default")
     workdir = Path(tempfile.mkdtemp(prefix="sage-diag-"))
     try:
+        trial = make_trial(task, 0, "debug", sizes, "default")
         dev = device or next(iter(target.devices())).name
         found: TargetDiagnostics = tool(
             candidate,
@@ -185,10 +186,12 @@ def diagnose(
             sandbox_kind=sandbox.best_kind(config.sandbox),
             timeout_s=config.build_timeout_s,
         )
+        report.diagnostics = found
+        if found.outputs is not None:
+            report.mismatch = locate_mismatch(task, trial, found.outputs)
+    except (SageError, OSError, RuntimeError, ValueError) as exc:  # diagnostics help; they never stop a run
+        report.message = f"the diagnostics could not run: {type(exc).__name__}: {exc}"
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    report.diagnostics = found
-    if found.outputs is not None:
-        report.mismatch = locate_mismatch(task, trial, found.outputs)
     report.seconds = round(time.perf_counter() - t0, 3)
     return report

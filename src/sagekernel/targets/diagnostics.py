@@ -15,6 +15,20 @@ Nothing the candidate prints decides anything: diagnostics inform the model, nev
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+
+#: What a diagnostic run's log contributes at most (head and tail): the candidate may print without end.
+MAX_LOG_BYTES = 256 << 10
+
+
+def read_log(path: Path) -> str:
+    """A child's log, its first and last MAX_LOG_BYTES / 2 when longer."""
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_LOG_BYTES + 1)
+        if len(data) > MAX_LOG_BYTES:
+            fh.seek(-(MAX_LOG_BYTES // 2), 2)
+            data = data[: MAX_LOG_BYTES // 2] + b"\n... (output cut) ...\n" + fh.read()
+    return data.decode("utf-8", "replace")
 
 
 @dataclass(frozen=True)

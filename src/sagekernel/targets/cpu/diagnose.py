@@ -22,6 +22,7 @@ from sagekernel.targets.diagnostics import (
     DiagnosticSection,
     SourceLocation,
     TargetDiagnostics,
+    read_log,
 )
 
 MAX_SECTION_CHARS = 2500
@@ -181,12 +182,12 @@ def _sandboxed(
     )
     # AddressSanitizer reserves terabytes of shadow address space: no RLIMIT_AS (wall/CPU limits stay)
     limits = sandbox.Limits(
-        wall_s=timeout_s, cpu_s=int(timeout_s) + 1, address_space_bytes=None, file_size_bytes=256 << 20
+        wall_s=timeout_s, cpu_s=int(timeout_s) + 1, address_space_bytes=None, file_size_bytes=64 << 20
     )
     scratch = box.parent / f"scratch-{name}"
     scratch.mkdir(exist_ok=True)
     result = sandbox.run(cmd, kind=kind, limits=limits, scratch_dir=scratch)
-    log = (scratch / "child.log").read_bytes().decode("utf-8", "replace")
+    log = read_log(scratch / "child.log")
     if result.timed_out:
         log += f"\n(the {name} step did not finish within {timeout_s:.0f} s)"
     return log, result.returncode == 0 and not result.timed_out

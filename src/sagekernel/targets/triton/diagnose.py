@@ -16,6 +16,7 @@ from sagekernel.targets.diagnostics import (
     DiagnosticSection,
     SourceLocation,
     TargetDiagnostics,
+    read_log,
 )
 from sagekernel.tasks.task import Task
 
@@ -71,7 +72,7 @@ def diagnose(
     scratch = workdir / "scratch"
     scratch.mkdir(exist_ok=True)
     result = sandbox.run(cmd, kind=sandbox.best_kind(sandbox_kind), limits=limits, scratch_dir=scratch)
-    log = (scratch / "child.log").read_bytes().decode("utf-8", "replace").replace(str(box) + "/", "")
+    log = read_log(scratch / "child.log").replace(str(box) + "/", "")
     log = log.replace("/box/diag/", "")
     if result.returncode == 0 and MARK in log:
         printed = log.partition(MARK)[0].strip()
