@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 import tempfile
 from pathlib import Path
@@ -99,6 +100,24 @@ def short(value: Any, limit: int = 160) -> Any:
     return value
 
 
+def memory_after(ws: Path) -> dict[str, Any]:
+    """What the run left in the workspace (read-only): the items it touched, its tool-call log."""
+    conn = sqlite3.connect(f"file:{ws / 'sage.db'}?mode=ro", uri=True)
+    try:
+        items = [
+            dict(zip(("id", "title", "u", "n_ret", "n_ado", "state", "source"), r, strict=True))
+            for r in conn.execute(
+                "SELECT id, title, round(u, 4), n_ret, n_ado, state, source FROM items "
+                "WHERE n_ret > 0 OR source = 'distilled' ORDER BY id"
+            )
+        ]
+        calls = [f"{t}:{s}" for t, s in conn.execute("SELECT tool, status FROM tool_calls ORDER BY id")]
+        model = [p for (p,) in conn.execute("SELECT json_extract(tags_json, '$.purpose') FROM exchanges")]
+    finally:
+        conn.close()
+    return {"items": items, "tool_calls": calls, "server_model_calls": model}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workspace", type=Path, default=None, help="default: a fresh temporary one")
@@ -132,15 +151,23 @@ def main() -> None:
         "--new",
     ]
     transcript = anyio.run(session, args)
+    after = memory_after(ws)
     if opts.json:
-        print(json.dumps(transcript, indent=2, default=str))
+        print(json.dumps({"transcript": transcript, "workspace": after}, indent=2, default=str))
     else:
         print(f"$ sage mcp {' '.join(args)}\n")
         for n, entry in enumerate(transcript, 1):
             print(f"[{n}] -> {entry['tool']}({json.dumps(short(entry['arguments'], 60))})")
             mark = "ERROR " if entry["is_error"] else ""
             print(f"    <- {mark}{json.dumps(short(entry['result']), indent=2)}\n".replace("\n", "\n    "))
-        print(f"workspace: {ws}")
+        print(f"workspace: {ws}\nmemory after the operator (items retrieved or distilled):")
+        for item in after["items"]:
+            print(
+                f"  E{item['id']:<3} u={item['u']:+.4f} retrieved {item['n_ret']}x adopted {item['n_ado']}x "
+                f"{item['state']:<12} {item['source']:<9} {item['title']}"
+            )
+        print(f"tool-call log: {', '.join(after['tool_calls'])}")
+        print(f"the server's own model calls: {', '.join(after['server_model_calls']) or 'none'}")
     if opts.workspace is None and not opts.json:
         print("(inspect it with `sage report --workspace ...`; it is a temporary directory)")
     sys.stdout.flush()

@@ -3,15 +3,15 @@
 import torch
 import torch.nn as nn
 
-N = 4096
+N = 1 << 20
 
 SAGE_TASK = {
     "name": "scale2", "level": 1, "category": "elementwise",
     "description": "Elementwise doubling y = 2 * x of a float32 vector.",
     "inputs": {"x": ["N"]},
     "outputs": {"out": ["N"]},
-    "sizes": {"N": 4096},
-    "variants": [{"N": 1531}],
+    "sizes": {"N": 1 << 20},
+    "variants": [{"N": 100003}],
     "dtype": "float32", "atol": 0.0, "rtol": 0.0,
 }
 
