@@ -137,6 +137,12 @@ def test_a_whole_stream_through_the_server_equals_sage_run(
     logged = query(ws, "SELECT tool, status FROM tool_calls ORDER BY id")
     assert [t for t, _ in logged] == [e["tool"] for e in transcript]
     assert [s for _, s in logged].count("refused") == 1
+    from typer.testing import CliRunner
+
+    from sagekernel.cli import app
+
+    shown = CliRunner().invoke(app, ["log", "tools", "-w", str(ws), "--json", "--limit", "1000"])
+    assert shown.exit_code == 0 and [r["tool"] for r in json.loads(shown.stdout)] == [t for t, _ in logged]
     assert logged[-1] == ("open_operator", "error")
     purposes = {json.loads(t).get("purpose") for (t,) in query(ws, "SELECT tags_json FROM exchanges")}
     assert purposes <= {"distill", "abstract-rule"} and "distill" in purposes
