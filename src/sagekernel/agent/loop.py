@@ -12,28 +12,27 @@ per `Target.files(task)` entry for multi-file ones (agent/files.py).
 
 from __future__ import annotations
 
-import hashlib
-import time
-from collections.abc import Callable
-from typing import Protocol
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from sagekernel import defaults
-from sagekernel.agent.files import file_paths, render_candidate, single_path
+from sagekernel.agent.files import file_paths, single_path
 from sagekernel.agent.gate import IncompleteReply, complete_reply
-from sagekernel.agent.prompt import Prompts, RoundContext
+from sagekernel.agent.prompt import Prompts
+from sagekernel.agent.session import (
+    Diagnose,
+    Evaluate,
+    OperatorSession,
+    SessionHooks,
+    Submission,
+    candidate_hash,
+)
 from sagekernel.agent.state import OperatorOutcome
-from sagekernel.candidate import Candidate
-from sagekernel.harness.verdict import Stage, Verdict
 from sagekernel.models.base import Message, Model, Reply
 from sagekernel.models.exchange_log import exchange_context
 from sagekernel.protocols import MemoryPolicy, Target
-from sagekernel.records import AdoptionDecision, EpisodeKind, EpisodeTrace, RoundTrace
 from sagekernel.tasks.task import Task
 
-#: Judges one candidate (the runner's wrapper around harness.evaluate).
-Evaluate = Callable[[Task, Candidate], Verdict]
+__all__ = ["Agent", "AgentConfig", "AgentHooks", "Evaluate", "candidate_hash"]
 
 
 class AgentConfig(BaseModel):
@@ -55,86 +54,51 @@ class AgentConfig(BaseModel):
     """Sampling temperature of every agent call."""
 
 
-class AgentHooks(Protocol):
-    """What the runner does as the trajectory unfolds (persisting, learning, progress)."""
-
-    def on_round(self, trace: RoundTrace, source: str | None) -> None: ...
-
-    def on_episode(self, trace: EpisodeTrace, outcome: OperatorOutcome, last: bool) -> None: ...
-
-
-def candidate_hash(source: str) -> str:
-    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+#: What the runner does as the trajectory unfolds (persisting, learning, progress).
+AgentHooks = SessionHooks
 
 
 class Agent:
     def __init__(self, model: Model, target: Target, memory: MemoryPolicy, evaluate: Evaluate,
-                 config: AgentConfig | None = None, prompts: Prompts | None = None) -> None:
+                 config: AgentConfig | None = None, prompts: Prompts | None = None,
+                 diagnose: Diagnose | None = None) -> None:
         self.model, self.target, self.memory, self.evaluate = model, target, memory, evaluate
         self.config = config or AgentConfig()
         self.prompts = prompts or Prompts()
+        self.diagnose = diagnose
+
+    def session(self, task: Task, hooks: AgentHooks) -> OperatorSession:
+        """The operator's steps (agent/session.py), as this loop and the MCP server drive them."""
+        return OperatorSession(task, self.target, self.memory, self.evaluate, hooks,
+                               rounds=self.config.rounds, k=self.config.k, history=self.config.history,
+                               diagnose=self.diagnose)
 
     def run_operator(self, task: Task, hooks: AgentHooks) -> OperatorOutcome:
-        out = OperatorOutcome(task=task, budget=self.config.rounds, started=time.monotonic())
-        corr = self._episode(task, EpisodeKind.CORR, out, hooks)
-        last = not out.correct or out.rounds_left == 0  # spec §7: no opt episode with zero rounds
-        hooks.on_episode(corr, out, last)
-        if not last:
-            hooks.on_episode(self._episode(task, EpisodeKind.OPT, out, hooks), out, True)
-        return out
+        session = self.session(task, hooks)
+        while not session.finished:
+            self.round(session)
+        return session.out
 
-    def _episode(self, task: Task, kind: EpisodeKind, out: OperatorOutcome,
-                 hooks: AgentHooks) -> EpisodeTrace:
-        episode = EpisodeTrace(operator=task.name, category=task.category, level=task.level, episode=kind)
-        while out.rounds_left > 0 and not (kind is EpisodeKind.CORR and out.correct):
-            trace, source = self._round(task, kind, out)
-            episode.rounds.append(trace)
-            hooks.on_round(trace, source)
-        episode.t_first_ms, episode.t_best_ms = out.t_first_ms, out.t_best_ms
-        # success as credit sees it: a quarantined verdict never counts (RoundTrace.counts_as_success)
-        episode.success = (any(r.counts_as_success for r in episode.rounds) if kind is EpisodeKind.CORR
-                           else out.improved)
-        return episode
-
-    def _round(self, task: Task, kind: EpisodeKind, out: OperatorOutcome) -> tuple[RoundTrace, str | None]:
-        n = out.rounds_used + 1
-        feedback = out.feedback()
-        query = f"{task.name} ({task.category}): {task.description}\n{feedback or ''}".strip()
-        items = self.memory.retrieve(query, operator=task.name, category=task.category, episode=kind,
-                                     k=self.config.k)
-        rules = self.memory.resident_rules()
-        ctx = RoundContext(round=n, budget=out.budget, rounds_left=out.rounds_left - 1, episode=kind,
-                           items=items, rules=rules, feedback=feedback,
-                           history=out.history(self.config.history),
-                           current_code=out.best_source if kind is EpisodeKind.OPT else out.last_source,
-                           best_ms=out.t_best_ms, ref_ms=out.t_ref_ms)
+    def round(self, session: OperatorSession) -> None:
+        """retrieve -> prompt -> reply -> trace-completeness gate (re-asks) -> evaluate -> record."""
+        task, rnd = session.task, session.open_round()
         specs = list(getattr(self.target, "files", lambda _t: [])(task))
         paths = file_paths(self.target, task)
-        messages = self.prompts.round_messages(task, self.target, ctx, files=specs)
-        shown = [i.item_id for i in items]
+        messages = self.prompts.round_messages(task, self.target, rnd.context, files=specs)
         try:
-            with exchange_context(operator=task.name, round=n, episode=kind.value):
-                gate = complete_reply(self._ask, messages, prompts=self.prompts, shown_items=shown,
-                                      shown_rules=[r.item_id for r in rules], language=self.target.language,
-                                      max_reasks=self.config.max_reasks, paths=paths)
+            with exchange_context(operator=task.name, round=rnd.number, episode=rnd.episode.value):
+                gate = complete_reply(self._ask, messages, prompts=self.prompts, shown_items=rnd.shown,
+                                      shown_rules=[r.item_id for r in rnd.rules],
+                                      language=self.target.language, max_reasks=self.config.max_reasks,
+                                      paths=paths)
             candidate = gate.parsed.candidate(paths, single_path(self.target, task))
             assert candidate is not None  # the gate raises IncompleteReply otherwise
-            source: str | None = render_candidate(candidate, {s.path: s.language for s in specs})
-            verdict = self.evaluate(task, candidate)
+            error = ""
         except IncompleteReply as exc:
-            gate, source = exc.outcome, None
-            verdict = Verdict(stage=Stage.PARSE, message=str(exc))
-        decided = gate.parsed.decisions
-        trace = RoundTrace(
-            round=n, episode=kind, retrieved=list(items), resident_shown=[r.item_id for r in rules],
-            resident_used=list(gate.parsed.resident_used), reasks=gate.reasks,
-            decisions=[AdoptionDecision(i, *decided[i]) if i in decided and i not in gate.parsed.conflicts
-                       else AdoptionDecision(i, None, "") for i in shown],
-            candidate_hash=candidate_hash(source) if source else None, compiled=verdict.compiled,
-            correct=verdict.correct, latency_ms=verdict.candidate_ms if verdict.correct else None,
-            verdict=verdict.to_dict(), suspect=verdict.suspect)
-        out.add(trace, source, verdict, gate.replies)
-        return trace, source
+            gate, candidate, error = exc.outcome, None, str(exc)
+        session.submit(Submission(candidate, gate.parsed.decisions, set(gate.parsed.conflicts),
+                                  gate.parsed.resident_used, gate.reasks, gate.replies, error,
+                                  {s.path: s.language for s in specs}))
 
     def _ask(self, messages: list[Message], reask: int = 0) -> Reply:
         with exchange_context(purpose=f"reask-{reask}" if reask else "round"):

@@ -93,8 +93,13 @@ class OperatorOutcome:
         self.wall_s = time.monotonic() - self.started
 
     def feedback(self) -> str | None:
-        """The latest verdict as text for the next prompt and retrieval query."""
-        return self.verdicts[-1].feedback() if self.verdicts else None
+        """The latest verdict as text for the next prompt and retrieval query, with the diagnostic
+        the session attached after a crash or a wrong result (agent/session.py)."""
+        if not self.verdicts:
+            return None
+        latest = self.verdicts[-1]
+        diagnostic = latest.checks.get("diagnostic")
+        return latest.feedback() + (f"\n{diagnostic}" if diagnostic else "")
 
     def history(self, n: int) -> list[HistoryLine]:
         """The n attempts before the latest one (the latest is shown in full as feedback)."""

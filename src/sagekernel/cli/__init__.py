@@ -30,9 +30,9 @@ err_console = Console(stderr=True)
 
 def _register() -> None:
     # Imported here so `sage --help` stays fast and each area owns its own file.
-    from sagekernel.cli import audit, doctor, harness, log, memory, report, run, tasks
+    from sagekernel.cli import audit, doctor, harness, log, mcp, memory, report, run, tasks
 
-    for module in (memory, tasks, harness, log, run, report, audit, doctor):
+    for module in (memory, tasks, harness, log, run, mcp, report, audit, doctor):
         module.register(app)
 
 

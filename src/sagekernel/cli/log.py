@@ -1,4 +1,5 @@
-"""`sage log list|show|search`: read the model exchange log of a workspace (read-only)."""
+"""`sage log list|show|search|tools`: read the model exchange log and the MCP tool-call log of a workspace
+(read-only)."""
 
 from __future__ import annotations
 
@@ -140,3 +141,40 @@ def search_cmd(query: str = typer.Argument(..., help="FTS5 query over prompts an
         typer.echo(json.dumps([_summary(r) for r in rows], indent=2, ensure_ascii=False))
         return
     _print_rows(rows, f"{len(rows)} match(es) for {query!r}, best first", snippet=True)
+
+
+@log_app.command("tools")
+def tools_cmd(workspace: Path = WorkspaceOpt, run: str | None = RunOpt,
+              limit: int = typer.Option(50, min=1, help="Show the last N tool calls."),
+              full: bool = typer.Option(False, help="With each call's arguments and result."),
+              as_json: bool = JsonOpt) -> None:
+    """The tool calls a coding agent made through `sage mcp` (refused and failed calls included)."""
+    conn = db.connect(workspace, readonly=True)
+    try:
+        sql = ("SELECT id, created_at, run_id, client, tool, operator, round, status, arguments_json, "
+               "result_json, wall_s FROM tool_calls")
+        args: list[Any] = []
+        if run:
+            sql += " WHERE run_id = ?"
+            args.append(run)
+        rows = [dict(r) for r in conn.execute(sql + " ORDER BY id DESC LIMIT ?", [*args, limit])][::-1]
+    except sqlite3.OperationalError as exc:
+        raise SageError(f"the workspace {workspace} has no tool-call log: {exc}") from exc
+    finally:
+        conn.close()
+    for r in rows:
+        r["arguments"], r["result"] = json.loads(r.pop("arguments_json")), json.loads(r.pop("result_json"))
+    if as_json:
+        print(json.dumps(rows, indent=2, sort_keys=True))
+        return
+    out = Console(highlight=False)
+    out.print(f"{len(rows)} tool call(s)", style="bold", markup=False)
+    for r in rows:
+        where = r["operator"] or ""
+        where += "" if r["round"] is None else f"/{r['round']}"
+        what = r["result"].get("error") or r["result"].get("message") or r["result"].get("status") or ""
+        line = f"{r['id']:>4} {r['created_at'][11:19]} {r['tool']:<15} {r['status']:<7} {r['wall_s']:>6.2f}s "
+        out.print(f"{line}{where:<16} {what}", markup=False, overflow="ellipsis", no_wrap=True)
+        if full:
+            detail = {"arguments": r["arguments"], "result": r["result"]}
+            out.print(json.dumps(detail, indent=2), markup=False)

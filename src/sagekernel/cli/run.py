@@ -71,6 +71,9 @@ def run_command(
                                                      "for the embedded `local` model."),
     temperature: float = typer.Option(defaults.TEMPERATURE, help="Sampling temperature."),
     distill: bool = typer.Option(True, help="Distil new memory items after each episode."),
+    diagnostics: bool = typer.Option(True, help="After a crash or a wrong result, add the target's "
+                                                "diagnostics (sanitizer, printf, first mismatch) to the "
+                                                "next round's feedback."),
     max_total_tokens: int | None = typer.Option(None, help="Stop cleanly after this many tokens in all."),
     max_cost: float | None = typer.Option(None, help="Stop cleanly after this many USD (priced backends)."),
     harness: list[str] = typer.Option([], "--harness", help="Harness override KEY=VALUE (repeatable), "
@@ -105,7 +108,8 @@ def run_command(
                     memory_from=memory_from, frozen=frozen, seed=seed, embedder=embedder, gamma=gamma,
                     hot_budget=hot_budget,
                     k=k, max_reasks=max_reasks, max_tokens_per_call=max_tokens, temperature=temperature,
-                    distill=distill, max_total_tokens=max_total_tokens, max_cost_usd=max_cost,
+                    distill=distill, diagnostics=diagnostics, max_total_tokens=max_total_tokens,
+                    max_cost_usd=max_cost,
                     harness=_parse_overrides(harness), model_options=model_options, progress=progress)
     console = Console()
     try:

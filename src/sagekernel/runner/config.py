@@ -40,6 +40,9 @@ class RunConfig(BaseModel):
     """The target's device (interpreter, cuda, npu, ...); None: the target's first."""
     model: str = "local"
     """Model spec (local, openai:<model>@<url>, anthropic:<model>, scripted:<file>)."""
+    driver: str = Field(default="builtin", pattern="^(builtin|mcp)$")
+    """Who writes the candidates: the built-in loop with `model`, or a coding agent through
+    `sage mcp` (then `model` only distils and abstracts rules). Part of the run's identity."""
     method: str = "sage"
     """Memory method (spec §9)."""
     schedule: str = "given"
@@ -76,6 +79,9 @@ class RunConfig(BaseModel):
     """Completion-token cap of one model call."""
     temperature: float = Field(default=defaults.TEMPERATURE, ge=0)
     """Sampling temperature."""
+    diagnostics: bool = True
+    """After a crash or a wrong result, run the target's diagnostics (sanitizer, debug printf,
+    first mismatch) and add their report to the next round's feedback."""
     distill: bool = True
     """Distil new memory items after each episode (methods that write memory only)."""
     max_new_items: int = Field(default=defaults.MAX_NEW_ITEMS, ge=0)

@@ -29,6 +29,7 @@ from sagekernel.agent.distill import distill, make_rule_abstractor
 from sagekernel.agent.exceptions import RunInterrupted
 from sagekernel.agent.loop import Agent, AgentConfig
 from sagekernel.agent.prompt import Prompts
+from sagekernel.agent.session import OperatorSession
 from sagekernel.agent.state import OperatorOutcome
 from sagekernel.candidate import Candidate
 from sagekernel.errors import BudgetExhausted, SageError
@@ -170,7 +171,8 @@ class StreamRunner:
         self.prompts = Prompts()
         self.agent = Agent(model, target, policy, self._evaluate, AgentConfig(
             rounds=cfg.budget, k=cfg.k, max_reasks=cfg.max_reasks, history=cfg.history,
-            max_tokens=cfg.max_tokens_per_call, temperature=cfg.temperature), self.prompts)
+            max_tokens=cfg.max_tokens_per_call, temperature=cfg.temperature), self.prompts,
+            diagnose=self.diagnose if cfg.diagnostics else None)
         self.ask = _asker(model, cfg)
 
     def _evaluate(self, task: Task, candidate: Candidate) -> Verdict:
@@ -178,17 +180,30 @@ class StreamRunner:
 
         return evaluate(task, candidate, self.target, self.harness, device=self.cfg.device)
 
-    def process(self) -> None:
-        stream = self.store.stream(self.run_id)
+    def diagnose(self, task: Task, candidate: Candidate) -> str | None:
+        """The target's diagnostics for a candidate, as text for the model (harness/diagnose.py)."""
+        from sagekernel.harness.diagnose import diagnose
+
+        return diagnose(task, candidate, self.target, self.harness, device=self.cfg.device).text()
+
+    def pending(self) -> list[PlannedOperator]:
+        """The planned operators without a recorded result, in stream order."""
         done = self.store.done_positions(self.run_id)
-        self.progress.start(self.info, len(stream), self.store.results(self.run_id))
-        for planned in stream:
-            if planned.position in done:
-                continue
-            task = self.tasks[planned.operator]
-            self.store.restart_operator(self.run_id, task.name)
-            self.progress.operator_started(planned, task)
-            self.agent.run_operator(task, _Hooks(self, planned, task))
+        return [p for p in self.store.stream(self.run_id) if p.position not in done]
+
+    def begin_operator(self, planned: PlannedOperator) -> OperatorSession:
+        """Start (or restart from scratch) one operator: its steps, with the runner's hooks."""
+        task = self.tasks[planned.operator]
+        self.store.restart_operator(self.run_id, task.name)
+        self.progress.operator_started(planned, task)
+        return self.agent.session(task, _Hooks(self, planned, task))
+
+    def process(self) -> None:
+        self.progress.start(self.info, len(self.store.stream(self.run_id)), self.store.results(self.run_id))
+        for planned in self.pending():
+            session = self.begin_operator(planned)
+            while not session.finished:
+                self.agent.round(session)
 
 
 def _asker(model: Model, cfg: RunConfig) -> Callable[[list[Message]], Reply]:
@@ -272,15 +287,30 @@ def _memory_connection(cfg: RunConfig, conn: sqlite3.Connection, run_id: str) ->
     return db.connect(snapshot)
 
 
-def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None = None,
-        after_episode: Callable[[EpisodeTrace, bool], None] | None = None) -> RunSummary:
-    """Start or resume the run `cfg` describes; returns its summary. Raises RunInterrupted (after
-    recording what finished) on Ctrl-C/SIGTERM, SageError subclasses for user-facing problems.
+@dataclass
+class OpenedRun:
+    """A run opened for processing (see `opened_run`): its runner, and how it ended."""
 
-    `model` replaces the one built from `cfg.model` (tests pass a pre-built model to count calls);
-    `after_episode(trace, last)` is called after each episode is handled: after the corr episode
-    of an operator that goes on (nothing learned yet), and after its last episode once its result
-    and updates are committed (tests use it to crash in either window)."""
+    runner: StreamRunner
+    store: RunStore
+    workspace: Path
+    resumed: bool
+    status: str = "failed"
+    message: str = ""
+    summary: RunSummary | None = None
+
+
+@contextmanager
+def opened_run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None = None,
+               after_episode: Callable[[EpisodeTrace, bool], None] | None = None,
+               finished: Callable[[StreamRunner], bool] | None = None) -> Iterator[OpenedRun | RunSummary]:
+    """Open (create or resume) the run `cfg` describes, holding the workspace lock, and yield it
+    with status "running"; on exit its status is set and its summary computed. Yields the run's
+    summary instead when it had already finished (nothing is run or learned again).
+
+    The caller drives `opened.runner` (`process()` for `sage run`, `begin_operator` for the MCP
+    server). `finished(runner)` says whether a block that returned normally finished the run
+    (default: it did); Ctrl-C/SIGTERM and a spent budget inside the block mark it interrupted."""
     from sagekernel.memory.io import load_seed
     from sagekernel.memory.policies import make_policy
     from sagekernel.models.config import Budget, model_config_from
@@ -294,9 +324,10 @@ def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None
     cfg, info = choose_run(store, cfg)
     resumed = info is not None
     if info is not None and info.status == "finished":
-        return summarize(store, info, workspace, resumed=True, message=(
+        yield summarize(store, info, workspace, resumed=True, message=(
             f"run {info.run_id} with this configuration already finished ({info.finished_at}); nothing "
             "was run or learned again. Pass --new to start another run"))
+        return
     run_id = info.run_id if info is not None else (cfg.run_id or new_run_id(store, cfg.method))
     progress = progress or QuietProgress()
     with WorkspaceLock(workspace, run_id):
@@ -335,31 +366,47 @@ def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None
                              **({"embedder": None} if cfg.embedder == "none" else {}),
                              abstract_rule=make_rule_abstractor(_asker(model, cfg), prompts, target.name))
         runner = StreamRunner(cfg, conn, info, model, target, policy, by_name, progress, after_episode)
+        opened = OpenedRun(runner, store, workspace, resumed)
         store.set_status(run_id, "running")
-        status, message = "failed", ""
         try:
             with _sigterm_as_interrupt():
-                runner.process()
-            status = "finished"
+                yield opened
+            opened.status = "finished" if finished is None or finished(runner) else "interrupted"
         except KeyboardInterrupt:
-            status, message = "interrupted", RunInterrupted().args[0]
+            opened.status, opened.message = "interrupted", RunInterrupted().args[0]
         except BudgetExhausted as exc:
-            status, message = "interrupted", str(exc)
+            opened.status, opened.message = "interrupted", str(exc)
         finally:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            store.set_status(run_id, status)
+            store.set_status(run_id, opened.status)
             progress.close()
             if mem_conn is not conn:
                 mem_conn.close()
-        final = store.run(run_id)
-        assert final is not None
-        summary = summarize(store, final, workspace, resumed=resumed, message=message)
-    if status == "interrupted" and message == RunInterrupted().args[0]:
-        interrupted = RunInterrupted(message)
-        interrupted.summary = summary
+            final = store.run(run_id)
+            assert final is not None
+            opened.summary = summarize(store, final, workspace, resumed=resumed, message=opened.message)
+
+
+def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None = None,
+        after_episode: Callable[[EpisodeTrace, bool], None] | None = None) -> RunSummary:
+    """Start or resume the run `cfg` describes; returns its summary. Raises RunInterrupted (after
+    recording what finished) on Ctrl-C/SIGTERM, SageError subclasses for user-facing problems.
+
+    `model` replaces the one built from `cfg.model` (tests pass a pre-built model to count calls);
+    `after_episode(trace, last)` is called after each episode is handled: after the corr episode
+    of an operator that goes on (nothing learned yet), and after its last episode once its result
+    and updates are committed (tests use it to crash in either window)."""
+    with opened_run(cfg, progress=progress, model=model, after_episode=after_episode) as opened:
+        if isinstance(opened, RunSummary):
+            return opened
+        opened.runner.process()
+    assert opened.summary is not None
+    if opened.status == "interrupted" and opened.message == RunInterrupted().args[0]:
+        interrupted = RunInterrupted(opened.message)
+        interrupted.summary = opened.summary
         raise interrupted from None
-    return summary
+    return opened.summary
 
 
 def _memory_is_empty(conn: sqlite3.Connection) -> bool:

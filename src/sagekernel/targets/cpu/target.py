@@ -18,9 +18,11 @@ from sagekernel.targets.base import (
     load_knowledge,
 )
 from sagekernel.targets.cpu import build as build_mod
+from sagekernel.targets.cpu import diagnose as diagnose_mod
 from sagekernel.targets.cpu.contract import KERNEL_SYMBOL, abi_kinds, contract_text
 from sagekernel.targets.cpu.lint import lint_source
 from sagekernel.targets.cpu.runtime import runtime_spec
+from sagekernel.targets.diagnostics import DiagnosticProbe, TargetDiagnostics
 from sagekernel.tasks.task import Task
 
 HERE = Path(__file__).resolve().parent
@@ -86,6 +88,22 @@ class CpuTarget:
     ) -> BuildResult:
         del task, device  # the ABI is fixed by the contract; nothing task-specific is needed to build
         return build_mod.build(candidate.main, workdir, sandbox_kind=sandbox_kind, timeout_s=timeout_s)
+
+    def diagnose(
+        self,
+        candidate: Candidate,
+        task: Task,
+        probe: DiagnosticProbe,
+        workdir: Path,
+        *,
+        device: str = "cpu",
+        sandbox_kind: str = "auto",
+        timeout_s: float = 60.0,
+    ) -> TargetDiagnostics:
+        """A warnings + AddressSanitizer/UBSan debug build run once on the probe (cpu/diagnose.py)."""
+        del task, device
+        return diagnose_mod.diagnose(candidate.main, probe, workdir, sandbox_kind=sandbox_kind,
+                                     timeout_s=timeout_s)
 
     def runtime(self, built: BuildResult, task: Task, device: str = "cpu") -> RuntimeSpec:
         del device

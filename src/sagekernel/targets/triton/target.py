@@ -31,7 +31,9 @@ from sagekernel.targets.devloop.host import (
     npu_available,
     npu_device_nodes,
 )
+from sagekernel.targets.diagnostics import DiagnosticProbe, TargetDiagnostics
 from sagekernel.targets.triton import build as build_mod
+from sagekernel.targets.triton import diagnose as diagnose_mod
 from sagekernel.targets.triton.contract import KERNEL_FILE, contract_text
 from sagekernel.targets.triton.lint import lint_source
 from sagekernel.tasks.task import Task
@@ -104,6 +106,23 @@ class TritonTarget:
         return build_mod.build(
             _source(candidate), task, workdir, device=device, sandbox_kind=sandbox_kind, timeout_s=timeout_s
         )
+
+    def diagnose(
+        self,
+        candidate: Candidate,
+        task: Task,
+        probe: DiagnosticProbe,
+        workdir: Path,
+        *,
+        device: str = "interpreter",
+        sandbox_kind: str = "auto",
+        timeout_s: float = 120.0,
+    ) -> TargetDiagnostics:
+        """One interpreter call on the probe: traceback and device_print output (triton/diagnose.py).
+        Runs on the interpreter whatever `device` is: its traceback names the candidate's line."""
+        del device
+        return diagnose_mod.diagnose(_source(candidate), task, probe, workdir, sandbox_kind=sandbox_kind,
+                                     timeout_s=timeout_s)
 
     def runtime(self, built: BuildResult, task: Task, device: str) -> RuntimeSpec:
         """The runtime reads the module from the request blob (artifact key "module"); the harness

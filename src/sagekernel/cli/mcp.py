@@ -1,0 +1,109 @@
+"""`sage mcp`: argument handling only; the server is in sagekernel.mcp_server."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+
+import typer
+
+from sagekernel import defaults
+from sagekernel.cli.run import _parse_overrides
+from sagekernel.errors import SageError
+
+
+def mcp_command(
+    workspace: Path = typer.Option(Path("sage-workspace"), help="Workspace directory (memory, runs, logs)."),
+    target: str = typer.Option(
+        "cpu", help="Backend the kernels are written for: cpu, triton, cuda, ascendc."
+    ),
+    method: str = typer.Option("sage", help="Memory method (as `sage run --method`)."),
+    suite: str = typer.Option("demo", help="Suite of operators (as `sage run --suite`)."),
+    device: str | None = typer.Option(None, help="The target's device; default: its first."),
+    model: str = typer.Option(
+        "local",
+        help="Model the server itself calls to distil experiences and "
+        "abstract resident rules (the coding agent writes the kernels).",
+    ),
+    schedule: str = typer.Option(
+        "given", help="Stream order: given | by-level | level:N | interleave:L2,L3."
+    ),
+    limit: int | None = typer.Option(None, min=1, help="Only the first N operators of the stream."),
+    budget: int = typer.Option(defaults.ROUNDS, min=1, help="T: evaluation rounds per operator."),
+    k: int = typer.Option(defaults.K, "-k", help="Experiences retrieved per round."),
+    run_id: str | None = typer.Option(
+        None, "--run-id", help="Run id (default: new, or the unfinished run with the same configuration)."
+    ),
+    new: bool = typer.Option(
+        False, help="Start a new run even if one with this configuration is unfinished."
+    ),
+    frozen: bool = typer.Option(False, help="Memory is read-only: no distillation, no updates."),
+    embedder: str = typer.Option("auto", help="Dense retrieval: auto or none (BM25 only)."),
+    distill: bool = typer.Option(True, help="Distil new memory items after each episode."),
+    diagnostics: bool = typer.Option(
+        True, help="Attach diagnostics to the feedback of a crash or wrong result."
+    ),
+    harness: list[str] = typer.Option([], "--harness", help="Harness override KEY=VALUE (repeatable)."),
+    model_opt: list[str] = typer.Option([], "--model-opt", help="Model setting KEY=VALUE (repeatable)."),
+    http: bool = typer.Option(False, help="Serve streamable HTTP on 127.0.0.1 instead of stdio."),
+    port: int = typer.Option(8765, help="HTTP port (with --http)."),
+    token_env: str = typer.Option(
+        "SAGE_MCP_TOKEN",
+        help="Environment variable holding the HTTP bearer token; unset: a fresh token is printed on stderr.",
+    ),
+) -> None:
+    """Serve SAGE's memory and harness as MCP tools for a coding agent (stdio by default)."""
+    try:
+        import mcp  # noqa: F401
+    except ImportError as exc:
+        raise SageError("`sage mcp` needs the MCP SDK: pip install 'sagekernel[mcp]'") from exc
+    from sagekernel.mcp_server.server import serve_http, serve_stdio
+    from sagekernel.mcp_server.worker import ServiceWorker
+    from sagekernel.runner.config import RunConfig
+
+    cfg = RunConfig(
+        workspace=workspace,
+        suite=suite,
+        target=target,
+        device=device,
+        model=model,
+        method=method,
+        driver="mcp",
+        schedule=schedule,
+        limit=limit,
+        budget=budget,
+        k=k,
+        run_id=run_id,
+        new=new,
+        frozen=frozen,
+        embedder=embedder,
+        distill=distill,
+        diagnostics=diagnostics,
+        harness=_parse_overrides(harness),
+        model_options=_parse_overrides(model_opt, "--model-opt", "timeout_s=300"),
+        progress=False,
+    )
+    worker = ServiceWorker(cfg)
+    worker.start()  # takes the workspace lock and opens (or resumes) the run before serving
+    print(f"sage mcp: run {worker.run_id} in {workspace} ({method}, {target})", file=sys.stderr)
+    try:
+        if http:
+            token = os.environ.get(token_env) or secrets.token_urlsafe(24)
+            if not os.environ.get(token_env):
+                print(f"sage mcp: bearer token {token}", file=sys.stderr)
+            print(f"sage mcp: http://127.0.0.1:{port}/mcp", file=sys.stderr)
+            serve_http(worker, port=port, token=token)
+        else:
+            serve_stdio(worker)
+    finally:
+        worker.stop()
+        if worker.summary is not None:
+            s = worker.summary
+            print(f"sage mcp: run {s.run_id} {s.status}: {s.done}/{s.operators} operators", file=sys.stderr)
+
+
+def register(app: typer.Typer) -> None:
+    """Attach `sage mcp` to the root app."""
+    app.command("mcp")(mcp_command)

@@ -1,0 +1,151 @@
+"""The MCP adapter: SAGE's tools on the official `mcp` SDK (MCPServer), over stdio or HTTP.
+
+Each tool is a thin async function that queues its call on the run's thread (worker.py) and
+returns the service's dict as structured content; a refused evaluation is a normal result
+(status "refused"), a call that cannot be served is a tool error. Streamable HTTP binds to
+127.0.0.1 only and requires `Authorization: Bearer <token>` on every request. docs/mcp.md
+documents the tools and their schemas.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError as SdkToolError
+from pydantic import BaseModel, Field
+
+from sagekernel.mcp_server.worker import ServiceWorker
+
+INSTRUCTIONS = """SAGE kernel harness and experience memory. Workflow per operator: open_operator ->
+retrieve -> write a kernel -> evaluate (with an adoption decision and rationale for EVERY retrieved
+experience; an evaluation with any missing is refused and spends no round) -> repeat until the
+budget ends or finish_operator. Use diagnose (no round spent) after a crash or a wrong result.
+Never read other operators' implementations; never special-case the test inputs."""
+
+
+class Adoption(BaseModel):
+    """The adoption decision about one retrieved experience."""
+
+    id: str = Field(description="the experience id as retrieved, e.g. 'E12'")
+    adopted: bool = Field(description="true: the candidate applies this experience; false: it does not")
+    rationale: str = Field(description="one sentence: why it was (not) adopted; required")
+
+
+def build_server(worker: ServiceWorker) -> Any:
+    """The MCPServer with SAGE's six tools, each served by `worker`."""
+    server: Any = MCPServer("sage", instructions=INSTRUCTIONS)
+
+    async def call(tool: str, arguments: dict[str, Any], ctx: Context | None) -> dict[str, Any]:
+        client = "stdio"
+        headers = getattr(ctx, "headers", None) if ctx is not None else None
+        if headers:
+            client = headers.get("mcp-session-id") or "http"
+        status, result = await anyio.to_thread.run_sync(worker.call, tool, arguments, client)
+        if status == "error":
+            raise SdkToolError(result.get("error", "error"))  # is_error=True, the message for the agent
+        return result
+
+    @server.tool()
+    async def status(ctx: Context) -> dict[str, Any]:
+        """The run this server drives: run id, method, target, pending operators, the open operator
+        and its budget."""
+        return await call("status", {}, ctx)
+
+    @server.tool()
+    async def open_operator(ctx: Context, name: str | None = None) -> dict[str, Any]:
+        """Open the next pending operator of the run (or the one named): its description, PyTorch
+        reference, kernel contract, the files to write, the target's knowledge (quick reference,
+        debugging guide, example), the resident rules and the round budget. Reopening the open
+        operator returns it again."""
+        return await call("open_operator", {"name": name}, ctx)
+
+    @server.tool()
+    async def retrieve(ctx: Context, query: str | None = None, k: int | None = None) -> dict[str, Any]:
+        """The experiences retrieved for the current round (ids E<n>, text, relevance, utility), the
+        resident rules (R<n>), the latest feedback and the current kernel. Idempotent within a
+        round; `query` adds your own search, whose items then need decisions too. No round is spent."""
+        return await call("retrieve", {"query": query, "k": k}, ctx)
+
+    @server.tool()
+    async def evaluate(
+        ctx: Context,
+        adoptions: list[Adoption] | None = None,
+        code: str | None = None,
+        files: dict[str, str] | None = None,
+        rules_used: list[str] | None = None,
+        diagnosis: str = "",
+    ) -> dict[str, Any]:
+        """Judge a candidate kernel: `code` (single-file targets) or `files` (path -> text), with an
+        adoption decision (id, adopted, rationale) for EVERY experience retrieved since the last
+        evaluation and the resident rules used. Refused (status "refused", missing ids named, no
+        round spent) while any decision is missing; otherwise one round of the budget is spent and
+        the verdict returned (stage, correct, latencies, feedback)."""
+        return await call(
+            "evaluate",
+            {
+                "adoptions": [a.model_dump() for a in adoptions or []],
+                "code": code,
+                "files": files,
+                "rules_used": rules_used or [],
+                "diagnosis": diagnosis,
+            },
+            ctx,
+        )
+
+    @server.tool()
+    async def diagnose(
+        ctx: Context, code: str | None = None, files: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Localise a failure without spending a round: the target's diagnostics on a small shape
+        (cpu: -Wall -Wextra warnings, AddressSanitizer/UBSan naming the faulting line and buffer,
+        the kernel's printf output; triton: traceback and device_print output) and the first
+        mismatching element against the reference (index, expected, got, neighbourhood)."""
+        return await call("diagnose", {"code": code, "files": files}, ctx)
+
+    @server.tool()
+    async def finish_operator(ctx: Context) -> dict[str, Any]:
+        """End the open operator now (the budget ending does it too): its result is recorded, then
+        the memory learns from its episodes (ATU credit, UGC, distillation) exactly as `sage run`."""
+        return await call("finish_operator", {}, ctx)
+
+    return server
+
+
+class BearerAuth:
+    """ASGI middleware: every HTTP request must carry `Authorization: Bearer <token>`."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app, self.expected = app, f"Bearer {token}".encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            got = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(got, self.expected):
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")],
+                    }
+                )
+                await send({"type": "http.response.body", "body": b"missing or wrong bearer token\n"})
+                return
+        await self.app(scope, receive, send)
+
+
+def serve_stdio(worker: ServiceWorker) -> None:
+    server = build_server(worker)
+    anyio.run(server.run_stdio_async)
+
+
+def serve_http(worker: ServiceWorker, *, port: int, token: str, host: str = "127.0.0.1") -> None:
+    import uvicorn
+
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        raise ValueError("the HTTP transport binds to the loopback interface only")
+    server = build_server(worker)
+    app = BearerAuth(server.streamable_http_app(host=host), token)
+    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
