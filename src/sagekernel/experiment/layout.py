@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sagekernel import db
 from sagekernel.experiment.plan import StreamPlan, expand
 from sagekernel.experiment.spec import ExperimentSpec, ExperimentSpecError, Overrides, parse
 
@@ -132,10 +131,11 @@ class ExperimentDir:
 
     def run_status(self, name: str) -> str | None:
         """The stream's run status from its workspace: None before its run exists."""
-        ws = self.workspace(name)
-        if not db.db_path(ws).is_file():
+        from sagekernel.experiment.status import open_readonly
+
+        conn = open_readonly(self.workspace(name))
+        if conn is None:
             return None
-        conn = db.connect(ws, create=False, readonly=True)
         try:
             row = conn.execute("SELECT status FROM runs WHERE run_id = ?", (name,)).fetchone()
         finally:

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from sagekernel import db
+from sagekernel.errors import SageError
 from sagekernel.experiment.layout import ExperimentDir
 from sagekernel.experiment.plan import StreamPlan
 from sagekernel.report.metrics import compilation_rate, execution_rate
@@ -48,6 +51,21 @@ class StreamStatus:
         return asdict(self)
 
 
+def open_readonly(ws: Path) -> sqlite3.Connection | None:
+    """The workspace database read-only, or None while it does not exist or has no run tables
+    yet (a worker is creating it)."""
+    if not db.db_path(ws).is_file():
+        return None
+    try:
+        conn = db.connect(ws, create=False, readonly=True)
+    except (SageError, sqlite3.Error):
+        return None
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'round_traces'").fetchone() is None:
+        conn.close()
+        return None
+    return conn
+
+
 def _alive(pid: int, host: str) -> bool:
     if not pid or host != socket.gethostname():
         return False
@@ -65,8 +83,8 @@ def stream_status(exp: ExperimentDir, stream: StreamPlan, states: dict[str, str]
     status: StreamStatus = StreamStatus(stream.name, "pending", stream.method, stream.model, stream.schedule,
                                         stream.donor, 0, None, None, None, None, None, None)
     run_state = None
-    if db.db_path(ws).is_file():
-        conn = db.connect(ws, create=False, readonly=True)
+    conn = open_readonly(ws)
+    if conn is not None:
         try:
             store = RunStore(conn)
             info = store.run(stream.name)

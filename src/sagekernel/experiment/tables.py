@@ -51,15 +51,14 @@ class ExperimentTable:
 
 def load_streams(exp: ExperimentDir, p: float = 1.0) -> list[StreamData]:
     """Every stream with its status and its finished operators (read-only)."""
-    from sagekernel import db
+    from sagekernel.experiment.status import open_readonly
     from sagekernel.runner.store import RunStore
 
     out = []
     for plan, status in zip(exp.streams(), experiment_status(exp), strict=True):
         results: list[OperatorResult] = []
-        ws = exp.workspace(plan.name)
-        if db.db_path(ws).is_file():
-            conn = db.connect(ws, create=False, readonly=True)
+        conn = open_readonly(exp.workspace(plan.name))
+        if conn is not None:
             try:
                 results = RunStore(conn).results(plan.name)
             finally:
