@@ -9,8 +9,10 @@ TASKS = Path(__file__).parent / "e2e_tasks"
 KERNELS = {
     "e2e_double": ("const float* restrict x, float* restrict out, int64_t N", "out[i] = 2.0f * x[i];"),
     "e2e_negate": ("const float* restrict x, float* restrict out, int64_t N", "out[i] = -x[i];"),
-    "e2e_add": ("const float* restrict a, const float* restrict b, float* restrict out, int64_t N",
-                "out[i] = a[i] + b[i];"),
+    "e2e_add": (
+        "const float* restrict a, const float* restrict b, float* restrict out, int64_t N",
+        "out[i] = a[i] + b[i];",
+    ),
 }
 LESSON = """LESSON
 title: Elementwise kernels: loop over every element with an int64_t index
@@ -33,9 +35,15 @@ def write_script(path: Path) -> Path:
     and one distilled lesson (so learning streams write memory)."""
     replies: list[dict[str, object]] = [{"match": "curating a memory", "text": LESSON}]
     for op, (params, body) in KERNELS.items():
-        code = f"#include <stdint.h>\nvoid sage_kernel({params}) {{\n  for (int64_t i = 0; i < N; ++i) {body}\n}}\n"
-        replies.append({"match": f"(?m)^# Operator: {op} ", "on": "prompt",
-                        "text": f"DIAGNOSIS: one flat loop.\nADOPTION:\nRULES USED: NONE\n```c\n{code}```\n"})
+        loop = f"for (int64_t i = 0; i < N; ++i) {body}"
+        code = f"#include <stdint.h>\nvoid sage_kernel({params}) {{\n  {loop}\n}}\n"
+        replies.append(
+            {
+                "match": f"(?m)^# Operator: {op} ",
+                "on": "prompt",
+                "text": f"DIAGNOSIS: one flat loop.\nADOPTION:\nRULES USED: NONE\n```c\n{code}```\n",
+            }
+        )
     path.write_text(json.dumps({"replies": replies, "fallback": "NONE"}), encoding="utf-8")
     return path
 
@@ -43,7 +51,8 @@ def write_script(path: Path) -> Path:
 def write_spec(path: Path, blocks: str, *, name: str = "test-exp", budget: int = 2) -> Path:
     """An experiment file over the e2e tasks with the scripted model (label `scripted`)."""
     script = write_script(path.parent / "script.json")
-    path.write_text(f'''name = "{name}"
+    path.write_text(
+        f'''name = "{name}"
 [models]
 scripted = "scripted:{script}"
 [defaults]
@@ -53,6 +62,14 @@ budget = {budget}
 [run]
 embedder = "none"
 max_reasks = 0
-harness = {{ skip_timing = true, canaries = false, held_out_shape = false, warmup = 1, iters = 2, trials = 1 }}
-{blocks}''', encoding="utf-8")
+[run.harness]
+skip_timing = true
+canaries = false
+held_out_shape = false
+warmup = 1
+iters = 2
+trials = 1
+{blocks}''',
+        encoding="utf-8",
+    )
     return path

@@ -54,9 +54,24 @@ def test_kill_9_then_rerun_resumes_unfinished_streams_and_reruns_nothing(tmp_pat
     spec = write_spec(tmp_path / "exp.toml", BLOCKS, budget=3)
     root = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.Popen([sys.executable, "-c", "from sagekernel.cli import main; main()", "experiment", "run",
-                             str(spec), "--dir", str(root), "--workers", "1", "--no-progress"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from sagekernel.cli import main; main()",
+            "experiment",
+            "run",
+            str(spec),
+            "--dir",
+            str(root),
+            "--workers",
+            "1",
+            "--no-progress",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     exp = ExperimentDir(root)
     deadline = time.monotonic() + 120
     try:
@@ -84,9 +99,11 @@ def test_kill_9_then_rerun_resumes_unfinished_streams_and_reruns_nothing(tmp_pat
 
     first = exp.workspace("first")
     second = exp.workspace("second")
-    first_before = (query(first, "SELECT status, finished_at FROM runs"),
-                    query(first, "SELECT position, recorded_at FROM operator_results"),
-                    query(first, "SELECT count(*) FROM exchanges"))
+    first_before = (
+        query(first, "SELECT status, finished_at FROM runs"),
+        query(first, "SELECT position, recorded_at FROM operator_results"),
+        query(first, "SELECT count(*) FROM exchanges"),
+    )
     second_before = query(second, "SELECT position, recorded_at FROM operator_results ORDER BY position")
     assert first_before[0][0][0] == "finished" and 1 <= len(second_before) < 3
     assert query(second, "SELECT status FROM runs")[0][0] != "finished"
@@ -95,9 +112,11 @@ def test_kill_9_then_rerun_resumes_unfinished_streams_and_reruns_nothing(tmp_pat
 
     _, result = run_experiment(root, live=False)  # the directory alone continues it
     assert result.ok
-    assert (query(first, "SELECT status, finished_at FROM runs"),
-            query(first, "SELECT position, recorded_at FROM operator_results"),
-            query(first, "SELECT count(*) FROM exchanges")) == first_before  # not run again
+    assert (
+        query(first, "SELECT status, finished_at FROM runs"),
+        query(first, "SELECT position, recorded_at FROM operator_results"),
+        query(first, "SELECT count(*) FROM exchanges"),
+    ) == first_before  # not run again
     after = query(second, "SELECT position, recorded_at FROM operator_results ORDER BY position")
     assert after[: len(second_before)] == second_before  # finished operators kept, not redone
     assert [p for p, _ in after] == [0, 1, 2]

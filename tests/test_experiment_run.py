@@ -78,8 +78,13 @@ def test_every_stream_finishes_in_its_own_workspace_with_its_name_as_run_id(fini
         ws = finished.workspace(name)
         assert query(ws, "SELECT run_id, status FROM runs") == [(name, "finished")]
     planned = {n: query(finished.workspace(n), "SELECT count(*) FROM operator_results")[0][0] for n in names}
-    assert planned == {"refinement-scripted": 3, "sage-scripted": 3, "sage-frozen": 3, "replay-atu": 1,
-                       "sage-library": 2}
+    assert planned == {
+        "refinement-scripted": 3,
+        "sage-scripted": 3,
+        "sage-frozen": 3,
+        "replay-atu": 1,
+        "sage-library": 2,
+    }
 
 
 def test_recipients_start_only_after_their_donor_finished(finished: ExperimentDir) -> None:
@@ -98,8 +103,9 @@ def test_the_memory_modes_start_each_recipient_from_the_donors_memory(finished: 
     frozen = finished.workspace("sage-frozen")
     snapshot = frozen / "memory-from-sage-frozen.db"
     assert {t for (t,) in query(snapshot, "SELECT title FROM items")} == donor_titles
-    assert query(snapshot, "SELECT count(*) FROM memory_episodes") == query(donor, "SELECT count(*) FROM "
-                                                                              "memory_episodes")
+    assert query(snapshot, "SELECT count(*) FROM memory_episodes") == query(
+        donor, "SELECT count(*) FROM memory_episodes"
+    )
     # replay: a bank with the donor's items and utilities recomputed by ATU
     bank = finished.bank("replay-atu")
     assert {t for (t,) in query(bank, "SELECT title FROM items")} == donor_titles
@@ -129,13 +135,21 @@ def test_the_non_tty_live_view_logs_one_line_per_finished_operator(finished: Exp
 
 
 def test_rerunning_a_finished_experiment_runs_nothing_again(finished: ExperimentDir) -> None:
-    before = {s.name: query(finished.workspace(s.name), "SELECT position, recorded_at FROM operator_results")
-              for s in finished.streams()}
-    calls = {s.name: query(finished.workspace(s.name), "SELECT count(*) FROM exchanges") for s in finished.streams()}
+    before = {
+        s.name: query(finished.workspace(s.name), "SELECT position, recorded_at FROM operator_results")
+        for s in finished.streams()
+    }
+    calls = {
+        s.name: query(finished.workspace(s.name), "SELECT count(*) FROM exchanges")
+        for s in finished.streams()
+    }
     _, outcome = run_experiment(finished.root, live=False)
     assert outcome.ok and sorted(outcome.finished) == sorted(before)
     for s in finished.streams():
-        assert query(finished.workspace(s.name), "SELECT position, recorded_at FROM operator_results") == before[s.name]
+        assert (
+            query(finished.workspace(s.name), "SELECT position, recorded_at FROM operator_results")
+            == before[s.name]
+        )
         assert query(finished.workspace(s.name), "SELECT count(*) FROM exchanges") == calls[s.name]
 
 
@@ -146,14 +160,19 @@ def test_status_shows_every_stream(finished: ExperimentDir) -> None:
     rows = {r["name"]: r for r in data["streams"]}
     assert data["experiment"] == "test-exp"
     assert {r["state"] for r in rows.values()} == {"finished"}
-    assert (rows["sage-library"]["done"], rows["sage-library"]["total"], rows["sage-library"]["er"]) == (2, 2, 100.0)
+    assert (rows["sage-library"]["done"], rows["sage-library"]["total"], rows["sage-library"]["er"]) == (
+        2,
+        2,
+        100.0,
+    )
     assert rows["sage-frozen"]["donor"] == "sage-scripted"
     text = CliRunner().invoke(app, ["experiment", "status", str(finished.root)]).output
     assert "replay-atu" in text and "finished" in text
 
 
-def test_report_gives_the_paper_shaped_tables_in_json_terminal_and_html(finished: ExperimentDir,
-                                                                       tmp_path: Path) -> None:
+def test_report_gives_the_paper_shaped_tables_in_json_terminal_and_html(
+    finished: ExperimentDir, tmp_path: Path
+) -> None:
     data = experiment_report(finished.root)
     tables = {t["key"]: t for t in data["tables"]}
     assert list(tables) == ["table1", "figure4", "table7", "library", "streams"]
@@ -183,7 +202,9 @@ def test_another_experiment_in_the_same_directory_is_refused(finished: Experimen
 
 
 def test_a_failed_donor_blocks_its_recipients_and_the_others_go_on(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "exp.toml", """
+    spec = write_spec(
+        tmp_path / "exp.toml",
+        """
 [[streams]]
 name = "bad"
 methods = ["sage"]
@@ -199,8 +220,9 @@ name = "good"
 methods = ["refinement"]
 models = ["scripted"]
 limit = 1
-""")
-    exp, outcome = run_experiment(spec, directory=tmp_path / "run", workers=1, live=False)
+""",
+    )
+    exp, outcome = run_experiment(spec, directory=tmp_path / "run", workers=2, live=False)
     assert outcome.finished == ["good"] and outcome.blocked == ["after-bad"]
     assert "no-such-suite" in outcome.failed["bad"]
     result = CliRunner().invoke(app, ["experiment", "status", str(exp.root), "--json"])
@@ -208,13 +230,16 @@ limit = 1
     assert states == {"bad": "failed", "after-bad": "blocked", "good": "finished"}
 
 
-def test_streams_on_the_embedded_model_share_one_worker_process(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_streams_on_the_embedded_model_share_one_worker_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The scheduler's choice, observed at its process boundary: both `local` streams go to ONE
     worker process (threads sharing the one llama.cpp instance); the scripted one gets its own."""
     from sagekernel.experiment import scheduler
 
-    spec = write_spec(tmp_path / "exp.toml", """
+    spec = write_spec(
+        tmp_path / "exp.toml",
+        """
 [[streams]]
 name = "{method}-{model}"
 methods = ["refinement", "sage"]
@@ -223,8 +248,9 @@ models = ["local"]
 name = "{method}-{model}"
 methods = ["refinement"]
 models = ["scripted"]
-""")
-    spec.write_text(spec.read_text().replace('[models]\n', '[models]\nlocal = "local"\n'))
+""",
+    )
+    spec.write_text(spec.read_text().replace("[models]\n", '[models]\nlocal = "local"\n'))
     started: list[list[str]] = []
 
     class Done:
@@ -244,5 +270,21 @@ def test_outcome_file_is_json_not_pickle(finished: ExperimentDir) -> None:
     raw = (finished.workspace("sage-scripted") / "stream.json").read_text()
     assert json.loads(raw)["state"] == "finished"
     with pytest.raises(sqlite3.Error):
-        sqlite3.connect(f"file:{finished.workspace('sage-scripted') / 'stream.json'}?mode=ro",
-                        uri=True).execute("SELECT 1 FROM sqlite_master").fetchall()
+        sqlite3.connect(
+            f"file:{finished.workspace('sage-scripted') / 'stream.json'}?mode=ro", uri=True
+        ).execute("SELECT 1 FROM sqlite_master").fetchall()
+
+
+def test_the_terminal_live_view_draws_one_line_per_stream(finished: ExperimentDir) -> None:
+    import io
+
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), force_terminal=True, width=200)
+    view = LiveView(finished, console=console)
+    view.start()
+    view.close()
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    for s in finished.streams():
+        line = next(line for line in out.splitlines() if s.name in line)
+        assert "finished" in line and "100%" in line

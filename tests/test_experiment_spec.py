@@ -41,9 +41,17 @@ seeds = [0, 1]
     assert "sage-b-interleave-L2-L3-s1" in names and "refinement-a-given-s0" in names
     one = next(x for x in streams if x.name == "sage-b-interleave-L2-L3-s1")
     assert (one.method, one.model, one.model_spec, one.schedule, one.seed, one.budget) == (
-        "sage", "b", "openai:m@http://localhost:1/v1", "interleave:L2,L3", 1, 3)
+        "sage",
+        "b",
+        "openai:m@http://localhost:1/v1",
+        "interleave:L2,L3",
+        1,
+        3,
+    )
     cfg = one.config(__import__("pathlib").Path("/tmp/ws"))
-    assert cfg.run_id == one.name and cfg.budget == 3 and cfg.schedule == "interleave:L2,L3" and not cfg.frozen
+    assert (
+        cfg.run_id == one.name and cfg.budget == 3 and cfg.schedule == "interleave:L2,L3" and not cfg.frozen
+    )
 
 
 def test_scalars_block_settings_and_run_table_reach_the_run_config() -> None:
@@ -64,29 +72,45 @@ run = { k = 5 }
     assert (cfg.budget, cfg.limit, cfg.suite, cfg.k, cfg.embedder) == (7, 2, "demo", 5, "none")
 
 
-@pytest.mark.parametrize(("blocks", "needle"), [
-    ("[[streams]]\nmethods = [\"sage\"]\nmodels = [\"zz\"]\n", "model 'zz' is not defined in [models]"),
-    ("[[streams]]\nmethods = [\"sage\"]\nmodels = [\"a\"]\ncolour = 1\n", "unknown key(s) ['colour']"),
-    ("[[streams]]\nmodels = [\"a\"]\n", "no methods"),
-    ("[[streams]]\nmethods = [\"nope\"]\nmodels = [\"a\"]\n", "unknown method 'nope'"),
-    ("[[streams]]\nmethods = []\nmodels = [\"a\"]\n", "methods is an empty list"),
-    ("[[streams]]\nmethods = [\"sage\", \"sage\"]\nmodels = [\"a\"]\n", "lists a value twice"),
-    ("[[streams]]\nmethod = \"sage\"\nmethods = [\"sage\"]\nmodels = [\"a\"]\n", "not both"),
-    ("[[streams]]\nmethods = [\"sage\"]\nmodels = [\"a\"]\nbudget = 0\n", "budget must be >= 1"),
-    ("[[streams]]\nmethods = [\"sage\"]\nmodels = [\"a\"]\nmemory = \"frozen\"\n", "needs from ="),
-    ("[[streams]]\nmethods = [\"sage\"]\nmodels = [\"a\"]\nfrom = \"x\"\nmemory = \"melt\"\n", "is not one of"),
-    ("[[streams]]\nmethods = [\"sage\"]\nmodels = [\"a\"]\nfrom = \"nobody\"\nname = \"r\"\n",
-     "from = 'nobody' names no stream"),
-    ("[[streams]]\nmethods = [\"sage\"]\nmodels = [\"a\"]\nrun = { budget = 3 }\n", "[run] may not set ['budget']"),
-    ("[[streams]]\nmethods = [\"sage\"]\nmodels = [\"a\"]\nrun = { k = -1 }\n", "stream 'sage-a-given-s0': k:"),
-    ("[[streams]]\nmethods = [\"sage\"]\nmodels = [\"a\"]\nrun = { colour = 1 }\n", "colour"),
-    ("[[streams]]\nmethods = [\"sage\"]\nmodels = [\"a\"]\nname = \"x/{method}\"\n", "must be letters"),
-    ("[[streams]]\nmethods = [\"sage\"]\nmodels = [\"a\"]\nname = \"{colour}\"\n", "template"),
-    ("[[streams]]\nmethods = [\"sage\", \"refinement\"]\nmodels = [\"a\"]\nname = \"same\"\n",
-     "two streams are named 'same'"),
-    ("[[streams]]\nmethods = [\"sage\"]\nmodels = [\"a\"]\nfrom = \"x\"\nmemory = \"continue\"\nfrozen = true\n",
-     "cannot be frozen"),
-])
+@pytest.mark.parametrize(
+    ("blocks", "needle"),
+    [
+        ('[[streams]]\nmethods = ["sage"]\nmodels = ["zz"]\n', "model 'zz' is not defined in [models]"),
+        ('[[streams]]\nmethods = ["sage"]\nmodels = ["a"]\ncolour = 1\n', "unknown key(s) ['colour']"),
+        ('[[streams]]\nmodels = ["a"]\n', "no methods"),
+        ('[[streams]]\nmethods = ["nope"]\nmodels = ["a"]\n', "unknown method 'nope'"),
+        ('[[streams]]\nmethods = []\nmodels = ["a"]\n', "methods is an empty list"),
+        ('[[streams]]\nmethods = ["sage", "sage"]\nmodels = ["a"]\n', "lists a value twice"),
+        ('[[streams]]\nmethod = "sage"\nmethods = ["sage"]\nmodels = ["a"]\n', "not both"),
+        ('[[streams]]\nmethods = ["sage"]\nmodels = ["a"]\nbudget = 0\n', "budget must be >= 1"),
+        ('[[streams]]\nmethods = ["sage"]\nmodels = ["a"]\nmemory = "frozen"\n', "needs from ="),
+        ('[[streams]]\nmethods = ["sage"]\nmodels = ["a"]\nfrom = "x"\nmemory = "melt"\n', "is not one of"),
+        (
+            '[[streams]]\nmethods = ["sage"]\nmodels = ["a"]\nfrom = "nobody"\nname = "r"\n',
+            "from = 'nobody' names no stream",
+        ),
+        (
+            '[[streams]]\nmethods = ["sage"]\nmodels = ["a"]\nrun = { budget = 3 }\n',
+            "[run] may not set ['budget']",
+        ),
+        (
+            '[[streams]]\nmethods = ["sage"]\nmodels = ["a"]\nrun = { k = -1 }\n',
+            "stream 'sage-a-given-s0': k:",
+        ),
+        ('[[streams]]\nmethods = ["sage"]\nmodels = ["a"]\nrun = { colour = 1 }\n', "colour"),
+        ('[[streams]]\nmethods = ["sage"]\nmodels = ["a"]\nname = "x/{method}"\n', "must be letters"),
+        ('[[streams]]\nmethods = ["sage"]\nmodels = ["a"]\nname = "{colour}"\n', "template"),
+        (
+            '[[streams]]\nmethods = ["sage", "refinement"]\nmodels = ["a"]\nname = "same"\n',
+            "two streams are named 'same'",
+        ),
+        (
+            '[[streams]]\nmethods = ["sage"]\nmodels = ["a"]\nfrom = "x"\nmemory = "continue"\n'
+            "frozen = true\n",
+            "cannot be frozen",
+        ),
+    ],
+)
 def test_bad_streams_are_refused_with_a_message_naming_the_problem(blocks: str, needle: str) -> None:
     with pytest.raises(ExperimentSpecError) as err:
         expand(spec(blocks))
@@ -132,9 +156,13 @@ memory = "replay:relevance"
     late = next(x for x in streams if x.name == "late-b")
     assert late.memory == "frozen" and late.frozen  # `from` alone means a frozen evaluation
     replay = next(x for x in streams if x.name == "replay-a")
-    assert replay.config(__import__("pathlib").Path("w"), memory_from=__import__("pathlib").Path("d")).gamma == 0.0
+    assert (
+        replay.config(__import__("pathlib").Path("w"), memory_from=__import__("pathlib").Path("d")).gamma
+        == 0.0
+    )
     with pytest.raises(ExperimentSpecError, match="cycle: x -> y -> x"):
-        expand(spec("""
+        expand(
+            spec("""
 [[streams]]
 name = "x"
 methods = ["sage"]
@@ -145,15 +173,28 @@ name = "y"
 methods = ["sage"]
 models = ["a"]
 from = "x"
-"""))
+""")
+        )
 
 
 def test_every_preset_parses_and_expands_to_the_papers_matrix() -> None:
-    assert set(presets.names()) == {"main-comparison", "schedules", "ablations", "transfer", "fixed-bank-replay",
-                                    "cross-library"}
+    assert set(presets.names()) == {
+        "main-comparison",
+        "schedules",
+        "ablations",
+        "transfer",
+        "fixed-bank-replay",
+        "cross-library",
+    }
     sizes = {name: len(expand(presets.load(name))) for name in presets.names()}
-    assert sizes == {"main-comparison": 12, "schedules": 3, "ablations": 4, "transfer": 9,
-                     "fixed-bank-replay": 4, "cross-library": 6}
+    assert sizes == {
+        "main-comparison": 12,
+        "schedules": 3,
+        "ablations": 4,
+        "transfer": 9,
+        "fixed-bank-replay": 4,
+        "cross-library": 6,
+    }
     transfer = order(expand(presets.load("transfer")))
     names = [s.name for s in transfer]
     assert names.index("sage-glm") < names.index("sage-qwen-from-glm")
@@ -165,8 +206,10 @@ def test_every_preset_parses_and_expands_to_the_papers_matrix() -> None:
 
 
 def test_overrides_replace_models_and_force_block_settings() -> None:
-    s = presets.load("ablations", Overrides(models={"glm": "scripted:/tmp/x.json"},
-                                            blocks={"budget": 4, "suite": "demo", "limit": 1}))
+    s = presets.load(
+        "ablations",
+        Overrides(models={"glm": "scripted:/tmp/x.json"}, blocks={"budget": 4, "suite": "demo", "limit": 1}),
+    )
     streams = expand(s)
     assert {x.model_spec for x in streams} == {"scripted:/tmp/x.json"}
     assert {(x.budget, x.suite, x.limit) for x in streams} == {(4, "demo", 1)}

@@ -13,46 +13,85 @@ from rich.table import Table
 
 from sagekernel.errors import SageError
 
-app = typer.Typer(help="Experiments: the paper's matrices of streams (methods x models x schedules ...) as one "
-                       "command, resumable, with parallel workers or Ray.", no_args_is_help=True,
-                  rich_markup_mode=None)
+app = typer.Typer(
+    help="Experiments: the paper's matrices of streams (methods x models x schedules ...) as one "
+    "command, resumable, with parallel workers or Ray.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 
-WHAT_HELP = ("An experiment file (TOML), a preset name (`sage experiment presets`), or an experiment "
-             "directory to continue.")
+WHAT_HELP = (
+    "An experiment file (TOML), a preset name (`sage experiment presets`), or an experiment "
+    "directory to continue."
+)
 
 
-def _overrides(model: list[str], suite: str | None, target: str | None, device: str | None,
-               budget: int | None, limit: int | None) -> object:
+def _overrides(
+    model: list[str],
+    suite: str | None,
+    target: str | None,
+    device: str | None,
+    budget: int | None,
+    limit: int | None,
+) -> object:
     from sagekernel.experiment.spec import Overrides
 
     models = {}
     for pair in model:
         label, sep, spec = pair.partition("=")
         if not sep or not label.strip() or not spec.strip():
-            raise SageError(f"--model expects LABEL=SPEC (e.g. qwen=openai:qwen@http://host/v1), got {pair!r}")
+            raise SageError(
+                f"--model expects LABEL=SPEC (e.g. qwen=openai:qwen@http://host/v1), got {pair!r}"
+            )
         models[label.strip()] = spec.strip()
-    return Overrides(models=models, blocks={"suite": suite, "target": target, "device": device, "budget": budget,
-                                            "limit": limit})
+    return Overrides(
+        models=models,
+        blocks={"suite": suite, "target": target, "device": device, "budget": budget, "limit": limit},
+    )
 
 
 @app.command("run")
 def run_command(
     what: Annotated[str, typer.Argument(help=WHAT_HELP, show_default=False)],
-    directory: Annotated[Path | None, typer.Option("--dir", help="Experiment directory (default: "
-                                                   "experiments/<name>). Rerun to continue it.")] = None,
+    directory: Annotated[
+        Path | None,
+        typer.Option(
+            "--dir", help="Experiment directory (default: experiments/<name>). Rerun to continue it."
+        ),
+    ] = None,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Streams at once on this machine.")] = 1,
-    devices: Annotated[list[str], typer.Option("--devices", help="Device slots, one per worker: cuda:0,1 | "
-                                               "npu:0,1 | cpu:0-1,2-3 (repeatable).")] = [],  # noqa: B006
-    ray: Annotated[str | None, typer.Option("--ray", help="Run on Ray: a cluster ADDRESS, auto (the running "
-                                            "cluster), or local (start one here).")] = None,
-    model: Annotated[list[str], typer.Option("--model", help="Replace a model: LABEL=SPEC (repeatable).")] = [],  # noqa: B006
+    devices: Annotated[
+        list[str],
+        typer.Option(
+            "--devices", help="Device slots, one per worker: cuda:0,1 | npu:0,1 | cpu:0-1,2-3 (repeatable)."
+        ),
+    ] = [],  # noqa: B006
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            help="Run on Ray: a cluster ADDRESS, auto (the running cluster), or local (start one here).",
+        ),
+    ] = None,
+    ray_ship: Annotated[
+        bool,
+        typer.Option("--ray-ship", help="With --ray: ship each workspace to its task and back (workers "
+                     "that do not see the experiment directory)."),
+    ] = False,
+    model: Annotated[
+        list[str], typer.Option("--model", help="Replace a model: LABEL=SPEC (repeatable).")
+    ] = [],  # noqa: B006
     suite: Annotated[str | None, typer.Option(help="Use this suite in every block.")] = None,
     target: Annotated[str | None, typer.Option(help="Use this target in every block.")] = None,
     device: Annotated[str | None, typer.Option(help="The target's device in every block.")] = None,
     budget: Annotated[int | None, typer.Option(min=1, help="T, rounds per operator, in every block.")] = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N operators of each stream.")] = None,
-    stream: Annotated[list[str], typer.Option("--stream", help="Run only these streams (repeatable; donors "
-                                              "must be finished).")] = [],  # noqa: B006
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Only the first N operators of each stream.")
+    ] = None,
+    stream: Annotated[
+        list[str],
+        typer.Option("--stream", help="Run only these streams (repeatable; donors must be finished)."),
+    ] = [],  # noqa: B006
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON on stdout.")] = False,
     progress: Annotated[bool, typer.Option(help="Show the live view (on stderr).")] = True,
 ) -> None:
@@ -60,17 +99,34 @@ def run_command(
     from sagekernel.experiment.api import run_experiment
 
     overrides = _overrides(model, suite, target, device, budget, limit)
-    exp, outcome = run_experiment(what, directory=directory, overrides=overrides,  # type: ignore[arg-type]
-                                  workers=workers, devices=devices, ray=ray, live=progress,
-                                  only=set(stream) or None)
-    data = {"directory": str(exp.root), "finished": outcome.finished, "failed": outcome.failed,
-            "blocked": outcome.blocked, "wall_s": round(outcome.wall_s, 3)}
+    exp, outcome = run_experiment(
+        what,
+        directory=directory,
+        overrides=overrides,  # type: ignore[arg-type]
+        workers=workers,
+        devices=devices,
+        ray=ray,
+        ray_ship=ray_ship,
+        live=progress,
+        only=set(stream) or None,
+    )
+    data = {
+        "directory": str(exp.root),
+        "finished": outcome.finished,
+        "failed": outcome.failed,
+        "blocked": outcome.blocked,
+        "wall_s": round(outcome.wall_s, 3),
+    }
     if as_json:
         print(json.dumps(data, indent=2))
     else:
         console = Console()
-        console.print(escape(f"{exp.root}: {len(outcome.finished)} streams finished, {len(outcome.failed)} "
-                             f"failed, {len(outcome.blocked)} blocked ({outcome.wall_s:.1f} s)"))
+        console.print(
+            escape(
+                f"{exp.root}: {len(outcome.finished)} streams finished, {len(outcome.failed)} "
+                f"failed, {len(outcome.blocked)} blocked ({outcome.wall_s:.1f} s)"
+            )
+        )
         for name, why in outcome.failed.items():
             console.print(escape(f"  failed {name}: {why}"))
         for name in outcome.blocked:
@@ -94,8 +150,12 @@ def status_command(
     name = exp.name
     rows = experiment_status(exp)
     if as_json:
-        print(json.dumps({"experiment": name, "directory": str(directory),
-                          "streams": [r.to_dict() for r in rows]}, indent=2))
+        print(
+            json.dumps(
+                {"experiment": name, "directory": str(directory), "streams": [r.to_dict() for r in rows]},
+                indent=2,
+            )
+        )
         return
     Console().print(status_table(rows, title=f"experiment {name} ({directory})"))
     for r in rows:
@@ -134,7 +194,9 @@ def report_command(
                 out.print(f"[dim]{escape(t.note)}[/]")
     if html is not None:
         data = exp.plan_data()
-        path = html_report.write(html, data["name"], data.get("description", ""), exp.root, streams, tables, notes)
+        path = html_report.write(
+            html, data["name"], data.get("description", ""), exp.root, streams, tables, notes
+        )
         out.print(escape(f"wrote {path}"))
 
 
@@ -148,13 +210,15 @@ def presets_command(as_json: Annotated[bool, typer.Option("--json", help="Print 
         print(json.dumps(items, indent=2))
         return
     for name, text in items.items():
-        Console().print(escape(f"{name:20} {text}"))
+        typer.echo(f"{name:20} {text}")
 
 
 @app.command("show")
-def show_command(name: Annotated[str, typer.Argument(help="A preset name.", show_default=False)],
-                 streams: Annotated[bool, typer.Option("--streams", help="List the streams it expands to.")] = False,
-                 as_json: Annotated[bool, typer.Option("--json", help="With --streams: JSON.")] = False) -> None:
+def show_command(
+    name: Annotated[str, typer.Argument(help="A preset name.", show_default=False)],
+    streams: Annotated[bool, typer.Option("--streams", help="List the streams it expands to.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="With --streams: JSON.")] = False,
+) -> None:
     """Print a preset's TOML (copy it to make your own), or the streams it expands to."""
     from sagekernel.experiment import presets
     from sagekernel.experiment.plan import expand
@@ -168,7 +232,7 @@ def show_command(name: Annotated[str, typer.Argument(help="A preset name.", show
         return
     for s in plan:
         donor = f"  from {s.donor} ({s.memory})" if s.donor else ""
-        Console().print(escape(f"{s.name:40} {s.method:20} {s.model:10} {s.schedule:18} T={s.budget}{donor}"))
+        typer.echo(f"{s.name:40} {s.method:20} {s.model:10} {s.schedule:18} T={s.budget}{donor}")
 
 
 def register(root: typer.Typer) -> None:

@@ -78,15 +78,18 @@ def parse_devices(groups: list[str] | tuple[str, ...]) -> list[DeviceSlot]:
         for i in slot.ids:
             key = ("cpu" if slot.kind == "cpu" else slot.kind, i)
             if key in seen:
-                raise DeviceError(f"--devices gives {slot.kind} {i} to two slots ({seen[key]} and "
-                                  f"{slot.label}); two streams must never share a device")
+                raise DeviceError(
+                    f"--devices gives {slot.kind} {i} to two slots ({seen[key]} and "
+                    f"{slot.label}); two streams must never share a device"
+                )
             seen[key] = slot.label
     if any(s.kind == "cpu" for s in slots) and hasattr(os, "sched_getaffinity"):
         usable = os.sched_getaffinity(0)
         missing = sorted({i for s in slots if s.kind == "cpu" for i in s.ids} - usable)
         if missing:
-            raise DeviceError(f"--devices names CPU core(s) {missing} this process cannot use "
-                              f"(usable: {sorted(usable)})")
+            raise DeviceError(
+                f"--devices names CPU core(s) {missing} this process cannot use (usable: {sorted(usable)})"
+            )
     return slots
 
 

@@ -77,16 +77,23 @@ class ExperimentDir:
     def create(self, spec: ExperimentSpec, overrides: Overrides) -> list[StreamPlan]:
         """Write the spec and its plan; an existing directory must hold the same experiment."""
         streams = expand(spec)
-        plan = {"name": spec.name, "description": spec.description, "overrides": overrides.to_dict(),
-                "streams": [s.to_dict() for s in streams]}
+        plan: dict[str, Any] = {
+            "name": spec.name,
+            "description": spec.description,
+            "overrides": overrides.to_dict(),
+            "streams": [s.to_dict() for s in streams],
+        }
         if self.exists:
             stored = self.plan_data()
             if stored["streams"] != plan["streams"]:
-                changed = sorted({s["name"] for s in stored["streams"]} ^ {s["name"] for s in plan["streams"]})
+                changed = sorted(
+                    {s["name"] for s in stored["streams"]} ^ {s["name"] for s in plan["streams"]}
+                )
                 raise ExperimentSpecError(
                     f"{self.root} holds another experiment ({stored['name']!r}"
                     f"{'; streams differ: ' + ', '.join(changed) if changed else '; settings differ'}); "
-                    f"continue it with `sage experiment run {self.root}` or choose another --dir")
+                    f"continue it with `sage experiment run {self.root}` or choose another --dir"
+                )
             return streams
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "streams").mkdir(exist_ok=True)
@@ -99,16 +106,18 @@ class ExperimentDir:
         try:
             data: dict[str, Any] = json.loads((self.root / PLAN_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise ExperimentSpecError(f"{self.root} is not an experiment directory (no readable "
-                                      f"{PLAN_FILE}: {exc})") from None
+            raise ExperimentSpecError(
+                f"{self.root} is not an experiment directory (no readable {PLAN_FILE}: {exc})"
+            ) from None
         return data
 
     def spec(self) -> ExperimentSpec:
         """The stored experiment, rebuilt with its stored overrides."""
         data = self.plan_data()
         text = (self.root / SPEC_FILE).read_text(encoding="utf-8")
-        return parse(text, origin=str(self.root / SPEC_FILE),
-                     overrides=Overrides.from_dict(data.get("overrides", {})))
+        return parse(
+            text, origin=str(self.root / SPEC_FILE), overrides=Overrides.from_dict(data.get("overrides", {}))
+        )
 
     def streams(self) -> list[StreamPlan]:
         return [StreamPlan.from_dict(s) for s in self.plan_data()["streams"]]

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from sagekernel.experiment.layout import ExperimentDir
 from sagekernel.experiment.status import StreamStatus, experiment_status
+from sagekernel.report.metrics import compilation_rate, execution_rate
 
 MIN_INTERVAL_S = 0.5
 
@@ -33,13 +34,21 @@ def status_table(rows: list[StreamStatus], title: str | None = None) -> Table:
         rnd = f"{r.episode} {r.round}" if r.round is not None and r.state == "running" else "-"
         done = f"{r.done}/{r.total}" if r.total is not None else "-"
         op = r.operator if r.operator and r.state == "running" else "-"
-        table.add_row(escape(r.name), r.state, escape(op), rnd, done, pct(r.cr), pct(r.er), escape(r.device or "-"))
+        table.add_row(
+            escape(r.name), r.state, escape(op), rnd, done, pct(r.cr), pct(r.er), escape(r.device or "-")
+        )
     return table
 
 
 class LiveView:
-    def __init__(self, exp: ExperimentDir, *, console: Console | None = None, tty: bool | None = None,
-                 stream: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        exp: ExperimentDir,
+        *,
+        console: Console | None = None,
+        tty: bool | None = None,
+        stream: TextIO | None = None,
+    ) -> None:
         self.exp = exp
         self.console = console or Console(stderr=True)
         self.tty = self.console.is_terminal if tty is None else tty
@@ -70,15 +79,32 @@ class LiveView:
             self.live.update(status_table(rows))
             return
         for r in rows:
-            if r.done > self.seen_done.get(r.name, 0) and r.last_result is not None:
-                res = r.last_result
-                mark = "solved" if res["correct"] else "compiled" if res["compiled"] else "failed"
-                self._log(f"[{r.name}] {r.done}/{r.total} {res['operator']}: {mark} in {res['rounds_used']} "
-                          f"rounds; CR {pct(r.cr)} ER {pct(r.er)}")
-            if r.state != self.seen_state.get(r.name):
+            seen = self.seen_done.get(r.name, 0)
+            if r.done > seen:
+                self._log_results(r, seen)
+            if r.state != self.seen_state.get(r.name) and r.state != "pending":
                 extra = f": {r.message}" if r.message and r.state in ("failed", "interrupted") else ""
                 self._log(f"[{r.name}] {r.state}{extra}")
             self.seen_done[r.name], self.seen_state[r.name] = r.done, r.state
+
+    def _log_results(self, r: StreamStatus, seen: int) -> None:
+        """One line per operator finished since the last poll, with the CR/ER after it."""
+        from sagekernel.experiment.status import open_readonly
+        from sagekernel.runner.store import RunStore
+
+        conn = open_readonly(self.exp.workspace(r.name))
+        if conn is None:
+            return
+        try:
+            results = RunStore(conn).results(r.name)
+        finally:
+            conn.close()
+        for i in range(seen, len(results)):
+            res = results[i]
+            upto = results[: i + 1]
+            mark = "solved" if res.correct else "compiled" if res.compiled else "failed"
+            self._log(f"[{r.name}] {i + 1}/{r.total} {res.operator}: {mark} in {res.rounds_used} rounds; "
+                      f"CR {pct(compilation_rate(upto))} ER {pct(execution_rate(upto))}")
 
     def close(self) -> None:
         self.tick(force=True)

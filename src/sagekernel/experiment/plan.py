@@ -20,8 +20,24 @@ from sagekernel.experiment.spec import Block, ExperimentSpec, ExperimentSpecErro
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
 #: RunConfig fields the experiment itself sets for each stream; [run] may not set them.
-_OWNED = ("workspace", "run_id", "resume", "new", "memory_from", "progress", "suite", "target", "device",
-          "model", "method", "schedule", "limit", "budget", "seed", "frozen")
+_OWNED = (
+    "workspace",
+    "run_id",
+    "resume",
+    "new",
+    "memory_from",
+    "progress",
+    "suite",
+    "target",
+    "device",
+    "model",
+    "method",
+    "schedule",
+    "limit",
+    "budget",
+    "seed",
+    "frozen",
+)
 
 
 @dataclass(frozen=True)
@@ -60,10 +76,23 @@ class StreamPlan:
         extra = dict(self.run)
         if self.replay_variant == "relevance":
             extra["gamma"] = 0.0  # relevance-only: u plays no part in the ranking (spec §9)
-        return RunConfig(workspace=workspace, run_id=self.name, suite=self.suite, target=self.target,
-                         device=self.device, model=self.model_spec, method=self.method,
-                         schedule=self.schedule, limit=self.limit, budget=self.budget, seed=self.seed,
-                         frozen=self.frozen, memory_from=memory_from, progress=False, **extra)
+        return RunConfig(
+            workspace=workspace,
+            run_id=self.name,
+            suite=self.suite,
+            target=self.target,
+            device=self.device,
+            model=self.model_spec,
+            method=self.method,
+            schedule=self.schedule,
+            limit=self.limit,
+            budget=self.budget,
+            seed=self.seed,
+            frozen=self.frozen,
+            memory_from=memory_from,
+            progress=False,
+            **extra,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,8 +112,9 @@ def _fill(template: str, coords: dict[str, Any], where: str, key: str) -> str:
     try:
         return template.format(**{k: _token(str(v)) for k, v in coords.items()})
     except (KeyError, IndexError, ValueError) as exc:
-        raise ExperimentSpecError(f"{where}: {key} template {template!r} is not valid: {exc!r}; use "
-                                  f"{{{'}, {'.join(coords)}}}") from None
+        raise ExperimentSpecError(
+            f"{where}: {key} template {template!r} is not valid: {exc!r}; use {{{'}, {'.join(coords)}}}"
+        ) from None
 
 
 def _expand_block(spec: ExperimentSpec, block: Block) -> list[StreamPlan]:
@@ -95,19 +125,42 @@ def _expand_block(spec: ExperimentSpec, block: Block) -> list[StreamPlan]:
             for schedule in block.schedules:
                 for budget in block.budgets:
                     for seed in block.seeds:
-                        coords = {"method": method, "model": model, "schedule": schedule, "seed": seed,
-                                  "budget": budget, "suite": block.suite, "target": block.target}
+                        coords = {
+                            "method": method,
+                            "model": model,
+                            "schedule": schedule,
+                            "seed": seed,
+                            "budget": budget,
+                            "suite": block.suite,
+                            "target": block.target,
+                        }
                         name = _fill(block.name, coords, where, "name")
                         if not _SAFE_NAME.match(name):
-                            raise ExperimentSpecError(f"{where}: stream name {name!r} must be letters, digits, "
-                                                      "'.', '_' or '-' (at most 120)")
+                            raise ExperimentSpecError(
+                                f"{where}: stream name {name!r} must be letters, digits, "
+                                "'.', '_' or '-' (at most 120)"
+                            )
                         donor = _fill(block.donor, coords, where, "from") if block.donor else None
-                        out.append(StreamPlan(
-                            name=name, block=block.index, method=method, model=model,
-                            model_spec=spec.models[model], schedule=schedule, seed=seed, budget=budget,
-                            suite=block.suite, target=block.target, device=block.device, limit=block.limit,
-                            frozen=block.frozen, donor=donor, memory=block.memory,
-                            run={**spec.run, **block.run}))
+                        out.append(
+                            StreamPlan(
+                                name=name,
+                                block=block.index,
+                                method=method,
+                                model=model,
+                                model_spec=spec.models[model],
+                                schedule=schedule,
+                                seed=seed,
+                                budget=budget,
+                                suite=block.suite,
+                                target=block.target,
+                                device=block.device,
+                                limit=block.limit,
+                                frozen=block.frozen,
+                                donor=donor,
+                                memory=block.memory,
+                                run={**spec.run, **block.run},
+                            )
+                        )
     return out
 
 
@@ -122,25 +175,32 @@ def expand(spec: ExperimentSpec) -> list[StreamPlan]:
             raise ExperimentSpecError(
                 f"two streams are named {s.name!r} ([[streams]] #{seen[s.name].block + 1} and "
                 f"#{s.block + 1}); give the block a name template that tells them apart, e.g. "
-                "name = \"{method}-{model}-transfer\"")
+                'name = "{method}-{model}-transfer"'
+            )
         seen[s.name] = s
     for s in streams:
         where = f"stream {s.name!r}"
         owned = sorted(set(s.run) & set(_OWNED))
         if owned:
-            raise ExperimentSpecError(f"{where}: [run] may not set {owned}; they are the experiment's own "
-                                      "(set them in the [[streams]] block)")
+            raise ExperimentSpecError(
+                f"{where}: [run] may not set {owned}; they are the experiment's own "
+                "(set them in the [[streams]] block)"
+            )
         if s.donor is not None:
             if s.donor not in seen:
-                raise ExperimentSpecError(f"{where}: from = {s.donor!r} names no stream of this experiment "
-                                          f"(streams: {', '.join(seen)})")
+                raise ExperimentSpecError(
+                    f"{where}: from = {s.donor!r} names no stream of this experiment "
+                    f"(streams: {', '.join(seen)})"
+                )
             if s.donor == s.name:
                 raise ExperimentSpecError(f"{where} cannot start from its own memory")
         try:
             parse_spec(s.model_spec)
             s.config(Path("."), memory_from=Path("donor") if s.frozen and s.donor else None)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors()
+            )
             raise ExperimentSpecError(f"{where}: {problems}") from None
         except SageError as exc:
             raise ExperimentSpecError(f"{where}: {exc}") from None
@@ -158,8 +218,9 @@ def order(streams: list[StreamPlan]) -> list[StreamPlan]:
         if state.get(s.name) == "done":
             return
         if state.get(s.name) == "visiting":
-            raise ExperimentSpecError(f"streams start from each other's memory in a cycle: "
-                                      f"{' -> '.join([*path, s.name])}")
+            raise ExperimentSpecError(
+                f"streams start from each other's memory in a cycle: {' -> '.join([*path, s.name])}"
+            )
         state[s.name] = "visiting"
         if s.donor is not None and s.donor in by_name:
             visit(by_name[s.donor], [*path, s.name])

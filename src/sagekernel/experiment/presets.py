@@ -14,8 +14,14 @@ def names() -> list[str]:
 
 def text(name: str) -> str:
     if name not in names():
-        raise ExperimentSpecError(f"no experiment file or preset named {name!r}; presets: {', '.join(names())}")
-    return resources.files("sagekernel.experiment").joinpath("presets", f"{name}.toml").read_text(encoding="utf-8")
+        raise ExperimentSpecError(
+            f"no experiment file or preset named {name!r}; presets: {', '.join(names())}"
+        )
+    return (
+        resources.files("sagekernel.experiment")
+        .joinpath("presets", f"{name}.toml")
+        .read_text(encoding="utf-8")
+    )
 
 
 def load(name: str, overrides: Overrides | None = None) -> ExperimentSpec:

@@ -48,8 +48,10 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError as exc:
-        raise RayUnavailable(f"--ray needs Ray, an optional extra that is not installed ({exc}); install it "
-                             f"with {INSTALL_HINT}") from exc
+        raise RayUnavailable(
+            f"--ray needs Ray, an optional extra that is not installed ({exc}); install it "
+            f"with {INSTALL_HINT}"
+        ) from exc
     return ray
 
 
@@ -87,8 +89,10 @@ def stream_task(root: str, name: str, token: str, payload: bytes | None) -> dict
         outcome = run_streams(ExperimentDir(root), [name], device=_device_label())[0]
         return {"outcome": outcome.to_dict(), "archive": None}
     if payload is None:
-        raise SageError(f"stream {name}: the experiment directory {root} is not visible on this worker and "
-                        "nothing was shipped")
+        raise SageError(
+            f"stream {name}: the experiment directory {root} is not visible on this worker and "
+            "nothing was shipped"
+        )
     with tempfile.TemporaryDirectory(prefix="sage-exp-") as tmp:
         _unpack(payload, Path(tmp))
         outcome = run_streams(ExperimentDir(tmp), [name], device=_device_label())[0]
@@ -96,14 +100,23 @@ def stream_task(root: str, name: str, token: str, payload: bytes | None) -> dict
 
 
 def _device_label() -> str:
-    visible = [f"{k}={v}" for k in ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
-               if (v := os.environ.get(k))]
+    visible = [
+        f"{k}={v}" for k in ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES") if (v := os.environ.get(k))
+    ]
     return "ray:" + ",".join(visible) if visible else "ray"
 
 
-def run_ray(exp: ExperimentDir, streams: list[StreamPlan], *, address: str = "auto",
-            tick: Callable[[], None] | None = None, cpus_per_stream: float = 1.0, max_retries: int = 3,
-            init: dict[str, Any] | None = None, ship: bool = False) -> ExperimentOutcome:
+def run_ray(
+    exp: ExperimentDir,
+    streams: list[StreamPlan],
+    *,
+    address: str = "auto",
+    tick: Callable[[], None] | None = None,
+    cpus_per_stream: float = 1.0,
+    max_retries: int = 3,
+    init: dict[str, Any] | None = None,
+    ship: bool = False,
+) -> ExperimentOutcome:
     """Run every unfinished stream as a Ray task; `address` "local" starts a local Ray instance
     (`init` are its ray.init arguments, e.g. num_cpus=2); `ship` forces the no-shared-directory mode."""
     ray = import_ray()
@@ -143,9 +156,12 @@ def run_ray(exp: ExperimentDir, streams: list[StreamPlan], *, address: str = "au
                 members = ["experiment.toml", "experiment.json", f"streams/{s.name}"]
                 members += [f"streams/{s.donor}"] if s.donor else []
                 payload = _pack(exp.root, members)
-            ref = remote.options(max_retries=max_retries, retry_exceptions=False,
-                                 name=f"sage-stream-{s.name}", **resources_for(s, cpus_per_stream)
-                                 ).remote(str(exp.root.resolve()), s.name, token, payload)
+            ref = remote.options(
+                max_retries=max_retries,
+                retry_exceptions=False,
+                name=f"sage-stream-{s.name}",
+                **resources_for(s, cpus_per_stream),
+            ).remote(str(exp.root.resolve()), s.name, token, payload)
             running[ref] = s
             pending.remove(s)
         if not running:

@@ -77,8 +77,14 @@ def _start(exp: ExperimentDir, names: list[str], slot: DeviceSlot | None, local_
     if slot is not None:
         cmd += ["--device", slot.label]
     with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=_env(slot), preexec_fn=_die_with_parent)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=_env(slot),
+            preexec_fn=_die_with_parent,
+        )
     return _Job(names, slot, proc, local_model)
 
 
@@ -86,13 +92,21 @@ def check_workers(workers: int, slots: list[DeviceSlot]) -> None:
     if workers < 1:
         raise DeviceError(f"--workers must be >= 1, got {workers}")
     if slots and workers > len(slots):
-        raise DeviceError(f"--workers {workers} needs {workers} device slots so that no two streams share "
-                          f"one; --devices gives {len(slots)} ({', '.join(s.label for s in slots)})")
+        raise DeviceError(
+            f"--workers {workers} needs {workers} device slots so that no two streams share "
+            f"one; --devices gives {len(slots)} ({', '.join(s.label for s in slots)})"
+        )
 
 
-def run_local(exp: ExperimentDir, streams: list[StreamPlan], *, workers: int = 1,
-              slots: list[DeviceSlot] | None = None, tick: Callable[[], None] | None = None,
-              only: set[str] | None = None) -> ExperimentOutcome:
+def run_local(
+    exp: ExperimentDir,
+    streams: list[StreamPlan],
+    *,
+    workers: int = 1,
+    slots: list[DeviceSlot] | None = None,
+    tick: Callable[[], None] | None = None,
+    only: set[str] | None = None,
+) -> ExperimentOutcome:
     """Run every unfinished stream (or those in `only`) to its end; donors first."""
     slots = list(slots or [])
     check_workers(workers, slots)
@@ -120,7 +134,9 @@ def run_local(exp: ExperimentDir, streams: list[StreamPlan], *, workers: int = 1
                     else:
                         outcome = exp.outcome(name)
                         why = outcome.message if outcome and outcome.state != "running" else ""
-                        result.failed[name] = why or f"its worker exited with status {code} (see {exp.log(name)})"
+                        result.failed[name] = (
+                            why or f"its worker exited with status {code} (see {exp.log(name)})"
+                        )
             failed_or_blocked = set(result.failed) | set(result.blocked)
             for s in list(pending):
                 if s.donor in failed_or_blocked:

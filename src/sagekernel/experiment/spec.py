@@ -44,8 +44,13 @@ from sagekernel.errors import SageError
 MEMORY_MODES = ("frozen", "continue", "replay:relevance", "replay:uniform", "replay:atu")
 DEFAULT_NAME = "{method}-{model}-{schedule}-s{seed}"
 #: Block keys that expand (plural) and their scalar spelling (singular).
-LIST_KEYS = {"methods": "method", "models": "model", "schedules": "schedule", "seeds": "seed",
-             "budgets": "budget"}
+LIST_KEYS = {
+    "methods": "method",
+    "models": "model",
+    "schedules": "schedule",
+    "seeds": "seed",
+    "budgets": "budget",
+}
 SCALAR_KEYS = ("suite", "target", "device", "limit", "frozen", "name", "from", "memory")
 TOP_KEYS = ("name", "description", "models", "defaults", "run", "streams", "devices")
 
@@ -120,8 +125,9 @@ def _block(index: int, raw: Any, defaults: dict[str, Any], models: dict[str, str
         present = [k for k in (plural, singular) if k in merged]
         if not present:
             if plural in ("methods", "models"):
-                raise ExperimentSpecError(f"{where}: no {plural} (set {plural} = [...] in the block "
-                                          "or in [defaults])")
+                raise ExperimentSpecError(
+                    f"{where}: no {plural} (set {plural} = [...] in the block or in [defaults])"
+                )
             values[plural] = {"schedules": ("given",), "seeds": (0,), "budgets": (30,)}[plural]
             continue
         key = plural if plural in raw else singular if singular in raw else present[0]
@@ -131,8 +137,10 @@ def _block(index: int, raw: Any, defaults: dict[str, Any], models: dict[str, str
             raise ExperimentSpecError(f"{where}: budget must be >= 1, got {budget}")
     for label in values["models"]:
         if label not in models:
-            raise ExperimentSpecError(f"{where}: model {label!r} is not defined in [models] (defined: "
-                                      f"{', '.join(models) or 'none'})")
+            raise ExperimentSpecError(
+                f"{where}: model {label!r} is not defined in [models] (defined: "
+                f"{', '.join(models) or 'none'})"
+            )
     strings = {}
     for key in ("suite", "target", "device", "name", "from", "memory"):
         value = merged.get(key)
@@ -149,19 +157,31 @@ def _block(index: int, raw: Any, defaults: dict[str, Any], models: dict[str, str
     if memory is not None and memory not in MEMORY_MODES:
         raise ExperimentSpecError(f"{where}: memory {memory!r} is not one of {', '.join(MEMORY_MODES)}")
     if memory is not None and strings["from"] is None:
-        raise ExperimentSpecError(f"{where}: memory = {memory!r} needs from = \"<donor stream>\"")
+        raise ExperimentSpecError(f'{where}: memory = {memory!r} needs from = "<donor stream>"')
     if strings["from"] is not None and memory is None:
         memory = "frozen"
     if memory == "continue" and frozen:
-        raise ExperimentSpecError(f"{where}: memory = \"continue\" keeps learning; it cannot be frozen")
+        raise ExperimentSpecError(f'{where}: memory = "continue" keeps learning; it cannot be frozen')
     run = raw.get("run", {})
     if not isinstance(run, dict):
         raise ExperimentSpecError(f"{where}: run must be a table of RunConfig settings")
-    return Block(index=index, methods=values["methods"], models=values["models"],
-                 schedules=values["schedules"], seeds=values["seeds"], budgets=values["budgets"],
-                 suite=strings["suite"] or "builtin", target=strings["target"] or "cpu",
-                 device=strings["device"], limit=limit, frozen=frozen or memory not in (None, "continue"),
-                 name=strings["name"] or DEFAULT_NAME, donor=strings["from"], memory=memory, run=dict(run))
+    return Block(
+        index=index,
+        methods=values["methods"],
+        models=values["models"],
+        schedules=values["schedules"],
+        seeds=values["seeds"],
+        budgets=values["budgets"],
+        suite=strings["suite"] or "builtin",
+        target=strings["target"] or "cpu",
+        device=strings["device"],
+        limit=limit,
+        frozen=frozen or memory not in (None, "continue"),
+        name=strings["name"] or DEFAULT_NAME,
+        donor=strings["from"],
+        memory=memory,
+        run=dict(run),
+    )
 
 
 @dataclass(frozen=True)
@@ -193,18 +213,22 @@ def parse(text: str, *, origin: str = "<experiment>", overrides: Overrides | Non
     overrides = overrides or Overrides()
     unknown = sorted(set(data) - set(TOP_KEYS))
     if unknown:
-        raise ExperimentSpecError(f"{origin}: unknown top-level key(s) {unknown}; known: {', '.join(TOP_KEYS)}")
+        raise ExperimentSpecError(
+            f"{origin}: unknown top-level key(s) {unknown}; known: {', '.join(TOP_KEYS)}"
+        )
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
-        raise ExperimentSpecError(f"{origin}: name = \"...\" is required (it names the experiment)")
+        raise ExperimentSpecError(f'{origin}: name = "..." is required (it names the experiment)')
     models = data.get("models", {})
     if not isinstance(models, dict) or not models:
-        raise ExperimentSpecError(f"{origin}: [models] must map at least one label to a model spec, e.g. "
-                                  "local = \"local\"")
+        raise ExperimentSpecError(
+            f'{origin}: [models] must map at least one label to a model spec, e.g. local = "local"'
+        )
     for label in overrides.models:
         if label not in models:
-            raise ExperimentSpecError(f"--model {label}=...: {origin} has no model labelled {label!r} "
-                                      f"(labels: {', '.join(models)})")
+            raise ExperimentSpecError(
+                f"--model {label}=...: {origin} has no model labelled {label!r} (labels: {', '.join(models)})"
+            )
     models = {**models, **overrides.models}
     for label, spec in models.items():
         if not isinstance(spec, str) or not spec.strip():
@@ -227,11 +251,17 @@ def parse(text: str, *, origin: str = "<experiment>", overrides: Overrides | Non
         streams = [_force(raw, forced) if isinstance(raw, dict) else raw for raw in streams]
     devices = data.get("devices", [])
     if not isinstance(devices, list) or not all(isinstance(d, str) for d in devices):
-        raise ExperimentSpecError(f"{origin}: devices must be a list of strings, e.g. [\"cuda:0,1\"]")
+        raise ExperimentSpecError(f'{origin}: devices must be a list of strings, e.g. ["cuda:0,1"]')
     blocks = tuple(_block(i, raw, defaults, models) for i, raw in enumerate(streams))
-    return ExperimentSpec(name=name.strip(), description=str(data.get("description", "")),
-                          models={k: v.strip() for k, v in models.items()}, run=dict(data.get("run", {})),
-                          blocks=blocks, devices=tuple(devices), source=text)
+    return ExperimentSpec(
+        name=name.strip(),
+        description=str(data.get("description", "")),
+        models={k: v.strip() for k, v in models.items()},
+        run=dict(data.get("run", {})),
+        blocks=blocks,
+        devices=tuple(devices),
+        source=text,
+    )
 
 
 def _force(raw: dict[str, Any], forced: dict[str, Any]) -> dict[str, Any]:

@@ -78,10 +78,25 @@ def _alive(pid: int, host: str) -> bool:
     return True
 
 
-def stream_status(exp: ExperimentDir, stream: StreamPlan, states: dict[str, str] | None = None) -> StreamStatus:
+def stream_status(
+    exp: ExperimentDir, stream: StreamPlan, states: dict[str, str] | None = None
+) -> StreamStatus:
     ws = exp.workspace(stream.name)
-    status: StreamStatus = StreamStatus(stream.name, "pending", stream.method, stream.model, stream.schedule,
-                                        stream.donor, 0, None, None, None, None, None, None)
+    status: StreamStatus = StreamStatus(
+        stream.name,
+        "pending",
+        stream.method,
+        stream.model,
+        stream.schedule,
+        stream.donor,
+        0,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+    )
     run_state = None
     conn = open_readonly(ws)
     if conn is not None:
@@ -95,15 +110,26 @@ def stream_status(exp: ExperimentDir, stream: StreamPlan, states: dict[str, str]
                 status.cr, status.er = compilation_rate(results), execution_rate(results)
                 if results:
                     last = results[-1]
-                    status.last_result = {"position": last.position, "operator": last.operator,
-                                          "correct": last.correct, "compiled": last.compiled,
-                                          "rounds_used": last.rounds_used, "speedup": last.speedup}
+                    status.last_result = {
+                        "position": last.position,
+                        "operator": last.operator,
+                        "correct": last.correct,
+                        "compiled": last.compiled,
+                        "rounds_used": last.rounds_used,
+                        "speedup": last.speedup,
+                    }
                 done = {r.operator for r in results}
                 row = conn.execute(
                     "SELECT operator, round, episode FROM round_traces WHERE run_id = ? ORDER BY rowid DESC "
-                    "LIMIT 1", (stream.name,)).fetchone()
+                    "LIMIT 1",
+                    (stream.name,),
+                ).fetchone()
                 if row is not None and row["operator"] not in done:
-                    status.operator, status.round, status.episode = row["operator"], row["round"], row["episode"]
+                    status.operator, status.round, status.episode = (
+                        row["operator"],
+                        row["round"],
+                        row["episode"],
+                    )
         finally:
             conn.close()
     outcome = exp.outcome(stream.name)

@@ -107,28 +107,61 @@ def table1(streams: list[StreamData], p: float = 1.0) -> ExperimentTable | None:
         return None
     levels = sorted({r.level for s in rows_in for r in s.results})
     extra = _coords(rows_in)
-    header = ["Model", "Method", *[c.capitalize() for c in extra], *[f"L{lv} ER" for lv in levels], "CR",
-              "ER", f"Fast_{p:.1f}", "S_self", "Solved"]
+    header = [
+        "Model",
+        "Method",
+        *[c.capitalize() for c in extra],
+        *[f"L{lv} ER" for lv in levels],
+        "CR",
+        "ER",
+        f"Fast_{p:.1f}",
+        "S_self",
+        "Solved",
+    ]
     order = {m: i for i, m in enumerate(("refinement", "static-rag", "value-memory", *ABLATIONS))}
     models = list(dict.fromkeys(s.plan.model for s in rows_in))
-    rows_in.sort(key=lambda s: (models.index(s.plan.model), order.get(s.plan.method, 99), s.plan.schedule,
-                                s.plan.budget, s.plan.seed))
+    rows_in.sort(
+        key=lambda s: (
+            models.index(s.plan.model),
+            order.get(s.plan.method, 99),
+            s.plan.schedule,
+            s.plan.budget,
+            s.plan.seed,
+        )
+    )
     rows, data, previous = [], [], None
     for s in rows_in:
         m = s.metrics
         per_level = [fmt_rate(m.er_by_level.get(lv)) if m else "–" for lv in levels]
-        rows.append([s.plan.model if s.plan.model != previous else "", method_label(s.plan.method),
-                     *[str(getattr(s.plan, c)) for c in extra], *per_level,
-                     fmt_rate(m.cr if m else None), fmt_rate(m.er if m else None),
-                     fmt_rate(m.fast_solved if m else None), fmt_x(m.s_self if m else None),
-                     _solved(m, s.status.total)])
+        rows.append(
+            [
+                s.plan.model if s.plan.model != previous else "",
+                method_label(s.plan.method),
+                *[str(getattr(s.plan, c)) for c in extra],
+                *per_level,
+                fmt_rate(m.cr if m else None),
+                fmt_rate(m.er if m else None),
+                fmt_rate(m.fast_solved if m else None),
+                fmt_x(m.s_self if m else None),
+                _solved(m, s.status.total),
+            ]
+        )
         previous = s.plan.model
-        data.append({"stream": s.plan.name, "model": s.plan.model, "method": s.plan.method,
-                     **{c: getattr(s.plan, c) for c in extra},
-                     "er_by_level": {f"L{lv}": m.er_by_level.get(lv) if m else None for lv in levels},
-                     "cr": m.cr if m else None, "er": m.er if m else None,
-                     "fast": m.fast_solved if m else None, "s_self": m.s_self if m else None,
-                     "solved": m.n_solved if m else 0, "operators": m.n_operators if m else 0})
+        data.append(
+            {
+                "stream": s.plan.name,
+                "model": s.plan.model,
+                "method": s.plan.method,
+                **{c: getattr(s.plan, c) for c in extra},
+                "er_by_level": {f"L{lv}": m.er_by_level.get(lv) if m else None for lv in levels},
+                "cr": m.cr if m else None,
+                "er": m.er if m else None,
+                "fast": m.fast_solved if m else None,
+                "s_self": m.s_self if m else None,
+                "solved": m.n_solved if m else 0,
+                "operators": m.n_operators if m else 0,
+            }
+        )
     return ExperimentTable("table1", "Table 1 — main comparison (learning streams)", header, rows, data)
 
 
@@ -143,12 +176,35 @@ def table2(streams: list[StreamData], p: float = 1.0) -> ExperimentTable | None:
         top = _level(s.results, lv)
         er, fast = execution_rate(top), fast_p(top, p)
         n_ok = sum(r.correct for r in top)
-        rows.append([s.plan.model, method_label(s.plan.method), s.plan.schedule, fmt_rate(er), fmt_rate(fast),
-                     f"{n_ok}/{len(top)}" if top else "–"])
-        data.append({"stream": s.plan.name, "schedule": s.plan.schedule, "level": lv, "er": er, "fast": fast,
-                     "solved": n_ok, "operators": len(top)})
-    return ExperimentTable("table2", f"Table 2 — task order (L{lv} operators only)", header, rows, data,
-                           note=f"L{lv} results, each recorded before its own experience was learned")
+        rows.append(
+            [
+                s.plan.model,
+                method_label(s.plan.method),
+                s.plan.schedule,
+                fmt_rate(er),
+                fmt_rate(fast),
+                f"{n_ok}/{len(top)}" if top else "–",
+            ]
+        )
+        data.append(
+            {
+                "stream": s.plan.name,
+                "schedule": s.plan.schedule,
+                "level": lv,
+                "er": er,
+                "fast": fast,
+                "solved": n_ok,
+                "operators": len(top),
+            }
+        )
+    return ExperimentTable(
+        "table2",
+        f"Table 2 — task order (L{lv} operators only)",
+        header,
+        rows,
+        data,
+        note=f"L{lv} results, each recorded before its own experience was learned",
+    )
 
 
 def figure5(streams: list[StreamData], p: float = 1.0) -> ExperimentTable | None:
@@ -162,11 +218,27 @@ def figure5(streams: list[StreamData], p: float = 1.0) -> ExperimentTable | None
     for s in rows_in:
         m = s.metrics
         top_er = execution_rate(_level(s.results, lv))
-        rows.append([s.plan.model, method_label(s.plan.method), fmt_rate(m.er if m else None), fmt_rate(top_er),
-                     fmt_rate(m.fast_solved if m else None), fmt_x(m.s_self if m else None)])
-        data.append({"stream": s.plan.name, "model": s.plan.model, "method": s.plan.method,
-                     "er": m.er if m else None, "top_level_er": top_er, "fast": m.fast_solved if m else None,
-                     "s_self": m.s_self if m else None})
+        rows.append(
+            [
+                s.plan.model,
+                method_label(s.plan.method),
+                fmt_rate(m.er if m else None),
+                fmt_rate(top_er),
+                fmt_rate(m.fast_solved if m else None),
+                fmt_x(m.s_self if m else None),
+            ]
+        )
+        data.append(
+            {
+                "stream": s.plan.name,
+                "model": s.plan.model,
+                "method": s.plan.method,
+                "er": m.er if m else None,
+                "top_level_er": top_er,
+                "fast": m.fast_solved if m else None,
+                "s_self": m.s_self if m else None,
+            }
+        )
     return ExperimentTable("figure5", "Figure 5 — ablations", header, rows, data)
 
 
@@ -186,12 +258,28 @@ def figure4(streams: list[StreamData], p: float = 1.0) -> ExperimentTable | None
         else:
             condition = f"{donor.plan.model} Transfer"
         m = s.metrics
-        rows.append([s.plan.model, method_label(s.plan.method), condition, fmt_rate(m.er if m else None),
-                     fmt_rate(m.fast_solved if m else None), fmt_x(m.s_self if m else None),
-                     _solved(m, s.status.total)])
-        data.append({"stream": s.plan.name, "model": s.plan.model, "condition": condition,
-                     "donor": s.plan.donor, "er": m.er if m else None, "fast": m.fast_solved if m else None,
-                     "s_self": m.s_self if m else None})
+        rows.append(
+            [
+                s.plan.model,
+                method_label(s.plan.method),
+                condition,
+                fmt_rate(m.er if m else None),
+                fmt_rate(m.fast_solved if m else None),
+                fmt_x(m.s_self if m else None),
+                _solved(m, s.status.total),
+            ]
+        )
+        data.append(
+            {
+                "stream": s.plan.name,
+                "model": s.plan.model,
+                "condition": condition,
+                "donor": s.plan.donor,
+                "er": m.er if m else None,
+                "fast": m.fast_solved if m else None,
+                "s_self": m.s_self if m else None,
+            }
+        )
     return ExperimentTable("figure4", "Figure 4 — transfer (frozen memory, no updates)", header, rows, data)
 
 
@@ -208,12 +296,34 @@ def table7(streams: list[StreamData], p: float = 1.0) -> ExperimentTable | None:
         m = s.metrics
         top_er = execution_rate(_level(s.results, lv))
         variant = s.plan.replay_variant or ""
-        rows.append([s.plan.donor or "", REPLAY_LABELS.get(variant, variant), fmt_rate(m.er if m else None),
-                     fmt_rate(top_er), fmt_rate(m.fast_solved if m else None), _solved(m, s.status.total)])
-        data.append({"stream": s.plan.name, "donor": s.plan.donor, "variant": variant,
-                     "er": m.er if m else None, "top_level_er": top_er, "fast": m.fast_solved if m else None})
-    return ExperimentTable("table7", "Table 7 — fixed-bank replay", header, rows, data,
-                           note="one frozen bank; only the cold utilities (and so the reranking) differ")
+        rows.append(
+            [
+                s.plan.donor or "",
+                REPLAY_LABELS.get(variant, variant),
+                fmt_rate(m.er if m else None),
+                fmt_rate(top_er),
+                fmt_rate(m.fast_solved if m else None),
+                _solved(m, s.status.total),
+            ]
+        )
+        data.append(
+            {
+                "stream": s.plan.name,
+                "donor": s.plan.donor,
+                "variant": variant,
+                "er": m.er if m else None,
+                "top_level_er": top_er,
+                "fast": m.fast_solved if m else None,
+            }
+        )
+    return ExperimentTable(
+        "table7",
+        "Table 7 — fixed-bank replay",
+        header,
+        rows,
+        data,
+        note="one frozen bank; only the cold utilities (and so the reranking) differ",
+    )
 
 
 def library(streams: list[StreamData], p: float = 1.0) -> ExperimentTable | None:
@@ -224,12 +334,30 @@ def library(streams: list[StreamData], p: float = 1.0) -> ExperimentTable | None
     rows, data = [], []
     for s in rows_in:
         m = s.metrics
-        rows.append([s.plan.model, method_label(s.plan.method), s.plan.suite, s.plan.donor or "",
-                     fmt_rate(m.er if m else None), fmt_rate(m.fast_solved if m else None),
-                     fmt_x(self_speedup_median(s.results)), _solved(m, s.status.total)])
-        data.append({"stream": s.plan.name, "model": s.plan.model, "method": s.plan.method,
-                     "suite": s.plan.suite, "donor": s.plan.donor, "er": m.er if m else None,
-                     "fast": m.fast_solved if m else None, "s_self": m.s_self if m else None})
+        rows.append(
+            [
+                s.plan.model,
+                method_label(s.plan.method),
+                s.plan.suite,
+                s.plan.donor or "",
+                fmt_rate(m.er if m else None),
+                fmt_rate(m.fast_solved if m else None),
+                fmt_x(self_speedup_median(s.results)),
+                _solved(m, s.status.total),
+            ]
+        )
+        data.append(
+            {
+                "stream": s.plan.name,
+                "model": s.plan.model,
+                "method": s.plan.method,
+                "suite": s.plan.suite,
+                "donor": s.plan.donor,
+                "er": m.er if m else None,
+                "fast": m.fast_solved if m else None,
+                "s_self": m.s_self if m else None,
+            }
+        )
     return ExperimentTable("library", "Section 4.3 — continued learning on a new library", header, rows, data)
 
 
@@ -238,9 +366,19 @@ def stream_table(streams: list[StreamData]) -> ExperimentTable:
     rows, data = [], []
     for s in streams:
         st = s.status
-        rows.append([s.plan.name, st.state, s.plan.method, s.plan.model, s.plan.schedule,
-                     s.plan.donor and f"{s.plan.donor} ({s.plan.memory})" or "",
-                     f"{st.done}/{st.total}" if st.total is not None else "–", fmt_rate(st.cr), fmt_rate(st.er)])
+        rows.append(
+            [
+                s.plan.name,
+                st.state,
+                s.plan.method,
+                s.plan.model,
+                s.plan.schedule,
+                (s.plan.donor and f"{s.plan.donor} ({s.plan.memory})") or "",
+                f"{st.done}/{st.total}" if st.total is not None else "–",
+                fmt_rate(st.cr),
+                fmt_rate(st.er),
+            ]
+        )
         data.append({"stream": s.plan.name, "state": st.state, "done": st.done, "total": st.total})
     return ExperimentTable("streams", "Streams", header, rows, data)
 
@@ -255,6 +393,8 @@ def notes(streams: list[StreamData]) -> list[str]:
     out = []
     for s in streams:
         if s.status.state != "finished":
-            out.append(f"{s.plan.name} is {s.status.state}: {s.status.done} of {s.status.total or '?'} "
-                       "operators finished, and its rates are over those")
+            out.append(
+                f"{s.plan.name} is {s.status.state}: {s.status.done} of {s.status.total or '?'} "
+                "operators finished, and its rates are over those"
+            )
     return out

@@ -38,8 +38,11 @@ class DonorNotFinished(SageError):
 
 
 def _visible() -> dict[str, str]:
-    return {k: v for k in ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
-            if (v := os.environ.get(k)) is not None}
+    return {
+        k: v
+        for k in ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
+        if (v := os.environ.get(k)) is not None
+    }
 
 
 def _affinity() -> list[int] | None:
@@ -51,8 +54,10 @@ def prepare_memory(exp: ExperimentDir, stream: StreamPlan) -> Path | None:
     if stream.donor is None:
         return None
     if not exp.finished(stream.donor):
-        raise DonorNotFinished(f"stream {stream.name!r} starts from {stream.donor!r}, which has not "
-                               "finished; the scheduler runs donors first")
+        raise DonorNotFinished(
+            f"stream {stream.name!r} starts from {stream.donor!r}, which has not "
+            "finished; the scheduler runs donors first"
+        )
     donor_ws = exp.workspace(stream.donor)
     if stream.memory == "frozen":
         return donor_ws  # the runner snapshots it once (a resumed run sees the same memory)
@@ -101,8 +106,16 @@ def run_stream(exp: ExperimentDir, stream: StreamPlan, *, device: str = "") -> S
 
     previous = exp.outcome(stream.name)
     attempt = 1 if previous is None else previous.attempt + (previous.state != "finished")
-    outcome = StreamOutcome(state="running", pid=os.getpid(), host=socket.gethostname(), attempt=attempt,
-                            started_at=now_iso(), device=device, affinity=_affinity(), visible=_visible())
+    outcome = StreamOutcome(
+        state="running",
+        pid=os.getpid(),
+        host=socket.gethostname(),
+        attempt=attempt,
+        started_at=now_iso(),
+        device=device,
+        affinity=_affinity(),
+        visible=_visible(),
+    )
     if exp.finished(stream.name):
         outcome.state, outcome.message, outcome.ended_at = "finished", "already finished", now_iso()
         return outcome
