@@ -288,3 +288,24 @@ def test_the_terminal_live_view_draws_one_line_per_stream(finished: ExperimentDi
     for s in finished.streams():
         line = next(line for line in out.splitlines() if s.name in line)
         assert "finished" in line and "100%" in line
+
+
+def test_stream_selection_runs_a_recipient_whose_donor_finished_earlier(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "exp.toml", """
+[[streams]]
+name = "donor"
+methods = ["sage"]
+models = ["scripted"]
+limit = 1
+[[streams]]
+name = "recipient"
+methods = ["sage"]
+models = ["scripted"]
+from = "donor"
+limit = 1
+""")
+    exp, first = run_experiment(spec, directory=tmp_path / "run", live=False, only={"donor"})
+    assert first.finished == ["donor"] and exp.run_status("recipient") is None
+    _, second = run_experiment(exp.root, live=False, only={"recipient"})
+    assert second.ok and second.finished == ["recipient"]
+    assert exp.finished("recipient")

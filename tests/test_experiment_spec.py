@@ -249,3 +249,19 @@ def test_device_slots_parse_and_two_streams_never_share_one() -> None:
     with pytest.raises(DeviceError, match="needs 3 device slots"):
         check_workers(3, parse_devices(["cuda:0,1"]))
     check_workers(3, [])  # no slots: no pinning, any number of workers
+
+
+def test_block_run_tables_merge_into_the_experiments_by_key() -> None:
+    s = spec("""
+[run]
+k = 3
+[run.harness]
+iters = 20
+warmup = 2
+[[streams]]
+method = "sage"
+model = "a"
+run = { harness = { iters = 5 } }
+""")
+    (one,) = expand(s)
+    assert one.run == {"k": 3, "harness": {"iters": 5, "warmup": 2}}

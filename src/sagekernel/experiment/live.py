@@ -103,8 +103,10 @@ class LiveView:
             res = results[i]
             upto = results[: i + 1]
             mark = "solved" if res.correct else "compiled" if res.compiled else "failed"
-            self._log(f"[{r.name}] {i + 1}/{r.total} {res.operator}: {mark} in {res.rounds_used} rounds; "
-                      f"CR {pct(compilation_rate(upto))} ER {pct(execution_rate(upto))}")
+            self._log(
+                f"[{r.name}] {i + 1}/{r.total} {res.operator}: {mark} in {res.rounds_used} rounds; "
+                f"CR {pct(compilation_rate(upto))} ER {pct(execution_rate(upto))}"
+            )
 
     def close(self) -> None:
         self.tick(force=True)

@@ -102,6 +102,17 @@ class StreamPlan:
         return cls(**data)
 
 
+def merge_settings(base: dict[str, Any], block: dict[str, Any]) -> dict[str, Any]:
+    """[run] then the block's run table; table values (harness, model_options) merge by key."""
+    out = dict(base)
+    for key, value in block.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out
+
+
 def _token(value: str) -> str:
     """A placeholder value made safe for a directory name (interleave:L2,L3 -> interleave-L2-L3)."""
     value = Path(value).name if "/" in value else value
@@ -158,7 +169,7 @@ def _expand_block(spec: ExperimentSpec, block: Block) -> list[StreamPlan]:
                                 frozen=block.frozen,
                                 donor=donor,
                                 memory=block.memory,
-                                run={**spec.run, **block.run},
+                                run=merge_settings(spec.run, block.run),
                             )
                         )
     return out

@@ -34,7 +34,7 @@ from typing import Any
 from sagekernel.errors import SageError
 from sagekernel.experiment.layout import ExperimentDir, StreamOutcome
 from sagekernel.experiment.plan import StreamPlan, order
-from sagekernel.experiment.scheduler import POLL_S, ExperimentOutcome
+from sagekernel.experiment.scheduler import POLL_S, ExperimentOutcome, donors_done_outside
 
 TOKEN_FILE = ".ray-token"
 INSTALL_HINT = "pip install 'sagekernel[ray]'"
@@ -139,7 +139,48 @@ def run_ray(
         if exp.finished(s.name):
             result.finished.append(s.name)
             pending.remove(s)
+    outside = donors_done_outside(exp, streams, pending)
     running: dict[Any, StreamPlan] = {}
+    try:
+        _drive(
+            ray,
+            remote,
+            exp,
+            pending,
+            running,
+            result,
+            outside,
+            token,
+            ship,
+            cpus_per_stream,
+            max_retries,
+            tick,
+        )
+    except BaseException:  # Ctrl-C: cancel the tasks (each records what finished), then stop
+        for ref in running:
+            ray.cancel(ref)
+        raise
+    if tick is not None:
+        tick()
+    result.wall_s = time.monotonic() - started
+    return result
+
+
+def _drive(
+    ray: Any,
+    remote: Any,
+    exp: ExperimentDir,
+    pending: list[StreamPlan],
+    running: dict[Any, StreamPlan],
+    result: ExperimentOutcome,
+    outside: set[str],
+    token: str,
+    ship: bool,
+    cpus_per_stream: float,
+    max_retries: int,
+    tick: Callable[[], None] | None,
+) -> None:
+    """Submit ready streams and collect finished tasks until nothing is left."""
     while pending or running:
         bad = set(result.failed) | set(result.blocked)
         for s in list(pending):
@@ -147,7 +188,7 @@ def run_ray(
                 pending.remove(s)
                 result.blocked.append(s.name)
         local_busy = any(s.uses_local_model for s in running.values())
-        for s in [s for s in pending if s.donor is None or s.donor in result.finished]:
+        for s in [s for s in pending if s.donor is None or s.donor in result.finished or s.donor in outside]:
             if s.uses_local_model and local_busy:
                 continue
             local_busy = local_busy or s.uses_local_model
@@ -185,7 +226,3 @@ def run_ray(
                 result.failed[s.name] = outcome.message or outcome.state
         if tick is not None:
             tick()
-    if tick is not None:
-        tick()
-    result.wall_s = time.monotonic() - started
-    return result

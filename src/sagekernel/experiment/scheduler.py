@@ -88,6 +88,12 @@ def _start(exp: ExperimentDir, names: list[str], slot: DeviceSlot | None, local_
     return _Job(names, slot, proc, local_model)
 
 
+def donors_done_outside(exp: ExperimentDir, streams: list[StreamPlan], pending: list[StreamPlan]) -> set[str]:
+    """Finished donors that this invocation does not run (--stream selected their recipients)."""
+    names = {s.name for s in pending}
+    return {s.donor for s in pending if s.donor and s.donor not in names and exp.finished(s.donor)}
+
+
 def check_workers(workers: int, slots: list[DeviceSlot]) -> None:
     if workers < 1:
         raise DeviceError(f"--workers must be >= 1, got {workers}")
@@ -117,6 +123,7 @@ def run_local(
         if exp.finished(s.name):
             result.finished.append(s.name)
             pending.remove(s)
+    outside = donors_done_outside(exp, streams, pending)
     running: list[_Job] = []
     free = list(slots)
     try:
@@ -142,7 +149,9 @@ def run_local(
                 if s.donor in failed_or_blocked:
                     pending.remove(s)
                     result.blocked.append(s.name)
-            ready = [s for s in pending if s.donor is None or s.donor in result.finished]
+            ready = [
+                s for s in pending if s.donor is None or s.donor in result.finished or s.donor in outside
+            ]
             local_busy = any(j.local_model for j in running)
             while ready and len(running) < workers and (free or not slots):
                 first = ready[0]
