@@ -90,9 +90,9 @@ def main() -> None:
         return
     print(f"4-stream scripted experiment (T={args.budget}, {args.repeats} repeats, "
           f"{result['cpus']} CPUs, load {result['load_avg_1min']:.1f})")
-    print(f"{'mode':<12} {'median s':>9} {'vs serial':>10}  runs")
+    print(f"{'mode':<20} {'median s':>9} {'vs serial':>10}  runs")
     for r in rows:
-        print(f"{r['mode']:<12} {r['median_s']:>9.1f} {r['speedup_vs_serial']:>9.2f}x  {r['runs_s']}")
+        print(f"{r['mode']:<20} {r['median_s']:>9.1f} {r['speedup_vs_serial']:>9.2f}x  {r['runs_s']}")
     if ray_start is not None:
         print(f"(ray.init, not in the times: {ray_start:.1f} s)")
     else:
