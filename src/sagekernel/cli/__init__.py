@@ -1,6 +1,6 @@
 """The `sage` command. Argument handling only: every command calls into a module.
 
-Sub-commands live one file per area (memory, tasks, harness, log, run, report) to keep each
+Sub-commands live one file per area (memory, tasks, harness, log, run, report, experiment) to keep each
 file short; this file wires them together and turns `SageError`s into plain messages.
 """
 
@@ -30,9 +30,9 @@ err_console = Console(stderr=True)
 
 def _register() -> None:
     # Imported here so `sage --help` stays fast and each area owns its own file.
-    from sagekernel.cli import audit, doctor, harness, log, mcp, memory, report, run, tasks
+    from sagekernel.cli import audit, doctor, experiment, harness, log, mcp, memory, report, run, tasks
 
-    for module in (memory, tasks, harness, log, run, mcp, report, audit, doctor):
+    for module in (memory, tasks, harness, log, run, mcp, report, audit, doctor, experiment):
         module.register(app)
 
 

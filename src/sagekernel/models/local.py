@@ -12,6 +12,11 @@ the changing tail. `prefix_cache=False` resets the context before every call (th
 benchmarks/bench_prefix_cache.py). `prompt_cache_mb > 0` adds llama_cpp's `LlamaRAMCache`, which
 also restores saved states when prompts alternate between operators.
 
+One instance per process: every LocalModel of a process with the same weights and settings shares
+one loaded llama.cpp model and one lock (`_SHARED`), so several streams run as threads of one
+process (sage experiment) load the weights once and take turns on the model -- a llama.cpp
+context is not thread-safe. Their prompts alternate, so the prefix cache serves less of each.
+
 `Reply.extra` reports `tokens_per_s` (generation), `prompt_tokens_per_s`, `prompt_eval_tokens`
 (tokens actually computed) and `prompt_reused_tokens` (served from the cache), from llama.cpp's
 own performance counters.
@@ -51,6 +56,12 @@ def import_llama_cpp() -> ModuleType:
     return llama_cpp
 
 
+#: The process-wide llama.cpp instances: (path, n_ctx, n_threads, prompt_cache_mb) -> [llm, users].
+_SHARED: dict[tuple[str, int, int, int], list[Any]] = {}
+#: One lock for every LocalModel of the process: calls on the one instance are serialised.
+_PROCESS_LOCK = threading.Lock()
+
+
 def usable_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -72,7 +83,8 @@ class LocalModel(BackendModel):
         self.load_s: float | None = None
         self.model_path: Path | None = None
         self._llm: Any = None
-        self._lock = threading.Lock()
+        self._key: tuple[str, int, int, int] | None = None
+        self._lock = _PROCESS_LOCK
 
     def probe(self) -> None:
         """The runtime imports and the weights are present and verified (assembling them if needed)."""
@@ -94,6 +106,12 @@ class LocalModel(BackendModel):
         llama_cpp = import_llama_cpp()
         started = time.perf_counter()
         path = Path(self.config.model_path) if self.config.model_path else ensure_weights(self.weights)
+        key = (str(path.resolve()), self.config.n_ctx, self.n_threads, self.config.prompt_cache_mb)
+        if key in _SHARED:  # another LocalModel of this process loaded it: share it
+            _SHARED[key][1] += 1
+            self._llm, self._key, self.model_path = _SHARED[key][0], key, path
+            self.load_s = 0.0
+            return
         try:
             llm = llama_cpp.Llama(model_path=str(path), n_ctx=self.config.n_ctx, n_threads=self.n_threads,
                                   n_threads_batch=self.n_threads, n_gpu_layers=0, verbose=False)
@@ -101,7 +119,8 @@ class LocalModel(BackendModel):
             raise ModelError(f"llama.cpp could not load {path}: {exc}") from exc
         if self.config.prompt_cache_mb:
             llm.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=self.config.prompt_cache_mb << 20))
-        self._llm, self.model_path = llm, path
+        self._llm, self._key, self.model_path = llm, key, path
+        _SHARED[key] = [llm, 1]
         self.load_s = time.perf_counter() - started
 
     def clear_cache(self) -> None:
@@ -113,10 +132,18 @@ class LocalModel(BackendModel):
                     self._llm.set_cache(type(self._llm.cache)(capacity_bytes=self._llm.cache.capacity_bytes))
 
     def close(self) -> None:
+        """Let go of the shared instance; the last LocalModel using it frees it."""
         with self._lock:
             if self._llm is not None:
-                self._llm.close()
-                self._llm = None
+                shared = _SHARED.get(self._key) if self._key else None
+                if shared is not None and shared[0] is self._llm:
+                    shared[1] -= 1
+                    if shared[1] <= 0:
+                        del _SHARED[self._key]  # type: ignore[arg-type]
+                        self._llm.close()
+                else:
+                    self._llm.close()
+                self._llm, self._key = None, None
 
     def _complete_once(self, request: Request) -> Reply:
         with self._lock:

@@ -6,6 +6,8 @@
     interleave:L2,L3   a fixed round-robin over the listed levels (L2, L3, L2, L3, ...), each level
                        in suite order; when a level runs out the others continue. Levels not
                        listed are left out (spec §4.4 "L2+L3 mixed (fixed interleaving)").
+    levels:L2,L3       the listed levels one after the other (all of L2, then all of L3), each in
+                       suite order; others left out (spec §4.4 "L2→L3").
 
 The plan is written to `run_stream` when a run starts, so a resumed run keeps the same order.
 """
@@ -18,7 +20,7 @@ from collections.abc import Sequence
 from sagekernel.errors import SageError
 from sagekernel.tasks.task import Task
 
-SCHEDULES = ("given", "by-level", "level:N", "interleave:L2,L3")
+SCHEDULES = ("given", "by-level", "level:N", "interleave:L2,L3", "levels:L2,L3")
 
 
 class ScheduleError(SageError):
@@ -44,13 +46,15 @@ def order(tasks: Sequence[Task], schedule: str) -> list[Task]:
     elif kind == "level" and arg:
         wanted = _level(arg, spec)
         planned = [t for t in tasks if t.level == wanted]
-    elif kind == "interleave" and arg:
+    elif kind in ("interleave", "levels") and arg:
         levels = [_level(part, spec) for part in arg.split(",") if part.strip()]
         if len(levels) != len(set(levels)) or not levels:
-            raise ScheduleError(f"schedule {spec!r} must list distinct levels, e.g. interleave:L2,L3")
+            raise ScheduleError(f"schedule {spec!r} must list distinct levels, e.g. {kind}:L2,L3")
         queues = [[t for t in tasks if t.level == lv] for lv in levels]
         planned = []
-        while any(queues):
+        if kind == "levels":
+            planned = [t for queue in queues for t in queue]
+        while kind == "interleave" and any(queues):
             for queue in queues:
                 if queue:
                     planned.append(queue.pop(0))

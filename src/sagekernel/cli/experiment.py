@@ -1,0 +1,240 @@
+"""`sage experiment`: argument handling only; the work is in sagekernel.experiment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from sagekernel.errors import SageError
+
+app = typer.Typer(
+    help="Experiments: the paper's matrices of streams (methods x models x schedules ...) as one "
+    "command, resumable, with parallel workers or Ray.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+WHAT_HELP = (
+    "An experiment file (TOML), a preset name (`sage experiment presets`), or an experiment "
+    "directory to continue."
+)
+
+
+def _overrides(
+    model: list[str],
+    suite: str | None,
+    target: str | None,
+    device: str | None,
+    budget: int | None,
+    limit: int | None,
+) -> object:
+    from sagekernel.experiment.spec import Overrides
+
+    models = {}
+    for pair in model:
+        label, sep, spec = pair.partition("=")
+        if not sep or not label.strip() or not spec.strip():
+            raise SageError(
+                f"--model expects LABEL=SPEC (e.g. qwen=openai:qwen@http://host/v1), got {pair!r}"
+            )
+        models[label.strip()] = spec.strip()
+    return Overrides(
+        models=models,
+        blocks={"suite": suite, "target": target, "device": device, "budget": budget, "limit": limit},
+    )
+
+
+@app.command("run")
+def run_command(
+    what: Annotated[str, typer.Argument(help=WHAT_HELP, show_default=False)],
+    directory: Annotated[
+        Path | None,
+        typer.Option(
+            "--dir", help="Experiment directory (default: experiments/<name>). Rerun to continue it."
+        ),
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Streams at once on this machine.")] = 1,
+    devices: Annotated[
+        list[str],
+        typer.Option(
+            "--devices", help="Device slots, one per worker: cuda:0,1 | npu:0,1 | cpu:0-1,2-3 (repeatable)."
+        ),
+    ] = [],  # noqa: B006
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            help="Run on Ray: a cluster ADDRESS, auto (the running cluster), or local (start one here).",
+        ),
+    ] = None,
+    ray_ship: Annotated[
+        bool,
+        typer.Option("--ray-ship", help="With --ray: ship each workspace to its task and back (workers "
+                     "that do not see the experiment directory)."),
+    ] = False,
+    model: Annotated[
+        list[str], typer.Option("--model", help="Replace a model: LABEL=SPEC (repeatable).")
+    ] = [],  # noqa: B006
+    suite: Annotated[str | None, typer.Option(help="Use this suite in every block.")] = None,
+    target: Annotated[str | None, typer.Option(help="Use this target in every block.")] = None,
+    device: Annotated[str | None, typer.Option(help="The target's device in every block.")] = None,
+    budget: Annotated[int | None, typer.Option(min=1, help="T, rounds per operator, in every block.")] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Only the first N operators of each stream.")
+    ] = None,
+    stream: Annotated[
+        list[str],
+        typer.Option("--stream", help="Run only these streams (repeatable; donors must be finished)."),
+    ] = [],  # noqa: B006
+    as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON on stdout.")] = False,
+    progress: Annotated[bool, typer.Option(help="Show the live view (on stderr).")] = True,
+) -> None:
+    """Run (or continue) every unfinished stream of an experiment; finished streams are never rerun."""
+    from sagekernel.experiment.api import run_experiment
+
+    overrides = _overrides(model, suite, target, device, budget, limit)
+    exp, outcome = run_experiment(
+        what,
+        directory=directory,
+        overrides=overrides,  # type: ignore[arg-type]
+        workers=workers,
+        devices=devices,
+        ray=ray,
+        ray_ship=ray_ship,
+        live=progress,
+        only=set(stream) or None,
+    )
+    data = {
+        "directory": str(exp.root),
+        "finished": outcome.finished,
+        "failed": outcome.failed,
+        "blocked": outcome.blocked,
+        "wall_s": round(outcome.wall_s, 3),
+    }
+    if as_json:
+        print(json.dumps(data, indent=2))
+    else:
+        console = Console()
+        console.print(
+            escape(
+                f"{exp.root}: {len(outcome.finished)} streams finished, {len(outcome.failed)} "
+                f"failed, {len(outcome.blocked)} blocked ({outcome.wall_s:.1f} s)"
+            )
+        )
+        for name, why in outcome.failed.items():
+            console.print(escape(f"  failed {name}: {why}"))
+        for name in outcome.blocked:
+            console.print(escape(f"  blocked {name}: its donor did not finish"))
+        console.print(escape(f"report: sage experiment report {exp.root}"))
+    if not outcome.ok:
+        raise typer.Exit(3)
+
+
+@app.command("status")
+def status_command(
+    directory: Annotated[Path, typer.Argument(help="The experiment directory.", show_default=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")] = False,
+) -> None:
+    """Every stream's progress: state, operator in flight, done/total, CR, ER."""
+    from sagekernel.experiment.layout import ExperimentDir
+    from sagekernel.experiment.live import status_table
+    from sagekernel.experiment.status import experiment_status
+
+    exp = ExperimentDir(directory)
+    name = exp.name
+    rows = experiment_status(exp)
+    if as_json:
+        print(
+            json.dumps(
+                {"experiment": name, "directory": str(directory), "streams": [r.to_dict() for r in rows]},
+                indent=2,
+            )
+        )
+        return
+    Console().print(status_table(rows, title=f"experiment {name} ({directory})"))
+    for r in rows:
+        if r.message and r.state in ("failed", "interrupted"):
+            Console().print(escape(f"{r.name}: {r.message}"))
+
+
+@app.command("report")
+def report_command(
+    directory: Annotated[Path, typer.Argument(help="The experiment directory.", show_default=False)],
+    html: Annotated[Path | None, typer.Option("--html", help="Write one self-contained HTML file.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the tables and figures as JSON.")] = False,
+    fast_p: Annotated[float, typer.Option("--fast-p", help="p of Fast_p.")] = 1.0,
+) -> None:
+    """The paper-shaped tables of an experiment: Table 1, Table 2, Figure 5, Figure 4, Table 7, Sec. 4.3."""
+    from sagekernel.experiment import html as html_report
+    from sagekernel.experiment.api import build_report, experiment_report
+
+    if not fast_p >= 0:
+        raise SageError(f"--fast-p must be >= 0, not {fast_p}")
+    if as_json:
+        print(json.dumps(experiment_report(directory, fast_p), indent=2))
+    exp, streams, tables, notes = build_report(directory, fast_p)
+    out = Console(stderr=as_json)
+    if not as_json:
+        for note in notes:
+            out.print(f"[yellow]note:[/] {escape(note)}")
+        for t in tables:
+            table = Table(title=t.title, title_justify="left", header_style="bold")
+            for i, h in enumerate(t.header):
+                table.add_column(h, justify="left" if i < html_report.LEFT.get(t.key, 1) else "right")
+            for row in t.rows:
+                table.add_row(*(escape(c) for c in row))
+            out.print(table)
+            if t.note:
+                out.print(f"[dim]{escape(t.note)}[/]")
+    if html is not None:
+        data = exp.plan_data()
+        path = html_report.write(
+            html, data["name"], data.get("description", ""), exp.root, streams, tables, notes
+        )
+        out.print(escape(f"wrote {path}"))
+
+
+@app.command("presets")
+def presets_command(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """The built-in experiments, named after the paper's."""
+    from sagekernel.experiment import presets
+
+    items = {name: presets.description(name) for name in presets.names()}
+    if as_json:
+        print(json.dumps(items, indent=2))
+        return
+    for name, text in items.items():
+        typer.echo(f"{name:20} {text}")
+
+
+@app.command("show")
+def show_command(
+    name: Annotated[str, typer.Argument(help="A preset name.", show_default=False)],
+    streams: Annotated[bool, typer.Option("--streams", help="List the streams it expands to.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="With --streams: JSON.")] = False,
+) -> None:
+    """Print a preset's TOML (copy it to make your own), or the streams it expands to."""
+    from sagekernel.experiment import presets
+    from sagekernel.experiment.plan import expand
+
+    if not streams:
+        typer.echo(presets.text(name), nl=False)
+        return
+    plan = expand(presets.load(name))
+    if as_json:
+        print(json.dumps([s.to_dict() for s in plan], indent=2))
+        return
+    for s in plan:
+        donor = f"  from {s.donor} ({s.memory})" if s.donor else ""
+        typer.echo(f"{s.name:40} {s.method:20} {s.model:10} {s.schedule:18} T={s.budget}{donor}")
+
+
+def register(root: typer.Typer) -> None:
+    """Attach `sage experiment` to the root app."""
+    root.add_typer(app, name="experiment")
