@@ -215,18 +215,27 @@ def presets_command(as_json: Annotated[bool, typer.Option("--json", help="Print 
 
 @app.command("show")
 def show_command(
-    name: Annotated[str, typer.Argument(help="A preset name.", show_default=False)],
+    name: Annotated[str, typer.Argument(help="A preset name or an experiment file.", show_default=False)],
     streams: Annotated[bool, typer.Option("--streams", help="List the streams it expands to.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="With --streams: JSON.")] = False,
 ) -> None:
-    """Print a preset's TOML (copy it to make your own), or the streams it expands to."""
+    """Print a preset's TOML (copy it to make your own), or the streams a preset or file expands to."""
+    from pathlib import Path
+
     from sagekernel.experiment import presets
     from sagekernel.experiment.plan import expand
+    from sagekernel.experiment.spec import load
 
+    path = Path(name)
+    is_file = path.suffix == ".toml" or path.is_file()
+    if is_file and not path.is_file():
+        from sagekernel.experiment.spec import ExperimentSpecError
+
+        raise ExperimentSpecError(f"no experiment file {path}")
     if not streams:
-        typer.echo(presets.text(name), nl=False)
+        typer.echo(path.read_text(encoding="utf-8") if is_file else presets.text(name), nl=False)
         return
-    plan = expand(presets.load(name))
+    plan = expand(load(path) if is_file else presets.load(name))
     if as_json:
         print(json.dumps([s.to_dict() for s in plan], indent=2))
         return
