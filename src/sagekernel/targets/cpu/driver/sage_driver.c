@@ -241,22 +241,6 @@ static void allow_if(Program *p, int nr, int arg, unsigned mask, int want_set) {
     emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
 }
 
-/* mmap(NULL, len, prot without PROT_EXEC, flags without MAP_FIXED*): the kernel picks the place, so no
- * mapping can be laid over an existing one (the driver's GOT after an munmap, say). */
-static void allow_mmap_anywhere(Program *p) {
-    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mmap, 0, 10));
-    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0))); /* addr == 0 */
-    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 6));
-    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0) + 4));
-    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 4));
-    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(2))); /* prot */
-    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, PROT_EXEC, 2, 0));
-    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(3))); /* flags */
-    emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, MAP_FIXED | MAP_FIXED_NOREPLACE, 0, 1));
-    emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP));
-    emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
-    emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
-}
 
 /* ---- the loaded images: no running kernel may unmap, move or make writable a page of them --- */
 
@@ -389,21 +373,17 @@ static void allow_running(Program *p, int threads, int loading) {
         allow(p, SYS_mremap);
         allow(p, SYS_mmap);
         allow(p, SYS_mprotect);
-    } else if (threads > 1) {
+    } else {
         /* Running: no page of a loaded image may be unmapped (a hole the next mmap could fill),
-         * moved, or made writable (the full-RELRO GOTs hold the clock and the randomness). */
+         * moved, or made writable (the full-RELRO GOTs hold the clock and the randomness), and
+         * nothing is mapped at a chosen address or executable. */
         allow_outside_images(p, SYS_munmap, NULL);
         allow_outside_images(p, SYS_mremap, mremap_preamble);
         allow_mmap_unfixed(p);
-        allow_outside_images(p, SYS_mprotect, mprotect_preamble); /* stacks and arenas: PROT_WRITE */
-    } else {
-        /* One thread: nothing legitimate maps at a chosen address or makes a page writable, while a
-         * kernel that could would re-open the (full-RELRO, read-only) GOT of this driver or of libc
-         * and replace the clock or the randomness behind the checked calls. */
-        allow_outside_images(p, SYS_munmap, NULL);
-        allow_outside_images(p, SYS_mremap, mremap_preamble);
-        allow_mmap_anywhere(p);
-        allow_if(p, SYS_mprotect, 2, PROT_EXEC | PROT_WRITE, 0);
+        if (threads > 1)
+            allow_outside_images(p, SYS_mprotect, mprotect_preamble); /* stacks and arenas: PROT_WRITE */
+        else
+            allow_if(p, SYS_mprotect, 2, PROT_EXEC | PROT_WRITE, 0); /* one thread: nothing needs it */
     }
     /* signal handlers, but never for SIGSYS: the report of a forbidden call stays the harness's */
     emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_rt_sigaction, 0, 4));
