@@ -12,9 +12,13 @@ the changing tail. `prefix_cache=False` resets the context before every call (th
 benchmarks/bench_prefix_cache.py). `prompt_cache_mb > 0` adds llama_cpp's `LlamaRAMCache`, which
 also restores saved states when prompts alternate between operators.
 
+`Reply.cached_tokens` (logged per call in the exchange log) is the number of prompt tokens served
+from the cache: the common token prefix of this prompt and the tokens the context held before the
+call (llama-cpp-python's own reuse rule: a fully cached prompt still replays its last token), or,
+with the RAM cache on, what llama.cpp's counters show was not computed when that is more.
 `Reply.extra` reports `tokens_per_s` (generation), `prompt_tokens_per_s`, `prompt_eval_tokens`
-(tokens actually computed) and `prompt_reused_tokens` (served from the cache), from llama.cpp's
-own performance counters.
+(tokens actually computed, from llama.cpp's performance counters) and `prompt_reused_tokens`
+(= cached_tokens).
 """
 
 from __future__ import annotations
@@ -125,6 +129,7 @@ class LocalModel(BackendModel):
             llm = self._llm
             if not self.config.prefix_cache:
                 llm.reset()
+            held = _held_tokens(llm)
             before = _perf(llm)
             started = time.perf_counter()
             try:
@@ -142,10 +147,12 @@ class LocalModel(BackendModel):
                 raise ModelError(f"the local model rejected the request: {exc}") from exc
             wall = time.perf_counter() - started
             after = _perf(llm)
+            usage = out.get("usage") or {}
+            prompt_tokens = int(usage.get("prompt_tokens", 0))
+            prompt_ids = _held_tokens(llm)[:prompt_tokens]  # the context now holds prompt + reply
         choice = out["choices"][0]
-        usage = out.get("usage") or {}
-        prompt_tokens = int(usage.get("prompt_tokens", 0))
         completion_tokens = int(usage.get("completion_tokens", 0))
+        cached = reused_prefix(held, prompt_ids)
         extra: dict[str, Any] = {"n_threads": self.n_threads, "n_ctx": self.config.n_ctx,
                                  "prefix_cache": self.config.prefix_cache}
         if first_call:
@@ -155,7 +162,9 @@ class LocalModel(BackendModel):
             t_p = (after["t_p_eval_ms"] - before["t_p_eval_ms"]) / 1000
             n_eval = after["n_eval"] - before["n_eval"]
             t_eval = (after["t_eval_ms"] - before["t_eval_ms"]) / 1000
-            extra.update(prompt_eval_tokens=p_eval, prompt_reused_tokens=max(0, prompt_tokens - p_eval),
+            if self.config.prompt_cache_mb and p_eval < prompt_tokens:  # a saved state may have been restored
+                cached = max(cached, prompt_tokens - max(int(p_eval), 1))
+            extra.update(prompt_eval_tokens=p_eval, prompt_reused_tokens=cached,
                          prompt_eval_s=round(t_p, 4), generation_s=round(t_eval, 4),
                          prompt_tokens_per_s=round(p_eval / t_p, 1) if t_p > 0 else None,
                          tokens_per_s=round(n_eval / t_eval, 1) if t_eval > 0 else None)
@@ -163,10 +172,29 @@ class LocalModel(BackendModel):
             extra["tokens_per_s"] = round(completion_tokens / wall, 1) if wall > 0 else None
         return Reply(text=choice["message"].get("content") or "", model=self._model_id(),
                      prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, latency_s=wall,
-                     finish_reason=choice.get("finish_reason"), extra=extra)
+                     finish_reason=choice.get("finish_reason"), cached_tokens=cached, extra=extra)
 
     def _model_id(self) -> str:
         return self.weights.filename if self.config.model_path is None else Path(self.config.model_path).name
+
+
+def reused_prefix(held: list[int], prompt: list[int]) -> int:
+    """Prompt tokens llama-cpp-python takes from the KV cache that holds `held`: their common prefix,
+    less one when it is the whole prompt (the last prompt token is replayed to get fresh logits)."""
+    n = 0
+    for a, b in zip(held, prompt, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n - 1 if prompt and n == len(prompt) else n
+
+
+def _held_tokens(llm: Any) -> list[int]:
+    """The token ids the context's KV cache holds now."""
+    try:
+        return [int(t) for t in llm.input_ids[: llm.n_tokens]]
+    except (AttributeError, TypeError):
+        return []
 
 
 def _perf(llm: Any) -> dict[str, float] | None:
