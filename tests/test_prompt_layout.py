@@ -178,7 +178,7 @@ def test_a_reask_extends_the_prompt_it_answers(stream: _Recorder) -> None:
 
 def test_rules_and_the_stable_part_lead_every_round() -> None:
     """Two rounds of one operator with different items, feedback and round numbers share everything up
-    to the end of the resident rules; the retrieved items follow in id order."""
+    to the end of the resident rules; the retrieved items follow, then the round's goal."""
     from sagekernel.agent.prompt import RoundContext
     from sagekernel.records import EpisodeKind, ResidentRule, RetrievedItem
 
@@ -198,7 +198,7 @@ def test_rules_and_the_stable_part_lead_every_round() -> None:
     a, b = (flat(Prompts().round_messages(task, target, ctx)) for ctx in (one, two))
     rules_end = a.index("[R9] Subtract the max before expf.") + len("[R9] Subtract the max before expf.")
     assert common_prefix(a, b) >= rules_end
-    assert a.index("[E2]") < a.index("[E8]") < a.index("## Your goal")  # id order, before the round's goal
+    assert rules_end < a.index("[E8]") < a.index("[E2]") < a.index("## Your goal")  # rank order, then goal
 
 
 def test_the_layout_reads_fewer_characters_than_before(stream: _Recorder) -> None:

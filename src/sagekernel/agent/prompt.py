@@ -10,8 +10,8 @@ kernel, feedback, history, the reply format), `reask.j2` (trace-completeness gat
 Layout, for prefix caches (llama.cpp's KV reuse in models/local.py, vLLM's and SGLang's prefix
 caching behind an endpoint): the system message depends only on the target and the operator, so
 it is byte-identical in every round, re-ask and distillation call of one operator, and the user
-message starts with what changes least (resident rules, fixed while an operator runs; the
-retrieved items in id order) and ends with what changes every round. A re-ask appends to the
+message starts with what changes least (resident rules, fixed while an operator runs; then the
+retrieved items, in rank order) and ends with what changes every round. A re-ask appends to the
 round's conversation, so its whole prompt up to the new question is the previous prompt + reply.
 """
 
@@ -81,7 +81,7 @@ class Prompts:
         user = self.render(
             "round.j2", language=target.language, round=ctx.round, budget=ctx.budget,
             rounds_left=ctx.rounds_left, episode=ctx.episode.value,
-            items=sorted(ctx.items, key=lambda i: i.item_id), rules=list(ctx.rules),
+            items=list(ctx.items), rules=list(ctx.rules),
             current_code=ctx.current_code, feedback=shown_feedback(ctx.feedback), history=list(ctx.history),
             best_ms=ctx.best_ms or 0.0, ref_ms=ctx.ref_ms or 0.0, files=list(files) if len(files) > 1 else [])
         return [Message("system", self.system(target, task)), Message("user", user)]
