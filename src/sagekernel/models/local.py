@@ -101,7 +101,8 @@ class LocalModel(BackendModel):
         llama_cpp = import_llama_cpp()
         started = time.perf_counter()
         path = Path(self.config.model_path) if self.config.model_path else ensure_weights(self.weights)
-        repack = self.config.weight_repack if self.config.weight_repack is not None else not cpu_has_amx()
+        repack = (self.config.weight_repack if self.config.weight_repack is not None
+                  else not (cpu_has_amx() and build_has_amx(llama_cpp)))
         try:
             with _model_params(llama_cpp, use_extra_bufts=repack):
                 llm = llama_cpp.Llama(model_path=str(path), n_ctx=self.config.n_ctx, n_threads=self.n_threads,
@@ -190,6 +191,15 @@ def cpu_has_amx() -> bool:
             return any(line.startswith("flags") and " amx_tile" in line for line in info)
     except OSError:
         return False
+
+
+def build_has_amx(llama_cpp: ModuleType) -> bool:
+    """This llama.cpp build has AMX kernels (its system info lists AMX_INT8 = 1)."""
+    try:
+        info = llama_cpp.llama_print_system_info()
+    except Exception:
+        return False
+    return "AMX_INT8 = 1" in (info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info))
 
 
 @contextmanager
