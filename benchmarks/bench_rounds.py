@@ -198,8 +198,21 @@ def main() -> None:
                         help="extra `sage run` argument (repeatable)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--from-json", type=Path, default=None, help="re-print a saved --json result")
+    parser.add_argument("--collect", action="store_true",
+                        help="only read the two workspaces under --keep (an interrupted bench) and report")
     args = parser.parse_args()
-    if args.from_json is not None:
+    if args.collect:  # the workspaces of an interrupted bench under --keep, as far as they got
+        if args.keep is None:
+            parser.error("--collect needs --keep")
+        names = ("before", "after")
+        per_round = {name: rounds_of(args.keep / f"ws_{name}") for name in names}
+        result = {"command": "python " + " ".join(shlex.quote(a) for a in sys.argv), "budget": args.budget,
+                  "operators": sorted({r["operator"] for rows in per_round.values() for r in rows}),
+                  "cpus": len(os.sched_getaffinity(0)), "loadavg_1m_start": None,
+                  "loadavg_1m_end": round(os.getloadavg()[0], 2),
+                  "variants": {name: summary(per_round[name]) for name in names}, "runs": [],
+                  "rounds": per_round}
+    elif args.from_json is not None:
         result = json.loads(args.from_json.read_text())
         for name, rows in result["rounds"].items():
             result["variants"][name].update(summary(rows))

@@ -209,9 +209,17 @@ def test_the_layout_reads_fewer_characters_than_before(stream: _Recorder) -> Non
     assert now["first_prompt_chars"] < BASELINE["first_prompt_chars"], now
 
 
-if __name__ == "__main__":  # prints this tree's figures (how BASELINE was measured on the old layout)
+if __name__ == "__main__":
+    # Prints this tree's figures (how BASELINE was measured on the old layout); with a path, also
+    # writes the conversation there (benchmarks/bench_replay.py replays it through the real model).
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        json.dump(cost(scripted_stream(Path(tmp) / "ws")), sys.stdout)
-        print()
+        recorded = scripted_stream(Path(tmp) / "ws")
+    json.dump(cost(recorded), sys.stdout)
+    print()
+    if len(sys.argv) > 1:
+        Path(sys.argv[1]).write_text(json.dumps([
+            {"operator": op, "purpose": purpose(messages), "reply": reply,
+             "messages": [{"role": m.role, "content": m.content} for m in messages]}
+            for op, messages, reply in recorded.calls]))
