@@ -193,7 +193,8 @@ def _round_prompt(tmp_path: Path, sizes: dict[str, int], with_item: bool) -> str
     ctx = RoundContext(round=1, budget=4, rounds_left=3, episode=EpisodeKind.CORR,
                        items=items if with_item else [], rules=[], current_code=None, feedback=None,
                        history=[])
-    return Prompts().round_messages(task, get_target("cpu"), ctx)[1].content
+    # the task and contract are in the (stable) system message, the round's part in the user message
+    return "\n".join(m.content for m in Prompts().round_messages(task, get_target("cpu"), ctx))
 
 
 def test_round_prompt_names_the_size_parameters_and_asks_for_helpers(tmp_path: Path):

@@ -110,7 +110,8 @@ class Script:
         if last.startswith("Your reply is incomplete"):
             missing = re.findall(r"^- E(\d+):", last, re.M)
             return {"content": "\n".join(f"- E{i}: {decide(items[i])}" for i in missing)}
-        op = re.search(r"^# Operator: (\S+)", prompt, re.M).group(1)  # type: ignore[union-attr]
+        whole = "\n".join(m["content"] for m in messages)  # the operator is named in the system message
+        op = re.search(r"^# Operator: (\S+)", whole, re.M).group(1)  # type: ignore[union-attr]
         n = int(re.search(r"\(round (\d+) of", prompt).group(1))  # type: ignore[union-attr]
         rules = re.findall(r"^\[R(\d+)\]", prompt, re.M)
         opt = "Make it FASTER" in prompt

@@ -62,3 +62,18 @@ def test_ram_prompt_cache_restores_alternating_prompts(gguf: Path) -> None:
     model.complete(b, max_tokens=1, temperature=0.0)  # evicts A's prefix from the live KV cache
     again = model.complete(a, max_tokens=1, temperature=0.0)
     assert again.extra["prompt_reused_tokens"] > again.prompt_tokens // 2  # restored from the RAM cache
+
+
+def test_cached_tokens_are_the_reused_prefix_and_are_logged(workspace: Path, gguf: Path) -> None:
+    log = ExchangeLog(db.connect(workspace), run_id="local-cache")
+    model = make_model("local", config=ModelConfig(n_ctx=2048, model_path=gguf), log=log)
+    first = model.complete([Message("system", SYSTEM), Message("user", "Operator A: relu.")], max_tokens=4,
+                           temperature=0.0, seed=1)
+    again = model.complete([Message("system", SYSTEM), Message("user", "Operator B: gelu.")], max_tokens=4,
+                           temperature=0.0, seed=1)
+    assert first.cached_tokens == 0  # a fresh context holds nothing
+    assert again.cached_tokens is not None and again.cached_tokens > again.prompt_tokens // 2
+    # what was not reused was computed (llama.cpp's own counter; a 1-token tail counts as generation)
+    assert abs(again.prompt_tokens - again.cached_tokens - again.extra["prompt_eval_tokens"]) <= 1
+    logged = [e.cached_tokens for e in reversed(list_exchanges(log.conn, run_id="local-cache"))]
+    assert logged == [first.cached_tokens, again.cached_tokens]

@@ -162,7 +162,8 @@ def distill(ask: Callable[[list[Message]], Reply], prompts: Prompts, task: Task,
     user = prompts.render("distill.j2", target_name=target.name, language=target.language, task=task,
                           transitions=found, max_items=max_items, episode=trace.episode.value,
                           types=CORR_TYPES if trace.episode is EpisodeKind.CORR else OPT_TYPES)
-    reply = ask([Message("user", user)])
+    # the rounds' system message: the call reuses their cached prefix and leaves it cached for the next
+    reply = ask([Message("system", prompts.system(target, task)), Message("user", user)])
     return drafts_from(parse_lessons(reply.text), task, trace.episode, max_items), reply
 
 

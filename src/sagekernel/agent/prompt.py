@@ -1,19 +1,31 @@
 """Prompt assembly from the template files in `sagekernel/prompts/` (Jinja2, StrictUndefined).
 
 The code here only gathers values; every word the model reads is in a template:
-`system.j2` (role + the target's three cold-start references, spec §10), `round.j2` (task,
-contract, resident rules with R ids, retrieved items with E ids, the current kernel, feedback,
-history, the reply format), `reask.j2` (trace-completeness gate) and `distill.j2` (spec §5).
+`system.j2` (role + the target's three cold-start references, spec §10, trimmed to the
+operator's category by agent/knowledge.py) with `operator.j2` (task, reference, contract),
+`round.j2` (resident rules with R ids, retrieved items with E ids, the round's goal, the current
+kernel, feedback, history, the reply format), `reask.j2` (trace-completeness gate) and
+`distill.j2` (spec §5).
+
+Layout, for prefix caches (llama.cpp's KV reuse in models/local.py, vLLM's and SGLang's prefix
+caching behind an endpoint): the system message depends only on the target and the operator, so
+it is byte-identical in every round, re-ask and distillation call of one operator, and the user
+message starts with what changes least (resident rules, fixed while an operator runs; then the
+retrieved items, in rank order) and ends with what changes every round. A re-ask appends to the
+round's conversation, so its whole prompt up to the new question is the previous prompt + reply.
 """
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from sagekernel.agent.knowledge import knowledge_for
 from sagekernel.models.base import Message
 from sagekernel.protocols import Target
 from sagekernel.records import EpisodeKind, ResidentRule, RetrievedItem
@@ -57,23 +69,64 @@ class Prompts:
     def render(self, name: str, **values: Any) -> str:
         return self.env.get_template(name).render(**values).strip() + "\n"
 
-    def system(self, target: Target) -> str:
+    def system(self, target: Target, task: Task) -> str:
+        """The stable part: the same text for every call made for `task` (rounds, re-asks, distillation)."""
         return self.render("system.j2", target_name=target.name, language=target.language,
-                           knowledge=target.knowledge())
+                           knowledge=knowledge_for(target.knowledge(), task.category), task=task,
+                           reference=shown_reference(task.source), contract=target.contract(task))
 
     def round_messages(self, task: Task, target: Target, ctx: RoundContext,
                        files: Sequence[Any] = ()) -> list[Message]:
         """`files`: the FileSpecs of a multi-file target (empty: the single kernel block)."""
         user = self.render(
-            "round.j2", task=task, reference=task.source, contract=target.contract(task),
-            language=target.language, round=ctx.round, budget=ctx.budget, rounds_left=ctx.rounds_left,
-            episode=ctx.episode.value, items=list(ctx.items), rules=list(ctx.rules),
-            current_code=ctx.current_code, feedback=ctx.feedback, history=list(ctx.history),
+            "round.j2", language=target.language, round=ctx.round, budget=ctx.budget,
+            rounds_left=ctx.rounds_left, episode=ctx.episode.value,
+            items=list(ctx.items), rules=list(ctx.rules),
+            current_code=ctx.current_code, feedback=shown_feedback(ctx.feedback), history=list(ctx.history),
             best_ms=ctx.best_ms or 0.0, ref_ms=ctx.ref_ms or 0.0, files=list(files) if len(files) > 1 else [])
-        return [Message("system", self.system(target)), Message("user", user)]
+        return [Message("system", self.system(target, task)), Message("user", user)]
 
     def reask(self, *, missing: Sequence[int], conflicts: Sequence[int], unknown: Sequence[str],
               need_code: bool, language: str, missing_files: Sequence[str] = ()) -> str:
         return self.render("reask.j2", missing=list(missing), conflicts=list(conflicts),
                            unknown=list(unknown), need_code=need_code, language=language,
                            missing_files=list(missing_files))
+
+
+#: A verdict's feedback beyond this is cut: the first compiler errors and the first mismatch are
+#: what the next attempt needs, and a page of cascading errors costs seconds of prompt reading.
+FEEDBACK_CHARS = 2500
+
+
+def shown_feedback(feedback: str | None, limit: int = FEEDBACK_CHARS) -> str | None:
+    if feedback is None or len(feedback) <= limit:
+        return feedback
+    cut = feedback.rfind("\n", 0, limit)
+    head = feedback[:cut if cut > limit // 2 else limit]
+    return f"{head}\n[... {len(feedback) - len(head)} more characters of this feedback not shown]"
+
+
+@lru_cache(maxsize=64)
+def shown_reference(source: str) -> str:
+    """The task file as the prompt shows it: without the `SAGE_TASK = {...}` metadata block.
+
+    The block restates what the contract already says (names, shapes, sizes, attributes) and
+    the tolerance (shown on its own line), and lists the test shapes, which invite
+    special-casing. It stays when the code reads it (the model must see every name it uses) or
+    when the source does not parse."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    blocks = [node for node in tree.body if isinstance(node, ast.Assign | ast.AnnAssign)
+              and any(isinstance(t, ast.Name) and t.id == "SAGE_TASK"
+                      for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))]
+    used = any(isinstance(n, ast.Name) and n.id == "SAGE_TASK" and isinstance(n.ctx, ast.Load)
+               for n in ast.walk(tree))
+    if len(blocks) != 1 or used or blocks[0].end_lineno is None:
+        return source
+    lines = source.splitlines(keepends=True)
+    start, end = blocks[0].lineno - 1, blocks[0].end_lineno
+    while end < len(lines) and not lines[end].strip() and start > 0 and not lines[start - 1].strip():
+        end += 1  # one blank gap where the block stood, not two
+    return "".join(lines[:start] + lines[end:])

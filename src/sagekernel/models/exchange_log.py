@@ -1,7 +1,8 @@
 """The exchange log: every model call attempt appended to the workspace database as it happens.
 
 One row per attempt (migration 0002): request messages and parameters, the reply or the error,
-usage, cost and latency, tagged with run_id / operator / round (+ free-form tags). Prompts and
+usage (with `cached_tokens`, the prompt tokens a prefix cache served: migration 0006), cost and
+latency, tagged with run_id / operator / round (+ free-form tags). Prompts and
 replies are full-text indexed (FTS5), which `sage log search` uses.
 
 Tags come from three places, later ones winning: the log's own `run_id`/`tags`, the current
@@ -84,6 +85,7 @@ class Exchange:
     error: str | None
     extra: dict[str, Any]
     snippet: str | None = None
+    cached_tokens: int | None = None  # None: not reported, or a log older than migration 0006
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Exchange:
@@ -96,7 +98,8 @@ class Exchange:
             reply_text=row["reply_text"], finish_reason=row["finish_reason"],
             prompt_tokens=row["prompt_tokens"], completion_tokens=row["completion_tokens"],
             cost_usd=row["cost_usd"], latency_s=row["latency_s"], error=row["error"],
-            extra=json.loads(row["extra_json"]), snippet=row["snippet"] if "snippet" in keys else None)
+            extra=json.loads(row["extra_json"]), snippet=row["snippet"] if "snippet" in keys else None,
+            cached_tokens=row["cached_tokens"] if "cached_tokens" in keys else None)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -167,7 +170,7 @@ class ExchangeLog:
             reply.finish_reason if reply else None, reply.prompt_tokens if reply else None,
             reply.completion_tokens if reply else None, reply.cost_usd if reply else None,
             latency_s if latency_s is not None else (reply.latency_s if reply else None),
-            error, _dumps(extra),
+            error, _dumps(extra), reply.cached_tokens if reply else None,
         )
         conn = self._connection()
         try:
@@ -176,7 +179,7 @@ class ExchangeLog:
                     "INSERT INTO exchanges (created_at, call_id, attempt, status, run_id, operator, round, "
                     "tags_json, model_spec, model, messages_json, params_json, prompt_text, reply_text, "
                     "finish_reason, prompt_tokens, completion_tokens, cost_usd, latency_s, error, "
-                    "extra_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+                    "extra_json, cached_tokens) VALUES (" + ", ".join("?" * len(row)) + ")", row)
         except sqlite3.DatabaseError as exc:
             raise WorkspaceError(f"cannot append to the exchange log in {self._path}: {exc}") from exc
         return int(cur.lastrowid or 0)

@@ -17,9 +17,13 @@ one loaded llama.cpp model and one lock (`_SHARED`), so several streams run as t
 process (sage experiment) load the weights once and take turns on the model -- a llama.cpp
 context is not thread-safe. Their prompts alternate, so the prefix cache serves less of each.
 
+`Reply.cached_tokens` (logged per call in the exchange log) is the number of prompt tokens served
+from the cache: the common token prefix of this prompt and the tokens the context held before the
+call (llama-cpp-python's own reuse rule: a fully cached prompt still replays its last token), or,
+with the RAM cache on, what llama.cpp's counters show was not computed when that is more.
 `Reply.extra` reports `tokens_per_s` (generation), `prompt_tokens_per_s`, `prompt_eval_tokens`
-(tokens actually computed) and `prompt_reused_tokens` (served from the cache), from llama.cpp's
-own performance counters.
+(tokens actually computed, from llama.cpp's performance counters) and `prompt_reused_tokens`
+(= cached_tokens).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -57,7 +63,7 @@ def import_llama_cpp() -> ModuleType:
 
 
 #: The process-wide llama.cpp instances: (path, n_ctx, n_threads, prompt_cache_mb) -> [llm, users].
-_SHARED: dict[tuple[str, int, int, int], list[Any]] = {}
+_SHARED: dict[tuple[str, int, int, int, bool], list[Any]] = {}
 #: One lock for every LocalModel of the process: calls on the one instance are serialised.
 _PROCESS_LOCK = threading.Lock()
 
@@ -82,8 +88,9 @@ class LocalModel(BackendModel):
         self.n_threads = self.config.n_threads or usable_cores()
         self.load_s: float | None = None
         self.model_path: Path | None = None
+        self.weight_repack: bool | None = None  # as loaded (ModelConfig.weight_repack, resolved)
         self._llm: Any = None
-        self._key: tuple[str, int, int, int] | None = None
+        self._key: tuple[str, int, int, int, bool] | None = None
         self._lock = _PROCESS_LOCK
 
     def probe(self) -> None:
@@ -106,20 +113,23 @@ class LocalModel(BackendModel):
         llama_cpp = import_llama_cpp()
         started = time.perf_counter()
         path = Path(self.config.model_path) if self.config.model_path else ensure_weights(self.weights)
-        key = (str(path.resolve()), self.config.n_ctx, self.n_threads, self.config.prompt_cache_mb)
+        repack = (self.config.weight_repack if self.config.weight_repack is not None
+                  else not (cpu_has_amx() and build_has_amx(llama_cpp)))
+        key = (str(path.resolve()), self.config.n_ctx, self.n_threads, self.config.prompt_cache_mb, repack)
         if key in _SHARED:  # another LocalModel of this process loaded it: share it
             _SHARED[key][1] += 1
-            self._llm, self._key, self.model_path = _SHARED[key][0], key, path
+            self._llm, self._key, self.model_path, self.weight_repack = _SHARED[key][0], key, path, repack
             self.load_s = 0.0
             return
         try:
-            llm = llama_cpp.Llama(model_path=str(path), n_ctx=self.config.n_ctx, n_threads=self.n_threads,
-                                  n_threads_batch=self.n_threads, n_gpu_layers=0, verbose=False)
+            with _model_params(llama_cpp, use_extra_bufts=repack):
+                llm = llama_cpp.Llama(model_path=str(path), n_ctx=self.config.n_ctx, n_threads=self.n_threads,
+                                      n_threads_batch=self.n_threads, n_gpu_layers=0, verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise ModelError(f"llama.cpp could not load {path}: {exc}") from exc
         if self.config.prompt_cache_mb:
             llm.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=self.config.prompt_cache_mb << 20))
-        self._llm, self._key, self.model_path = llm, key, path
+        self._llm, self._key, self.model_path, self.weight_repack = llm, key, path, repack
         _SHARED[key] = [llm, 1]
         self.load_s = time.perf_counter() - started
 
@@ -152,6 +162,7 @@ class LocalModel(BackendModel):
             llm = self._llm
             if not self.config.prefix_cache:
                 llm.reset()
+            held = _held_tokens(llm)
             before = _perf(llm)
             started = time.perf_counter()
             try:
@@ -169,20 +180,24 @@ class LocalModel(BackendModel):
                 raise ModelError(f"the local model rejected the request: {exc}") from exc
             wall = time.perf_counter() - started
             after = _perf(llm)
+            usage = out.get("usage") or {}
+            prompt_tokens = int(usage.get("prompt_tokens", 0))
+            prompt_ids = _held_tokens(llm)[:prompt_tokens]  # the context now holds prompt + reply
         choice = out["choices"][0]
-        usage = out.get("usage") or {}
-        prompt_tokens = int(usage.get("prompt_tokens", 0))
         completion_tokens = int(usage.get("completion_tokens", 0))
+        cached = reused_prefix(held, prompt_ids)
         extra: dict[str, Any] = {"n_threads": self.n_threads, "n_ctx": self.config.n_ctx,
                                  "prefix_cache": self.config.prefix_cache}
         if first_call:
-            extra["load_s"] = round(self.load_s or 0.0, 3)
+            extra.update(load_s=round(self.load_s or 0.0, 3), weight_repack=self.weight_repack)
         if before is not None and after is not None:
             p_eval = after["n_p_eval"] - before["n_p_eval"]
             t_p = (after["t_p_eval_ms"] - before["t_p_eval_ms"]) / 1000
             n_eval = after["n_eval"] - before["n_eval"]
             t_eval = (after["t_eval_ms"] - before["t_eval_ms"]) / 1000
-            extra.update(prompt_eval_tokens=p_eval, prompt_reused_tokens=max(0, prompt_tokens - p_eval),
+            if self.config.prompt_cache_mb and p_eval < prompt_tokens:  # a saved state may have been restored
+                cached = max(cached, prompt_tokens - max(int(p_eval), 1))
+            extra.update(prompt_eval_tokens=p_eval, prompt_reused_tokens=cached,
                          prompt_eval_s=round(t_p, 4), generation_s=round(t_eval, 4),
                          prompt_tokens_per_s=round(p_eval / t_p, 1) if t_p > 0 else None,
                          tokens_per_s=round(n_eval / t_eval, 1) if t_eval > 0 else None)
@@ -190,10 +205,67 @@ class LocalModel(BackendModel):
             extra["tokens_per_s"] = round(completion_tokens / wall, 1) if wall > 0 else None
         return Reply(text=choice["message"].get("content") or "", model=self._model_id(),
                      prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, latency_s=wall,
-                     finish_reason=choice.get("finish_reason"), extra=extra)
+                     finish_reason=choice.get("finish_reason"), cached_tokens=cached, extra=extra)
 
     def _model_id(self) -> str:
         return self.weights.filename if self.config.model_path is None else Path(self.config.model_path).name
+
+
+def cpu_has_amx() -> bool:
+    """The CPU advertises AMX tiles (Linux /proc/cpuinfo; False elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+            return any(line.startswith("flags") and " amx_tile" in line for line in info)
+    except OSError:
+        return False
+
+
+def build_has_amx(llama_cpp: ModuleType) -> bool:
+    """This llama.cpp build has AMX kernels (its system info lists AMX_INT8 = 1)."""
+    try:
+        info = llama_cpp.llama_print_system_info()
+    except Exception:
+        return False
+    return "AMX_INT8 = 1" in (info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info))
+
+
+@contextmanager
+def _model_params(llama_cpp: ModuleType, **fields: Any) -> Iterator[None]:
+    """Model parameters `Llama()` has no argument for, set on the defaults it starts from."""
+    low = llama_cpp.llama_cpp
+    default = low.llama_model_default_params
+
+    def patched() -> Any:
+        params = default()
+        for name, value in fields.items():
+            if hasattr(params, name):
+                setattr(params, name, value)
+        return params
+
+    low.llama_model_default_params = patched
+    try:
+        yield
+    finally:
+        low.llama_model_default_params = default
+
+
+def reused_prefix(held: list[int], prompt: list[int]) -> int:
+    """Prompt tokens llama-cpp-python takes from the KV cache that holds `held`: their common prefix,
+    less one when it is the whole prompt (the last prompt token is replayed to get fresh logits)."""
+    n = 0
+    for a, b in zip(held, prompt, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n - 1 if prompt and n == len(prompt) else n
+
+
+def _held_tokens(llm: Any) -> list[int]:
+    """The token ids the context's KV cache holds now."""
+    try:
+        return [int(t) for t in llm.input_ids[: llm.n_tokens]]
+    except (AttributeError, TypeError):
+        return []
 
 
 def _perf(llm: Any) -> dict[str, float] | None:

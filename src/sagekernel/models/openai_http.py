@@ -4,8 +4,9 @@ Works unchanged against OpenAI, vLLM, SGLang, Ollama (`/v1`) and llama.cpp's ser
 the portable fields (`model`, `messages`, `max_tokens`, `temperature`, `stop`, `seed`) plus
 `ModelConfig.extra_body` verbatim, and reads only `choices[0].message.content`, `finish_reason`
 and `usage` — a missing `usage` (some servers omit it) is estimated and flagged
-`extra["usage_estimated"]`. No SDK: the protocol is small, and owning the client keeps retry,
-Retry-After and error classification in one place (retry.py).
+`extra["usage_estimated"]`; the prefix-cache hits a server reports become `Reply.cached_tokens`.
+No SDK: the protocol is small, and owning the client keeps retry, Retry-After and error
+classification in one place (retry.py).
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ class OpenAIModel(BackendModel):
             extra["reasoning_content"] = message["reasoning_content"]
         finish = choice.get("finish_reason")
         return Reply(text=text, model=str(data.get("model") or self.model), prompt_tokens=prompt_tokens,
-                     completion_tokens=completion_tokens, extra=extra,
+                     completion_tokens=completion_tokens, extra=extra, cached_tokens=_cached_tokens(data),
                      finish_reason=None if finish is None else str(finish))
 
     def served_models(self) -> list[str]:
@@ -166,6 +167,18 @@ class OpenAIModel(BackendModel):
                        timeout=min(self.config.timeout_s, PROBE_TIMEOUT_S))
         except TransientError as exc:
             raise ModelError(f"probe of model {self.model!r} at {self.base_url} failed: {exc}") from exc
+
+
+def _cached_tokens(data: dict[str, Any]) -> int | None:
+    """Prompt tokens the server's prefix cache served, when it says: `usage.prompt_tokens_details.
+    cached_tokens` (OpenAI; vLLM with --enable-prompt-tokens-details; SGLang), else llama.cpp's
+    server `timings.cache_n`. None when the server reports neither."""
+    usage = data.get("usage")
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    if isinstance(details, dict) and (n := _count(details.get("cached_tokens"))) is not None:
+        return n
+    timings = data.get("timings")
+    return _count(timings.get("cache_n")) if isinstance(timings, dict) else None
 
 
 def _content_text(content: Any) -> str:
