@@ -138,25 +138,23 @@ def selfcheck_command(
     The cpu target needs a kernel for every task; other targets check the tasks they have one for."""
     from rich.progress import Progress
 
-    from sagekernel.harness.selfcheck import CheckRow, check_one, jobs
+    from sagekernel.harness.selfcheck import planned_checks, run_selfcheck
     from sagekernel.tasks.suites import load_suite
 
     tasks = load_suite(suite, strict=False)
-    config = _config(skip_timing, 1, "auto")
-    rows: list[CheckRow] = [
-        CheckRow(t.name, "reference", "pass", "missing", False, f"no hand-written {target} kernel", 0.0)
-        for t in tasks
-        if target not in t.reference_kernels and target == "cpu"
-    ]
     if target != "cpu":
         tasks = [t for t in tasks if target in t.reference_kernels]
-    todo = list(jobs(tasks, target))
+    config = _config(skip_timing, 1, "auto")
     with Progress(console=Console(stderr=True), transient=True, disable=as_json) as progress:
-        bar = progress.add_task("selfcheck", total=len(todo))
-        for task, label, expect, source in todo:
-            progress.update(bar, description=f"{task.name} {label}")
-            rows.append(check_one(task, label, expect, source, config, target, device))
-            progress.advance(bar)
+        bar = progress.add_task("selfcheck", total=planned_checks(tasks, target))
+        rows = run_selfcheck(
+            tasks,
+            config,
+            target,
+            device,
+            starting=lambda task, label: progress.update(bar, description=f"{task.name} {label}"),
+            done=lambda _row: progress.advance(bar),
+        )
     failures = [r for r in rows if not r.ok]
     if as_json:
         typer.echo(
