@@ -66,12 +66,12 @@ def test_missing_files_are_reasked_without_evaluation():
     replies = iter([first, second])
     asked: list[str] = []
 
-    def ask(messages: list[Message], reask: int = 0) -> Reply:
+    def ask(messages: list[Message], reask: int = 0, grammar: str | None = None) -> Reply:
         asked.append(messages[-1].content)
         return Reply(text=next(replies), model="scripted")
 
     out = complete_reply(ask, [Message("user", "go")], prompts=Prompts(), shown_items=[4], shown_rules=[],
-                         language="ascendc", max_reasks=2, paths=PATHS)
+                         language="ascendc", max_reasks=2, files=[(p, "cpp") for p in PATHS])
     assert out.reasks == 1
     assert all(f"FILE: {p}" in asked[1] for p in PATHS[1:]) and f"FILE: {PATHS[0]}" not in asked[1]
     cand = out.parsed.candidate(PATHS, PATHS[0])
@@ -79,12 +79,12 @@ def test_missing_files_are_reasked_without_evaluation():
 
 
 def test_still_missing_files_fail_the_round_at_parse():
-    def ask(messages: list[Message], reask: int = 0) -> Reply:
+    def ask(messages: list[Message], reask: int = 0, grammar: str | None = None) -> Reply:
         return Reply(text=f"FILE: {PATHS[0]}\n```cpp\n{KERNEL}\n```", model="scripted")
 
     with pytest.raises(IncompleteReply, match=r"op_host/add_custom_tiling\.h"):
         complete_reply(ask, [Message("user", "go")], prompts=Prompts(), shown_items=[], shown_rules=[],
-                       language="ascendc", max_reasks=1, paths=PATHS)
+                       language="ascendc", max_reasks=1, files=[(p, "cpp") for p in PATHS])
 
 
 def test_single_file_target_keeps_the_single_block():

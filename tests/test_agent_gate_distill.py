@@ -23,7 +23,7 @@ CODE = (
 
 
 def ask_with(model: ScriptedModel):
-    return lambda messages, reask: model.complete(messages)
+    return lambda messages, reask, grammar=None: model.complete(messages, grammar=grammar)
 
 
 def test_reask_names_missing_ids_and_code_then_completes():
@@ -60,7 +60,7 @@ def test_complete_reply_needs_no_reask():
 
 
 def test_bounded_reasks_leave_unresolved_and_fail_without_code():
-    model = ScriptedModel(["nothing useful", "still nothing", "and again"])
+    model = ScriptedModel(["nothing useful", "- E3: ADOPTED - fits", "and again", "never asked"])
     with pytest.raises(IncompleteReply) as info:
         complete_reply(
             ask_with(model),
@@ -71,8 +71,28 @@ def test_bounded_reasks_leave_unresolved_and_fail_without_code():
             language="c",
             max_reasks=2,
         )
-    assert info.value.outcome.reasks == 2 and info.value.outcome.missing == [3, 4]
+    assert info.value.outcome.reasks == 2 and info.value.outcome.missing == [4]
     assert len(model.prompts) == 3  # the first ask and exactly two re-asks
+
+
+def test_a_reask_that_brings_nothing_new_ends_the_reasks():
+    """At a low temperature a repeated question gets the repeated answer: one such re-ask is enough."""
+    same = "DIAGNOSIS: d\nADOPTION:\n- E3: ADOPTED or NOT ADOPTED - copied format\n<the kernel>"
+    model = ScriptedModel([same, same, same])
+    with pytest.raises(IncompleteReply) as info:
+        complete_reply(ask_with(model), [Message("user", "p")], prompts=Prompts(), shown_items=[3],
+                       shown_rules=[], language="c", max_reasks=5)
+    assert info.value.outcome.reasks == 1 and info.value.outcome.missing == [3]
+    assert len(model.prompts) == 2
+
+
+def test_every_call_carries_the_grammar_of_what_it_asks_for():
+    model = ScriptedModel(["- E12: ADOPTED - fits\nno code yet", f"- E7: NOT ADOPTED - unrelated\n{CODE}"])
+    complete_reply(ask_with(model), [Message("user", "p")], prompts=Prompts(), shown_items=[12, 7],
+                   shown_rules=[2], language="c", max_reasks=2)
+    first, reask = model.grammars
+    assert first is not None and '"- E12: "' in first and '"- E7: "' in first and '"R2"' in first
+    assert reask is not None and '"- E7: "' in reask and '"- E12: "' not in reask and '"```c"' in reask
 
 
 def test_unresolved_but_with_code_is_returned_after_the_reasks():

@@ -97,7 +97,7 @@ def test_the_reviewed_lines_are_reasked():
     answers = iter([first, "- E5: NOT ADOPTED - different approach\n- E6: NOT ADOPTED - not needed"])
     asked: list[str] = []
 
-    def ask(messages, reask=0):
+    def ask(messages, reask=0, grammar=None):
         asked.append(messages[-1].content)
         return Reply(text=next(answers), model="scripted")
 

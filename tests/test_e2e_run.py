@@ -308,7 +308,8 @@ def test_sage_stream_end_to_end(reference: tuple[Path, Any]):
     assert len(round_prompts) == len(traces) == summary.rounds
     for op, rnd, messages in round_prompts:
         shown = [int(i) for i in re.findall(r"^\[E(\d+)\]", messages[-1]["content"], re.M)]
-        assert shown == [r["item_id"] for r in traces[(op, rnd)]["retrieved"]]
+        # the trace keeps retrieval's rank order; the prompt lists the same items by id (prefix caches)
+        assert shown == sorted(r["item_id"] for r in traces[(op, rnd)]["retrieved"])
         assert shown, "sage retrieves every round"
         rules = [int(i) for i in re.findall(r"^\[R(\d+)\]", messages[-1]["content"], re.M)]
         assert rules == traces[(op, rnd)]["resident_shown"]
@@ -323,7 +324,7 @@ def test_sage_stream_end_to_end(reference: tuple[Path, Any]):
         if json.loads(tags).get("purpose") == "reask-1"
     ]
     assert len(reasks) == 1 and reasks[0][:2] == ("e2e_double", 1)
-    missing = first["retrieved"][-1]["item_id"]
+    missing = max(r["item_id"] for r in first["retrieved"])  # the last one listed (by id)
     assert re.findall(r"E(\d+)", reasks[0][2][-1]["content"].split("Write one line")[0]) == [str(missing)]
     assert query(ws, "SELECT count(*) FROM round_traces WHERE operator = 'e2e_double' AND round = 1") == [
         (1,)

@@ -43,6 +43,18 @@ def test_completion_sends_portable_fields_and_parses_the_reply() -> None:
     assert "authorization" not in server.headers[0]  # no key configured for a local endpoint
 
 
+def test_a_grammar_is_sent_only_in_the_configured_field() -> None:
+    grammar = 'root ::= "DIAGNOSIS: " [^\\n]+'
+    with OpenAITestServer(replies=[{"content": "a"}, {"content": "b"}]) as server:
+        plain = make_model(f"openai:test-model@{server.base_url}")
+        plain.complete(USER, grammar=grammar)
+        llama_server = make_model(f"openai:test-model@{server.base_url}",
+                                  config=ModelConfig(grammar_field="grammar"))
+        llama_server.complete(USER, grammar=grammar)
+    assert "grammar" not in server.requests[0]  # other servers reject or ignore unknown fields
+    assert server.requests[1]["grammar"] == grammar
+
+
 def test_missing_usage_is_estimated_and_flagged() -> None:
     with OpenAITestServer(replies=[{"content": "x" * 40, "usage": None}]) as server:
         reply = make_model(f"openai:test-model@{server.base_url}").complete(USER)

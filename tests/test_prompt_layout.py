@@ -92,7 +92,8 @@ class _Hooks:
         pass
 
     def on_episode(self, trace: EpisodeTrace, outcome: Any, last: bool) -> None:
-        distill(lambda m: self.model.complete(m), self.prompts, self.task, self.target, trace, outcome)
+        distill(lambda m, grammar=None: self.model.complete(m, grammar=grammar), self.prompts, self.task,
+                self.target, trace, outcome)
 
 
 def scripted_stream(workspace: Path) -> _Recorder:
@@ -198,7 +199,12 @@ def test_rules_and_the_stable_part_lead_every_round() -> None:
     a, b = (flat(Prompts().round_messages(task, target, ctx)) for ctx in (one, two))
     rules_end = a.index("[R9] Subtract the max before expf.") + len("[R9] Subtract the max before expf.")
     assert common_prefix(a, b) >= rules_end
-    assert rules_end < a.index("[E8]") < a.index("[E2]") < a.index("## Your goal")  # rank order, then goal
+    assert rules_end < a.index("[E2]") < a.index("[E8]") < a.index("## Your goal")  # by id, then goal
+    # the same items retrieved in another rank order: the same text up to the round's goal
+    again = RoundContext(round=2, budget=4, rounds_left=2, episode=EpisodeKind.CORR, rules=rules,
+                         items=[item(2), item(8)], current_code=None, feedback="other", history=[])
+    c = flat(Prompts().round_messages(task, target, again))
+    assert common_prefix(a, c) > a.index("## Your goal")
 
 
 def test_the_layout_reads_fewer_characters_than_before(stream: _Recorder) -> None:
@@ -223,3 +229,15 @@ if __name__ == "__main__":
             {"operator": op, "purpose": purpose(messages), "reply": reply,
              "messages": [{"role": m.role, "content": m.content} for m in messages]}
             for op, messages, reply in recorded.calls]))
+
+
+def test_an_items_code_pair_is_shown_as_one_liners_or_as_a_diff() -> None:
+    from sagekernel.agent.prompt import shown_change
+
+    one = shown_change("y[c * R + r] = x[c * R + r];", "y[r * C + c] = x[r * C + c];")
+    assert (one.wrong, one.right, one.diff) == ("y[c * R + r] = x[c * R + r];", "y[r * C + c] = x[r * C + c];", "")
+    wrong = "void k(float* y, int64_t N) {\n  for (i = 0; i < N; ++i) y[i] = expf(x[i]);\n}"
+    right = "#include <math.h>\n#include <stdint.h>\n\n" + wrong
+    diff = shown_change(wrong, right).diff.splitlines()
+    assert diff == ["+#include <math.h>", "+#include <stdint.h>", "+", " void k(float* y, int64_t N) {"]
+    assert shown_change("", "a;\nb;").diff == "+a;\n+b;"  # one side only: shown whole

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagekernel import defaults
+from sagekernel.agent.grammar import lessons_grammar
 from sagekernel.agent.prompt import Prompts
 from sagekernel.agent.state import OperatorOutcome
 from sagekernel.errors import BudgetExhausted, SageError
@@ -152,18 +153,23 @@ def drafts_from(lessons: list[dict[str, str]], task: Task, episode: EpisodeKind,
     return out
 
 
-def distill(ask: Callable[[list[Message]], Reply], prompts: Prompts, task: Task, target: Target,
+def distill(ask: Callable[..., Reply], prompts: Prompts, task: Task, target: Target,
             trace: EpisodeTrace, outcome: OperatorOutcome, *,
             max_items: int = defaults.MAX_NEW_ITEMS) -> tuple[list[ItemDraft], Reply | None]:
-    """Ask the model for at most `max_items` grounded lessons; (drafts, the reply or None if not asked)."""
+    """Ask the model for at most `max_items` grounded lessons; (drafts, the reply or None if not asked).
+
+    `ask(messages, grammar=...)`: one model call; the grammar (agent/grammar.py) holds a backend
+    that constrains decoding to the lesson format and its length caps."""
     found = transitions(trace, outcome)
     if not found or max_items <= 0:
         return [], None
+    types = CORR_TYPES if trace.episode is EpisodeKind.CORR else OPT_TYPES
     user = prompts.render("distill.j2", target_name=target.name, language=target.language, task=task,
-                          transitions=found, max_items=max_items, episode=trace.episode.value,
-                          types=CORR_TYPES if trace.episode is EpisodeKind.CORR else OPT_TYPES)
+                          transitions=found, max_items=max_items, episode=trace.episode.value, types=types)
+    grammar = lessons_grammar(max_items=max_items, types=types, category=task.category,
+                              language=target.language)
     # the rounds' system message: the call reuses their cached prefix and leaves it cached for the next
-    reply = ask([Message("system", prompts.system(target, task)), Message("user", user)])
+    reply = ask([Message("system", prompts.system(target, task)), Message("user", user)], grammar=grammar)
     return drafts_from(parse_lessons(reply.text), task, trace.episode, max_items), reply
 
 

@@ -4,8 +4,14 @@ No evaluation runs while a retrieved item's adoption is unresolved (⊥) or the 
 usable kernel source (for a multi-file target: a block for every file it names). Instead the
 model is re-asked with a precise message naming exactly what
 is missing -- at most `max_reasks` times; the re-asks cost model calls but never an evaluation.
-After the last re-ask, unresolved items stay ⊥ (they get no update, spec §2) and a reply with no
-code raises `ReplyIncomplete`, which the loop records as a PARSE-stage failure that spends the round.
+A re-ask whose answer brings nothing new (no new decision, no resolved conflict, no missing code)
+ends the re-asks: at a low temperature the next answer to the same question repeats it (seen in
+demo runs, reask-2 identical to reask-1). After the last re-ask, unresolved items stay ⊥ (they
+get no update, spec §2) and a reply with no code raises `ReplyIncomplete`, which the loop records
+as a PARSE-stage failure that spends the round.
+
+Every call carries the grammar of what it asks for (agent/grammar.py): a backend that constrains
+decoding (the embedded model) then answers completely the first time and the gate never re-asks.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sagekernel.agent.exceptions import ReplyIncomplete
+from sagekernel.agent.grammar import reask_grammar, reply_grammar
 from sagekernel.agent.prompt import Prompts
 from sagekernel.agent.protocol import ParsedReply, parse_reply
 from sagekernel.models.base import Message, Reply
@@ -27,15 +34,18 @@ class GateOutcome:
     missing: list[int] = field(default_factory=list)  # still ⊥ after the last re-ask
 
 
-def complete_reply(ask: Callable[[list[Message], int], Reply], messages: list[Message], *, prompts: Prompts,
-                   shown_items: Sequence[int], shown_rules: Sequence[int], language: str,
-                   max_reasks: int, paths: Sequence[str] = ()) -> GateOutcome:
+def complete_reply(ask: Callable[[list[Message], int, str], Reply], messages: list[Message], *,
+                   prompts: Prompts, shown_items: Sequence[int], shown_rules: Sequence[int], language: str,
+                   max_reasks: int, files: Sequence[tuple[str, str]] = ()) -> GateOutcome:
     """Ask, parse, and re-ask until the reply is complete or the re-asks are spent.
 
-    `ask(messages, reask)` makes one model call (`reask` = 0 for the round's first call, then 1, 2, ..).
+    `ask(messages, reask, grammar)` makes one model call (`reask` = 0 for the round's first call,
+    then 1, 2, ..; `grammar`: GBNF of the answer asked for). `files`: (path, language) of each
+    file of a multi-file target (empty or one: the single kernel block).
     Raises ReplyIncomplete (carrying the outcome in `.outcome`) when no usable code came back."""
+    paths = [path for path, _ in files]
     convo = list(messages)
-    reply = ask(convo, 0)
+    reply = ask(convo, 0, reply_grammar(items=shown_items, rules=shown_rules, language=language, files=files))
     out = GateOutcome(parse_reply(reply.text, shown_items=shown_items, shown_rules=shown_rules,
                                   language=language, paths=paths), [reply])
     while True:
@@ -52,13 +62,28 @@ def complete_reply(ask: Callable[[list[Message], int], Reply], messages: list[Me
                                                 need_code=need_code and not missing_files,
                                                 missing_files=missing_files, language=language))]
         out.reasks += 1
-        reply = ask(convo, out.reasks)
+        grammar = reask_grammar(items=[i for i in shown_items if i in set(out.missing)], language=language,
+                                need_code=need_code and not missing_files,
+                                files=[f for f in files if f[0] in missing_files])
+        reply = ask(convo, out.reasks, grammar)
         out.replies.append(reply)
+        before = out.parsed
         out.parsed = out.parsed.merge(parse_reply(reply.text, shown_items=shown_items,
                                                   shown_rules=shown_rules, language=language, paths=paths))
+        if not _progressed(before, out.parsed, shown_items, paths):
+            out.missing = out.parsed.unresolved(shown_items)
+            break
     if not out.parsed.has_source(paths):
         raise IncompleteReply(out, out.parsed.missing_files(paths))
     return out
+
+
+def _progressed(before: ParsedReply, after: ParsedReply, shown_items: Sequence[int],
+                paths: Sequence[str]) -> bool:
+    """The re-ask's answer resolved an item or brought missing code or files."""
+    return (len(after.unresolved(shown_items)) < len(before.unresolved(shown_items))
+            or len(after.missing_files(paths)) < len(before.missing_files(paths))
+            or (after.has_source(paths) and not before.has_source(paths)))
 
 
 class IncompleteReply(ReplyIncomplete):

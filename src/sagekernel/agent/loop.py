@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sagekernel import defaults
 from sagekernel.agent.files import file_paths, single_path
 from sagekernel.agent.gate import IncompleteReply, complete_reply
-from sagekernel.agent.prompt import Prompts
+from sagekernel.agent.prompt import Prompts, shown_order
 from sagekernel.agent.session import (
     Diagnose,
     Evaluate,
@@ -87,10 +87,11 @@ class Agent:
         messages = self.prompts.round_messages(task, self.target, rnd.context, files=specs)
         try:
             with exchange_context(operator=task.name, round=rnd.number, episode=rnd.episode.value):
-                gate = complete_reply(self._ask, messages, prompts=self.prompts, shown_items=rnd.shown,
+                gate = complete_reply(self._ask, messages, prompts=self.prompts,
+                                      shown_items=[i.item_id for i in shown_order(rnd.items)],
                                       shown_rules=[r.item_id for r in rnd.rules],
                                       language=self.target.language, max_reasks=self.config.max_reasks,
-                                      paths=paths)
+                                      files=[(s.path, s.language) for s in specs] if len(specs) > 1 else [])
             candidate = gate.parsed.candidate(paths, single_path(self.target, task))
             assert candidate is not None  # the gate raises IncompleteReply otherwise
             error = ""
@@ -100,7 +101,7 @@ class Agent:
                                   gate.parsed.resident_used, gate.reasks, gate.replies, error,
                                   {s.path: s.language for s in specs}))
 
-    def _ask(self, messages: list[Message], reask: int = 0) -> Reply:
+    def _ask(self, messages: list[Message], reask: int = 0, grammar: str | None = None) -> Reply:
         with exchange_context(purpose=f"reask-{reask}" if reask else "round"):
             return self.model.complete(messages, max_tokens=self.config.max_tokens,
-                                       temperature=self.config.temperature)
+                                       temperature=self.config.temperature, grammar=grammar)

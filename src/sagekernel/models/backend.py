@@ -33,10 +33,14 @@ class Request:
     temperature: float
     stop: tuple[str, ...]
     seed: int | None
+    grammar: str | None = None  # GBNF the reply must follow (see base.Model.complete)
 
     def params(self) -> dict[str, Any]:
-        return {"max_tokens": self.max_tokens, "temperature": self.temperature,
-                "stop": list(self.stop), "seed": self.seed}
+        params: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": self.temperature,
+                                  "stop": list(self.stop), "seed": self.seed}
+        if self.grammar is not None:
+            params["grammar"] = self.grammar
+        return params
 
 
 class BackendModel(ABC):
@@ -65,14 +69,15 @@ class BackendModel(ABC):
 
     # -- the Model interface -----------------------------------------------------------------
     def complete(self, messages: list[Message], *, max_tokens: int = 2048, temperature: float = 0.2,
-                 stop: list[str] | None = None, seed: int | None = None,
+                 stop: list[str] | None = None, seed: int | None = None, grammar: str | None = None,
                  tags: Mapping[str, Any] | None = None) -> Reply:
         """One completion, retried on transient failures; every attempt is logged.
 
         Raises `BudgetExhausted` before sending anything once the budget is spent, `ModelError`
         on a failure retries cannot fix or once retries are used up.
         """
-        request = _request(messages, max_tokens=max_tokens, temperature=temperature, stop=stop, seed=seed)
+        request = _request(messages, max_tokens=max_tokens, temperature=temperature, stop=stop, seed=seed,
+                           grammar=grammar)
         if self.budget is not None:
             self.budget.check()
         params = {**request.params(), **self._logged_params()}
@@ -149,7 +154,7 @@ class BackendModel(ABC):
 
 
 def _request(messages: Sequence[Message], *, max_tokens: int, temperature: float,
-             stop: Sequence[str] | None, seed: int | None) -> Request:
+             stop: Sequence[str] | None, seed: int | None, grammar: str | None = None) -> Request:
     if not messages:
         raise ModelError("complete() needs at least one message")
     for m in messages:
@@ -160,7 +165,9 @@ def _request(messages: Sequence[Message], *, max_tokens: int, temperature: float
         raise ModelError(f"max_tokens must be at least 1, got {max_tokens}")
     if temperature < 0:
         raise ModelError(f"temperature must be >= 0, got {temperature}")
-    return Request(tuple(messages), max_tokens, float(temperature), tuple(stop or ()), seed)
+    if grammar is not None and not grammar.strip():
+        raise ModelError("grammar must be a non-empty GBNF text or None")
+    return Request(tuple(messages), max_tokens, float(temperature), tuple(stop or ()), seed, grammar)
 
 
 def estimate_tokens(text: str) -> int:

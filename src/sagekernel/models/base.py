@@ -39,4 +39,9 @@ class Model(Protocol):
     name: str
 
     def complete(self, messages: list[Message], *, max_tokens: int = 2048, temperature: float = 0.2,
-                 stop: list[str] | None = None, seed: int | None = None) -> Reply: ...
+                 stop: list[str] | None = None, seed: int | None = None,
+                 grammar: str | None = None) -> Reply:
+        """`grammar`: a GBNF grammar (llama.cpp's format) the reply must follow. A backend that can
+        constrain decoding to it does (the embedded model, a llama.cpp server with
+        `ModelConfig.grammar_field`); the others ignore it, so callers still check the reply."""
+        ...

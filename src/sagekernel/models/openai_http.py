@@ -63,6 +63,8 @@ class OpenAIModel(BackendModel):
             body["stop"] = list(request.stop)
         if request.seed is not None:
             body["seed"] = request.seed
+        if request.grammar is not None and self.config.grammar_field:
+            body[self.config.grammar_field] = request.grammar
         body.update(self.config.extra_body)
         if "max_completion_tokens" in self.config.extra_body:
             body.pop("max_tokens", None)  # newer OpenAI models reject both together

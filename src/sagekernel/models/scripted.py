@@ -67,6 +67,8 @@ class ScriptedModel(BackendModel):
         self._lock = threading.Lock()
         self.turn = 0
         self.prompts: list[list[Message]] = []
+        #: The grammar of each request (a script's replies are not constrained by it).
+        self.grammars: list[str | None] = []
 
     @classmethod
     def from_file(cls, path: Path | str, **kwargs: Any) -> ScriptedModel:
@@ -81,6 +83,7 @@ class ScriptedModel(BackendModel):
         with self._lock:
             self.turn += 1
             self.prompts.append(list(request.messages))
+            self.grammars.append(request.grammar)
             entry = self._pick(request.messages)
         if entry is None:
             last = _last_user(request.messages)

@@ -206,10 +206,11 @@ class StreamRunner:
                 self.agent.round(session)
 
 
-def _asker(model: Model, cfg: RunConfig) -> Callable[[list[Message]], Reply]:
+def _asker(model: Model, cfg: RunConfig) -> Callable[..., Reply]:
     """One model call with the run's settings (distillation and rule abstraction)."""
-    def ask(messages: list[Message]) -> Reply:
-        return model.complete(messages, max_tokens=cfg.max_tokens_per_call, temperature=cfg.temperature)
+    def ask(messages: list[Message], grammar: str | None = None) -> Reply:
+        return model.complete(messages, max_tokens=cfg.max_tokens_per_call, temperature=cfg.temperature,
+                              grammar=grammar)
 
     return ask
 
