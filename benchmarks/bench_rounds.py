@@ -89,6 +89,10 @@ def rounds_of(workspace: Path) -> list[dict[str, Any]]:
             "first_prompt_tokens": c["prompt_tokens"], "cached_tokens": 0, "computed_tokens": 0,
             "completion_tokens": 0, "model_s": 0.0,
             "start": _ts(c["created_at"]) - float(c["latency_s"] or 0)})
+        if extra.get("tokens_per_s"):
+            row.setdefault("write_tps", []).append(float(extra["tokens_per_s"]))
+        if extra.get("prompt_tokens_per_s") and (extra.get("prompt_eval_tokens") or 0) >= 100:
+            row.setdefault("read_tps", []).append(float(extra["prompt_tokens_per_s"]))
         row["calls"] += 1
         row["prompt_tokens"] += c["prompt_tokens"] or 0
         row["cached_tokens"] += cached or 0
@@ -120,7 +124,14 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         return round(statistics.median(values), 1) if values else None
 
     prompt = sum(r["prompt_tokens"] for r in rows)
+
+    def speed(key: str) -> float | None:  # this machine's llama.cpp speeds, from the exchange log
+        values = [v for r in rows for v in r.get(key, [])]
+        return round(statistics.median(values), 1) if values else None
+
     return {"rounds": len(rows), "median_round_s": med("round_s"), "median_model_s": med("model_s"),
+            "median_write_tps": speed("write_tps"), "median_read_tps": speed("read_tps"),
+            "calls": sum(r["calls"] for r in rows),
             "median_quiet_model_s": med("quiet_model_s"),
             "median_first_prompt_tokens": med("first_prompt_tokens"),
             "median_prompt_tokens": med("prompt_tokens"), "median_computed_tokens": med("computed_tokens"),
@@ -181,6 +192,11 @@ def print_table(result: dict[str, Any]) -> None:
               f"{s['median_computed_tokens'] or 0:16.0f} {s['cached_share'] or 0:12.1%} "
               f"{s['median_round_s'] or 0:11.1f} {s['mean_round_s'] or 0:12.1f} "
               f"{s['median_quiet_model_s'] or 0:17.1f}")
+    for name, s in result["variants"].items():
+        if s.get("median_write_tps"):
+            print(f"{name}: {s.get('calls')} model calls for {s['rounds']} rounds; measured here: "
+                  f"{s.get('median_read_tps')} prompt tokens/s read, {s['median_write_tps']} tokens/s"
+                  " written (medians)")
     print(f"quiet s: the round's model time at {QUIET_READ_TPS:g} prompt tokens/s read and "
           f"{QUIET_WRITE_TPS:g} tokens/s written (a quiet 2-core machine, issue 15), from the computed "
           "and reply tokens; round s: measured here, including the harness's evaluation")
