@@ -229,3 +229,26 @@ def test_round_prompt_names_the_size_parameters_and_asks_for_helpers(tmp_path: P
     plain = _round_prompt(tmp_path, {"N": 4096}, with_item=False)
     assert "The sizes are the parameters N: use exactly these names.\n" in plain
     assert "ADOPTION" not in plain  # no items, no adoption section or reminder
+
+
+def test_a_lesson_whose_fix_calls_what_the_verified_code_never_names_is_dropped():
+    """Spec §5: grounded in a verified transition. An invented intrinsic is not."""
+    from sagekernel.agent.distill import ungrounded_calls
+
+    before = "void sage_kernel(const float* x, float* y, int64_t N) { for (i = 0; i < N; ++i) y[i] = x[i]; }"
+    after = "#include <math.h>\nvoid sage_kernel(const float* x, float* y, int64_t N) {\n" \
+            "  for (int64_t i = 0; i < N; ++i) y[i] = fabsf(x[i]);\n}"
+    lessons = parse_lessons("""LESSON
+title: Use intrinsics with a scalar tail
+type: performance
+correct_code: float r = __builtin_ia32_expf(x);
+LESSON
+title: Use fabsf on float data
+type: performance
+correct_code: for (int64_t i = 0; i < N; ++i) y[i] = fabsf(x[i]);
+""")
+    drafts = drafts_from(lessons, _task(), EpisodeKind.OPT, max_items=3, verified_sources=[before, after])
+    assert [d.title for d in drafts] == ["Use fabsf on float data"]
+    calls = ungrounded_calls("r = __builtin_ia32_expf(x); if (n) y = fabsf(x);", [after])
+    assert calls == ["__builtin_ia32_expf"]
+    assert ungrounded_calls("out = tl.exp(x) * tl.load(p)", ["y = tl.load(p)"]) == ["tl.exp"]

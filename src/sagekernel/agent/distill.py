@@ -5,8 +5,10 @@ the stage where the previous attempt failed (it removed the recorded compile/run
 error); in an opt episode, a correct kernel strictly faster than the best before it. Without a
 transition nothing is distilled (no model call). The frozen model proposes at most `max_items`
 lessons through `prompts/distill.j2`; the parser keeps those that are complete, deduplicates them
-(exact title or fix code), and drops any that mention an evaluation size of the task (spec §5:
-no hard-coded shapes; the filter is memory/literals.py, shared with the store's writes). The
+(exact title or fix code), drops any that mention an evaluation size of the task (spec §5:
+no hard-coded shapes; the filter is memory/literals.py, shared with the store's writes) and any
+whose fix calls a function the transitions' code never names (spec §5: grounded in a verified
+transition; `ungrounded_calls`). The
 store deduplicates against existing items (embedding similarity ≥ 0.9) when the policy learns.
 """
 
@@ -126,8 +128,27 @@ def parse_lessons(text: str) -> list[dict[str, str]]:
     return [lesson for lesson in lessons if lesson]
 
 
+#: Words that look like calls in a snippet but name no function.
+_NOT_CALLS = frozenset({"if", "for", "while", "switch", "return", "sizeof", "defined", "elif", "and", "or",
+                        "not", "in", "assert", "lambda", "with"})
+_CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\s*\(")
+
+
+def ungrounded_calls(code: str, verified_sources: list[str]) -> list[str]:
+    """The functions `code` calls that no verified source calls or names (spec §5: each item is
+    grounded in a verified transition). A 1.5B model distilled "use `__builtin_ia32_expf`" from
+    an `abs` kernel that never called it; the next operator adopted it and failed to compile in
+    every round (demo run)."""
+    known = {word for src in verified_sources for word in re.findall(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", src)}
+    calls = dict.fromkeys(m.group(1) for m in _CALL.finditer(code))
+    return [c for c in calls if c not in _NOT_CALLS and c not in known]
+
+
 def drafts_from(lessons: list[dict[str, str]], task: Task, episode: EpisodeKind,
-                max_items: int) -> list[ItemDraft]:
+                max_items: int, verified_sources: list[str] | None = None) -> list[ItemDraft]:
+    """Complete, deduplicated lessons without the task's sizes; with `verified_sources` (the code
+    of the transitions the lessons come from), also only those whose fix calls nothing that code
+    does not have."""
     allowed = CORR_TYPES if episode is EpisodeKind.CORR else OPT_TYPES
     sizes = size_literals(task.all_shapes())
     out: list[ItemDraft] = []
@@ -145,6 +166,8 @@ def drafts_from(lessons: list[dict[str, str]], task: Task, episode: EpisodeKind,
         text = "\n".join((draft.title, draft.error_message, draft.wrong_code, draft.correct_code))
         keys = {re.sub(r"\W+", " ", title.lower()).strip(), re.sub(r"\s+", "", fix)}
         if mentions_literal(text, sizes) or keys & seen:
+            continue
+        if verified_sources is not None and ungrounded_calls(fix, verified_sources):
             continue
         seen |= keys
         out.append(draft)
@@ -170,7 +193,8 @@ def distill(ask: Callable[..., Reply], prompts: Prompts, task: Task, target: Tar
                               language=target.language)
     # the rounds' system message: the call reuses their cached prefix and leaves it cached for the next
     reply = ask([Message("system", prompts.system(target, task)), Message("user", user)], grammar=grammar)
-    return drafts_from(parse_lessons(reply.text), task, trace.episode, max_items), reply
+    sources = [code for t in found for code in (t.before, t.after)]
+    return drafts_from(parse_lessons(reply.text), task, trace.episode, max_items, sources), reply
 
 
 def make_rule_abstractor(ask: Callable[[list[Message]], Reply], prompts: Prompts,
