@@ -11,7 +11,7 @@ Layout, for prefix caches (llama.cpp's KV reuse in models/local.py, vLLM's and S
 caching behind an endpoint): the system message depends only on the target and the operator, so
 it is byte-identical in every round, re-ask and distillation call of one operator, and the user
 message starts with what changes least (resident rules, fixed while an operator runs; then the
-retrieved items, in rank order) and ends with what changes every round. A re-ask appends to the
+retrieved items, by id: `shown_order`) and ends with what changes every round. A re-ask appends to the
 round's conversation, so its whole prompt up to the new question is the previous prompt + reply.
 """
 
