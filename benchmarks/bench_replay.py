@@ -25,13 +25,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench_rounds import QUIET_WRITE_TPS  # a sibling script; this folder is on sys.path
+
 from sagekernel.models import Message, ModelConfig
 from sagekernel.models.local import LocalModel
 
 HERE = Path(__file__).resolve().parents[1]
-#: Generation speed of the embedded model on a quiet 2-core machine (issue 15: 18-30 tokens/s):
-#: `quiet_round_s` adds the scripted replies' length at this speed to the measured reading.
-QUIET_WRITE_TPS = 24.0
 
 
 def conversation(tree: Path) -> list[dict[str, Any]]:
@@ -84,6 +83,7 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             for key in ("prompt_tokens", "cached_tokens", "computed_tokens", "read_s", "reply_tokens_est"):
                 rounds[-1][key] += r[key]
     for r in rounds:
+        # the scripted reply's length at bench_rounds' quiet-machine generation speed
         r["quiet_round_s"] = r["read_s"] + r["reply_tokens_est"] / QUIET_WRITE_TPS
     distill = [r for r in rows if r["purpose"] == "distill"]
     prompt = sum(r["prompt_tokens"] for r in rows)

@@ -62,7 +62,8 @@ def complete_reply(ask: Callable[[list[Message], int, str], Reply], messages: li
                                                 need_code=need_code and not missing_files,
                                                 missing_files=missing_files, language=language))]
         out.reasks += 1
-        grammar = reask_grammar(items=[i for i in shown_items if i in set(out.missing)], language=language,
+        asked = set(out.missing)
+        grammar = reask_grammar(items=[i for i in shown_items if i in asked], language=language,
                                 need_code=need_code and not missing_files,
                                 files=[f for f in files if f[0] in missing_files])
         reply = ask(convo, out.reasks, grammar)

@@ -41,7 +41,6 @@ class ShortlistGrammar:
         if not self.grammar:
             raise ValueError("llama.cpp cannot parse the grammar")
         self.full_checks = 0  # tokens for which the shortlist held no admitted token
-        self.tokens = 0
         self._small = (llama_cpp.llama_token_data * SHORTLIST)()
         self._small_view = np.frombuffer(self._small, dtype=_TOKEN_DATA)
         self._small_array = llama_cpp.llama_token_data_array(
@@ -69,7 +68,6 @@ class ShortlistGrammar:
     def _apply(self, cur_p: Any) -> None:
         array = cur_p.contents
         n = int(array.size)
-        self.tokens += 1
         if n <= SHORTLIST:
             self._lib.llama_sampler_apply(self.grammar, cur_p)
             return
