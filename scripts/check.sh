@@ -7,7 +7,7 @@ PY="${PYTHON:-python3}"
 say() { printf '\033[1m[check]\033[0m %s\n' "$*"; }
 bash scripts/setup.sh --dev
 say "ruff";   "$PY" -m ruff check src tests benchmarks
-say "mypy";   "$PY" -m mypy
+say "mypy, with and without the optional runtimes"; "$PY" scripts/typecheck.py
 say "sage selfcheck: every hand-written kernel passes, every null-kernel canary fails"
 sage selfcheck --suite builtin > /tmp/sage-selfcheck.txt || { tail -60 /tmp/sage-selfcheck.txt; exit 1; }
 tail -3 /tmp/sage-selfcheck.txt

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything SAGE needs on a fresh Debian/Ubuntu machine, from the project's own files.
 #   bash scripts/setup.sh          # the product: sandbox tools, CPU torch, embeddings, embedded local model
-#   bash scripts/setup.sh --dev    # what the tests need: same, minus the local model, plus dev tools and triton
+#   bash scripts/setup.sh --dev    # what the tests need: same, minus the local model, plus dev tools, triton and ray
 # Safe to re-run: every step is skipped when already satisfied.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +29,7 @@ fi
 
 # 3. The package and its extras.
 case "$mode" in
-  --dev|dev) extras="dev,embed,sandbox,triton" ;;
+  --dev|dev) extras="dev,embed,sandbox,triton,ray" ;;
   full|--full) extras="embed,sandbox,local" ;;
   *) echo "usage: $0 [--dev]" >&2; exit 2 ;;
 esac

@@ -102,7 +102,7 @@ def sampler_chain(llama_cpp: Any, llm: Any, grammar: ShortlistGrammar, *, temper
                         penalty_repeat=repeat_penalty, penalty_freq=0.0, penalty_present=0.0)
     llama_cpp.llama_sampler_chain_add(chain.sampler, ctypes.pointer(grammar.sampler))
     # the chain must not free the Python-owned stage: take it out before the chain is freed
-    chain.custom_samplers.append((llama_cpp.llama_sampler_chain_n(chain.sampler) - 1, grammar))  # type: ignore[arg-type]
+    chain.custom_samplers.append((llama_cpp.llama_sampler_chain_n(chain.sampler) - 1, grammar))
     if temperature == 0.0:
         chain.add_greedy()
     else:
