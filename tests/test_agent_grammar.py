@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from pydantic import ValidationError
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
+from sagekernel.agent.decisions import ADOPTED, NOT_ADOPTED, Decision
 from sagekernel.agent.distill import parse_lessons
 from sagekernel.agent.grammar import (
     DIAGNOSIS_CHARS,
@@ -25,7 +26,6 @@ from sagekernel.agent.grammar import (
     reask_grammar,
     reply_grammar,
 )
-from sagekernel.agent.decisions import ADOPTED, NOT_ADOPTED, Decision
 from sagekernel.agent.protocol import parse_reply
 
 KERNEL = "#include <stdint.h>\nvoid sage_kernel(const float* restrict x, float* restrict y, int64_t N) {\n" \

@@ -49,20 +49,24 @@ SCHEMA_DESCRIPTION = ("Record, for every retrieved experience (E ids) and every 
 
 # Answer words that open a rationale which contradicts its decision. ASCII words are matched as
 # the rationale's first word (case-folded); scripts written without spaces by prefix.
-_NEGATIVE_WORDS = frozenset("""
-no not nope nah never none nothing false n 0 n/a na nil null unused rejected declined
-nein nicht non nee nej nei nie ne ani não nao nem hayır hayir tidak bukan khong không ei
-нет не ні όχι
-""".split())
-_AFFIRMATIVE_WORDS = frozenset("""
-yes yeah yep yup y true 1 ok okay sure
-ja jawohl oui si sí sim tak ano da jo joo evet ya iya vâng có kyllä
-да так ναι
-""".split())
-_NEGATIVE_PREFIXES = ("否", "不", "没", "沒", "无", "無", "未", "非", "いいえ", "いや", "아니", "안 ",
-                      "لا", "نه", "नहीं", "ไม่", "✗", "✘", "❌", "❎", "👎", "×")
-_AFFIRMATIVE_PREFIXES = ("是", "对", "對", "有", "はい", "ええ", "네", "예", "نعم", "हाँ", "ใช่", "✓", "✔",
-                         "✅", "☑", "👍")
+_NEGATIVE_WORDS = frozenset([
+    'no', 'not', 'nope', 'nah', 'never', 'none', 'nothing', 'false', 'n', '0', 'n/a', 'na', 'nil',
+    'null', 'unused', 'rejected', 'declined', 'nein', 'nicht', 'non', 'nee', 'nej', 'nei', 'nie',
+    'ne', 'ani', 'não', 'nao', 'nem', 'hayır', 'hayir', 'tidak', 'bukan', 'khong', 'không', 'ei',
+    'нет', 'не', 'ні', 'όχι'
+])
+_AFFIRMATIVE_WORDS = frozenset([
+    'yes', 'yeah', 'yep', 'yup', 'y', 'true', '1', 'ok', 'okay', 'sure', 'ja', 'jawohl', 'oui',
+    'si', 'sí', 'sim', 'tak', 'ano', 'da', 'jo', 'joo', 'evet', 'ya', 'iya', 'vâng', 'có', 'kyllä',
+    'да', 'так', 'ναι'
+])
+_NEGATIVE_PREFIXES = (
+    '否', '不', '没', '沒', '无', '無', '未', 'いいえ', 'いや', '아니', '안 ', 'لا', 'نه', 'नहीं', 'ไม่', '✗',
+    '✘', '❌', '❎', '👎', '×'
+)
+_AFFIRMATIVE_PREFIXES = (
+    '是', '对', '對', 'はい', 'ええ', '네', '예', 'نعم', 'हाँ', 'ใช่', '✓', '✔', '✅', '☑', '👍'
+)
 _FIRST_WORD = re.compile(r"[\w/'’.-]+", re.UNICODE)
 
 
@@ -165,7 +169,8 @@ class Decisions:
 
     def rules_used(self) -> list[int]:
         """Resident rules recorded ADOPTED (without conflicts), in id order."""
-        return sorted(r for r, (adopted, _) in self.rules.items() if adopted and f"R{r}" not in self.conflicts)
+        return sorted(r for r, (adopted, _) in self.rules.items()
+                      if adopted and f"R{r}" not in self.conflicts)
 
     def unresolved(self, shown: Iterable[int]) -> list[int]:
         """Shown item ids without exactly one valid record (⊥), in the order shown."""
@@ -209,7 +214,7 @@ def read_block(payload: str | Mapping[str, Any] | None, *, shown_items: Iterable
     if isinstance(payload, str):
         try:
             data: Any = json.loads(payload)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             return Decisions(invalid=[f"the block is not JSON ({exc.msg} at character {exc.pos})"])
     else:
         data = payload

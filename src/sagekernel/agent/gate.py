@@ -94,8 +94,9 @@ def complete_reply(ask: Ask, messages: list[Message], *, prompts: Prompts, shown
     convo = list(messages)
     out = GateOutcome(ParsedReply(), channel=channel or structured or "prose")
     first_schema = decision_schema(ids, force=False) if structured == "tool" and ids else None
-    reply = call("round", reply_grammar(items=shown_items if lines else [], rules=shown_rules if lines else [],
-                                        language=language, files=files), first_schema)
+    grammar: str | None = reply_grammar(items=shown_items if lines else [], rules=shown_rules if lines else [],
+                            language=language, files=files)
+    reply = call("round", grammar, first_schema)
     out.parsed = parse(reply, first_schema)
     decide_pending = structured == "json_schema" and bool(ids)
     while True:
@@ -107,9 +108,9 @@ def complete_reply(ask: Ask, messages: list[Message], *, prompts: Prompts, shown
         if decide_pending and not need_code:  # the json_schema channel's decisions call (not a re-ask)
             convo += [Message("assistant", _shown(reply, structured)),
                       Message("user", prompts.decide(ids=ids))]
-            schema = decision_schema(ids, force=True)
-            reply = call("decide", None, schema)
-            out.parsed = out.parsed.merge(parse(reply, schema))
+            decide = decision_schema(ids, force=True)
+            reply = call("decide", None, decide)
+            out.parsed = out.parsed.merge(parse(reply, decide))
             decide_pending = False
             continue
         if (not out.missing and not need_code) or out.reasks >= max_reasks:
@@ -126,7 +127,7 @@ def complete_reply(ask: Ask, messages: list[Message], *, prompts: Prompts, shown
                       channel="prose" if lines else structured or "prose",
                       ask_decisions=bool(asked_ids) and not code_only))]
         out.reasks += 1
-        schema = None
+        schema: OutputSchema | None = None
         if not lines and asked_ids and not code_only:
             schema = decision_schema(asked_ids, force=structured == "json_schema" or not need_code)
         grammar = None

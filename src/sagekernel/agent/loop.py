@@ -85,7 +85,8 @@ class Agent:
         specs = list(getattr(self.target, "files", lambda _t: [])(task))
         paths = file_paths(self.target, task)
         structured = self.structured_output
-        messages = self.prompts.round_messages(task, self.target, rnd.context, files=specs, channel=structured)
+        messages = self.prompts.round_messages(task, self.target, rnd.context, files=specs,
+                                               channel=structured)
         try:
             with exchange_context(operator=task.name, round=rnd.number, episode=rnd.episode.value):
                 gate = complete_reply(self._ask, messages, prompts=self.prompts,

@@ -145,6 +145,7 @@ def parse_reply(text: str, *, shown_items: Sequence[int], shown_rules: Sequence[
     if read_decisions:
         out.decided = read_lines(prose, shown_items=shown_items, shown_rules=shown_rules)
     diagnosis = next((m.group("text").strip() for line in prose if (m := _DIAGNOSIS.match(line.strip()))), "")
-    out.diagnosis = diagnosis or next((line.strip() for line in prose
-                                       if line.strip() and not line.strip().startswith(("- ", "ADOPTION"))), "")
+    plain = (line.strip() for line in prose)
+    first = next((line for line in plain if line and not line.startswith(("- ", "ADOPTION"))), "")
+    out.diagnosis = diagnosis or first
     return out

@@ -174,7 +174,8 @@ class OperatorSession:
             round=rnd.number, episode=rnd.episode, retrieved=list(rnd.items), resident_shown=shown_rules,
             resident_used=[r for r in sub.resident_used if r in shown_rules], reasks=sub.reasks,
             decisions=[record("E", i, sub.decisions) for i in rnd.shown],
-            rule_decisions=[record("R", r, sub.rule_decisions) for r in shown_rules if r in sub.rule_decisions],
+            rule_decisions=[record("R", r, sub.rule_decisions) for r in shown_rules
+                            if r in sub.rule_decisions],
             candidate_hash=candidate_hash(source) if source else None, compiled=verdict.compiled,
             correct=verdict.correct, latency_ms=verdict.candidate_ms if verdict.correct else None,
             verdict=verdict.to_dict(), suspect=verdict.suspect)

@@ -16,5 +16,6 @@ from sagekernel.models.config import Budget, ModelConfig
 from sagekernel.models.exchange_log import ExchangeLog, exchange_context
 from sagekernel.models.registry import ModelSpecError, make_model, parse_spec, probe
 
-__all__ = ["Budget", "ExchangeLog", "Message", "Model", "ModelConfig", "ModelSpecError", "OutputSchema", "Reply",
+__all__ = ["Budget", "ExchangeLog", "Message", "Model", "ModelConfig", "ModelSpecError", "OutputSchema",
+           "Reply",
            "exchange_context", "make_model", "parse_spec", "probe"]
