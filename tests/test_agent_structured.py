@@ -166,3 +166,59 @@ def test_tool_use_a_call_off_the_schema_is_unresolved_and_the_reask_says_why() -
     note = server.requests[1]["messages"][-1]["content"]
     assert "record 1" in note and "adopted" in note and "decision" in note
     assert out.parsed.decisions == {} and out.missing == [5]
+
+
+# --- a whole operator through the loop: the trace records the validated records ------------------
+
+def test_the_loop_records_json_schema_decisions_and_never_credits_a_refusal(tmp_path) -> None:
+    """One operator of `sage run`'s loop over the OpenAI protocol: the refusal written as
+    ADOPTED + "No" stays ⊥ in the trace (no credit), the valid records carry their channel and
+    the raw record they came from, and resident rules get records of the same schema."""
+    from sagekernel import db
+    from sagekernel.agent.loop import AgentConfig
+    from sagekernel.harness.verdict import Stage, Verdict
+    from sagekernel.memory.io import load_seed
+    from sagekernel.memory.policies import make_policy
+    from sagekernel.tasks.suites import load_suite
+    from test_suspect_verdicts import SEED, TASKS
+
+    seed = tmp_path / "seed.jsonl"
+    seed.write_text("\n".join(json.dumps(s) for s in SEED) + "\n")
+    conn = db.connect(tmp_path / "ws")
+    load_seed(conn, seed)
+    policy = make_policy("sage", conn, run_id="r", embedder=None)
+    task = next(t for t in load_suite(TASKS) if t.name == "e2e_double")
+
+    def reply(body: dict[str, Any]) -> str:
+        if "response_format" not in body:
+            return PROSE
+        ids = body["response_format"]["json_schema"]["schema"]["properties"]["decisions"]["items"][
+            "properties"]["id"]["enum"]
+        if len(ids) == 1:  # the re-ask for the refusal: declined again, validly this time
+            return block((ids[0], "NOT ADOPTED", "it does not apply to this kernel"))
+        first, *rest = ids
+        return block((first, "ADOPTED", "No - not used"), *((i, "ADOPTED", "the flat loop") for i in rest))
+
+    verdict = Verdict(stage=Stage.OK, message="", compiled=True, correct=True, candidate_ms=1.0,
+                      reference_ms=1.0, speedup=1.0)
+    rounds: list[Any] = []
+
+    class Hooks:
+        def on_round(self, trace: Any, source: Any) -> None:
+            rounds.append(trace)
+
+        def on_episode(self, trace: Any, outcome: Any, last: bool) -> None:
+            pass
+
+    with OpenAITestServer(fallback=reply) as server:
+        agent = Agent(openai(server), get_target("cpu"), policy, lambda t, c: verdict,
+                      AgentConfig(rounds=1, k=3))
+        agent.run_operator(task, Hooks())
+    [trace] = rounds
+    first, *rest = trace.decisions
+    assert (first.adopted, first.rationale, first.channel) == (False, "it does not apply to this kernel",
+                                                               "json_schema")
+    assert all(d.adopted is True and d.channel == "json_schema" for d in rest) and rest
+    assert json.loads(rest[0].evidence) == {"id": f"E{rest[0].item_id}", "decision": "ADOPTED",
+                                            "rationale": "the flat loop"}
+    assert first.item_id not in trace.adopted_ids() and trace.reasks == 1
