@@ -187,7 +187,8 @@ class KernelService:
             "best_ms": ctx.best_ms,
             "reference_ms": ctx.ref_ms,
             "budget": self._budget(s),
-            "instruction": "give every item above an adoption decision with a rationale in `evaluate`",
+            "instruction": "give every item above (and each resident rule) an adoption record "
+            "{id, decision: ADOPTED or NOT ADOPTED, rationale} in `evaluate`",
         }
 
     def evaluate(

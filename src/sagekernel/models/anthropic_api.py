@@ -52,13 +52,11 @@ class AnthropicModel(BackendModel):
     def close(self) -> None:
         self._client.close()
 
+    structured_mechanisms = ("tool",)
+
     @property
     def structured_output(self) -> StructuredOutput | None:
-        chosen = self.config.structured_output
-        if chosen == "json_schema":
-            raise ModelError(f"{self.name}: the Anthropic backend returns structured answers by tool use: "
-                             "structured_output is 'tool' or 'none'")
-        return None if chosen == "none" else "tool"
+        return None if self.config.structured_output == "none" else "tool"
 
     def _arguments(self, request: Request) -> dict[str, Any]:
         system = "\n\n".join(m.content for m in request.messages if m.role == "system")

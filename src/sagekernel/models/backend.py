@@ -53,6 +53,8 @@ class BackendModel(ABC):
 
     name: str
     free: bool = False  # True: every call costs $0 (local and scripted models)
+    #: The structured-output mechanisms this backend has (ModelConfig.structured_output values).
+    structured_mechanisms: tuple[StructuredOutput, ...] = ()
 
     def __init__(self, name: str, *, config: ModelConfig | None = None, log: ExchangeLog | None = None,
                  budget: Budget | None = None, sleep: Callable[[float], None] = time.sleep,
@@ -63,6 +65,11 @@ class BackendModel(ABC):
         self.budget = budget
         self._sleep = sleep
         self._rng = rng or random.Random()
+        chosen = self.config.structured_output
+        if chosen not in (None, "none") and chosen not in self.structured_mechanisms:
+            raise SageError(f"{name}: structured_output={chosen!r} is not a mechanism of this backend "
+                            f"(it has: {', '.join(self.structured_mechanisms) or 'none'}); use 'none' "
+                            "for the canonical line form")
         if (budget is not None and budget.max_cost_usd is not None and not self.free
                 and not self.config.priced):
             raise SageError(

@@ -55,12 +55,11 @@ class OpenAIModel(BackendModel):
     def close(self) -> None:
         self._client.close()
 
+    structured_mechanisms = ("json_schema",)
+
     @property
     def structured_output(self) -> StructuredOutput | None:
         chosen = self.config.structured_output
-        if chosen == "tool":
-            raise ModelError(f"{self.name}: structured_output='tool' is Anthropic's mechanism; an "
-                             "OpenAI-compatible endpoint takes 'json_schema' or 'none'")
         if chosen is None:
             return "json_schema" if urlparse(self.base_url).hostname == "api.openai.com" else None
         return "json_schema" if chosen == "json_schema" else None
