@@ -179,7 +179,9 @@ def test_the_request_schema_describes_the_validated_record() -> None:
     assert record["properties"]["decision"]["enum"] == list(model["properties"]["decision"]["enum"])
     assert record["additionalProperties"] is False and schema["additionalProperties"] is False
     assert record["properties"]["id"]["enum"] == ["E5", "R2"]
-    assert schema["properties"]["decisions"]["minItems"] == schema["properties"]["decisions"]["maxItems"] == 2
+    # the strictest common subset: no count or length keywords anywhere
+    keywords = set(json.dumps(schema).split('"'))
+    assert not {"minItems", "maxItems", "minLength", "maxLength", "pattern"} & keywords
 
 
 def test_a_bad_record_leaves_only_its_own_id_unresolved_and_says_why() -> None:

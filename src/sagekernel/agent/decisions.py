@@ -280,9 +280,10 @@ def render_lines(records: Iterable[Decision]) -> str:
 
 def request_schema(ids: Sequence[str]) -> dict[str, Any]:
     """The JSON schema sent to a backend for one call: the `DecisionBlock` shape with the id
-    restricted to the ids asked for and one record per id. Kept to the keywords every structured-
-    output implementation takes (OpenAI strict mode, vLLM/SGLang/llama.cpp grammars, Anthropic
-    tool input): type, properties, required, additionalProperties, enum, items, min/maxItems."""
+    restricted to the ids asked for. Kept to the subset every structured-output implementation
+    takes (OpenAI strict mode, vLLM/SGLang/llama.cpp grammars, Anthropic tool input): type,
+    properties, required, additionalProperties, enum, items -- no length or count constraints, so
+    "one record per id" is checked here (the gate re-asks what is missing), not by the server."""
     record = {
         "type": "object",
         "properties": {
@@ -296,8 +297,7 @@ def request_schema(ids: Sequence[str]) -> dict[str, Any]:
     }
     return {
         "type": "object",
-        "properties": {"decisions": {"type": "array", "items": record,
-                                     "minItems": len(ids), "maxItems": len(ids)}},
+        "properties": {"decisions": {"type": "array", "items": record}},
         "required": ["decisions"],
         "additionalProperties": False,
     }
