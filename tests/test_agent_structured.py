@@ -222,3 +222,47 @@ def test_the_loop_records_json_schema_decisions_and_never_credits_a_refusal(tmp_
     assert json.loads(rest[0].evidence) == {"id": f"E{rest[0].item_id}", "decision": "ADOPTED",
                                             "rationale": "the flat loop"}
     assert first.item_id not in trace.adopted_ids() and trace.reasks == 1
+
+
+@pytest.mark.usefixtures("anthropic_key")
+def test_the_loop_records_tool_use_decisions_for_items_and_rules(tmp_path) -> None:
+    """The same through the Anthropic protocol: one call carries the kernel as text and the
+    records as a tool call; the trace keeps both the items' and a resident rule's records."""
+    from sagekernel.agent.session import OperatorSession
+    from sagekernel.harness.verdict import Stage, Verdict
+    from sagekernel.records import ResidentRule, RetrievedItem
+    from sagekernel.tasks.suites import load_suite
+    from test_suspect_verdicts import TASKS
+
+    class Memory:  # two items and one resident rule, fixed
+        def retrieve(self, query: str, **_: Any) -> list[RetrievedItem]:
+            return [RetrievedItem(i, f"lesson {i}", "correctness", "elementwise", "", "", "x", 1.0, 0.0, 1.0)
+                    for i in (4, 9)]
+
+        def resident_rules(self) -> list[ResidentRule]:
+            return [ResidentRule(2, "Loop over every element.", 6)]
+
+    verdict = Verdict(stage=Stage.COMPILE, message="error: x", compiled=False)
+    rounds: list[Any] = []
+
+    class Hooks:
+        def on_round(self, trace: Any, source: Any) -> None:
+            rounds.append(trace)
+
+        def on_episode(self, trace: Any, outcome: Any, last: bool) -> None:
+            pass
+
+    replies = [[{"type": "text", "text": PROSE},
+                tool([("E4", "ADOPTED", "the flat loop"), ("E9", "NOT ADOPTED", "no reduction"),
+                      ("R2", "ADOPTED", "one loop over N")])]]
+    task = next(t for t in load_suite(TASKS) if t.name == "e2e_double")
+    with AnthropicTestServer(replies) as server:
+        agent = Agent(claude(server), get_target("cpu"), Memory(), lambda t, c: verdict)  # type: ignore[arg-type]
+        session = OperatorSession(task, agent.target, agent.memory, agent.evaluate, Hooks(), rounds=1, k=2,
+                                  history=0)
+        agent.round(session)
+    [trace] = rounds
+    got = [(d.item_id, d.adopted, d.channel) for d in trace.decisions]
+    assert got == [(4, True, "tool"), (9, False, "tool")]
+    assert [(d.item_id, d.adopted) for d in trace.rule_decisions] == [(2, True)]
+    assert trace.resident_used == [2] and trace.reasks == 0 and len(server.requests) == 1
