@@ -88,8 +88,8 @@ def test_still_missing_files_fail_the_round_at_parse():
 
 
 def test_single_file_target_keeps_the_single_block():
-    r = parse_reply("- E4: ADOPTED - x\n```c\nvoid sage_kernel(void) {}\n```", shown_items=[4], shown_rules=[],
-                    language="c", paths=["kernel.c"])
+    r = parse_reply("- E4: ADOPTED - x\n```c\nvoid sage_kernel(void) {}\n```", shown_items=[4],
+                    shown_rules=[], language="c", paths=["kernel.c"])
     cand = r.candidate(["kernel.c"], "kernel.c")
     assert cand == Candidate.single("kernel.c", "void sage_kernel(void) {}\n")
     assert render_candidate(cand) == "void sage_kernel(void) {}\n"  # stored as before the seam

@@ -94,8 +94,8 @@ def complete_reply(ask: Ask, messages: list[Message], *, prompts: Prompts, shown
     convo = list(messages)
     out = GateOutcome(ParsedReply(), channel=channel or structured or "prose")
     first_schema = decision_schema(ids, force=False) if structured == "tool" and ids else None
-    grammar: str | None = reply_grammar(items=shown_items if lines else [], rules=shown_rules if lines else [],
-                            language=language, files=files)
+    grammar: str | None = reply_grammar(items=shown_items if lines else [],
+                                        rules=shown_rules if lines else [], language=language, files=files)
     reply = call("round", grammar, first_schema)
     out.parsed = parse(reply, first_schema)
     decide_pending = structured == "json_schema" and bool(ids)
