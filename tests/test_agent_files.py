@@ -43,7 +43,7 @@ def test_each_file_is_read_by_its_path(style: str):
             return f"```cpp\n// FILE: {path}\n{body}\n```"
         return f"**{path.rsplit('/', 1)[-1] if 'tiling' in path else path}**\n```cpp\n{body}\n```"
 
-    text = "E4: ADOPTED - tiling\n" + "\n".join(
+    text = "- E4: ADOPTED - tiling\n" + "\n".join(
         block(p, b) for p, b in zip(PATHS, (KERNEL, TILING, HOST), strict=True))
     r = parse(text)
     assert r.files == {PATHS[0]: KERNEL + "\n", PATHS[1]: TILING + "\n", PATHS[2]: HOST + "\n"}
@@ -61,7 +61,7 @@ def test_missing_and_unknown_files_are_reported():
 
 
 def test_missing_files_are_reasked_without_evaluation():
-    first = f"E4: NOT ADOPTED - no\nFILE: {PATHS[0]}\n```cpp\n{KERNEL}\n```"
+    first = f"- E4: NOT ADOPTED - no\nFILE: {PATHS[0]}\n```cpp\n{KERNEL}\n```"
     second = "\n".join(f"FILE: {p}\n```cpp\n{b}\n```" for p, b in zip(PATHS[1:], (TILING, HOST), strict=True))
     replies = iter([first, second])
     asked: list[str] = []
@@ -88,8 +88,8 @@ def test_still_missing_files_fail_the_round_at_parse():
 
 
 def test_single_file_target_keeps_the_single_block():
-    r = parse_reply("E4: ADOPTED - x\n```c\nvoid sage_kernel(void) {}\n```", shown_items=[4], shown_rules=[],
-                    language="c", paths=["kernel.c"])
+    r = parse_reply("- E4: ADOPTED - x\n```c\nvoid sage_kernel(void) {}\n```", shown_items=[4],
+                    shown_rules=[], language="c", paths=["kernel.c"])
     cand = r.candidate(["kernel.c"], "kernel.c")
     assert cand == Candidate.single("kernel.c", "void sage_kernel(void) {}\n")
     assert render_candidate(cand) == "void sage_kernel(void) {}\n"  # stored as before the seam

@@ -27,7 +27,7 @@ def ask_with(model: ScriptedModel):
 
 
 def test_reask_names_missing_ids_and_code_then_completes():
-    model = ScriptedModel(["E12: ADOPTED - fits\nno code yet", f"- E7: NOT ADOPTED - unrelated\n{CODE}"])
+    model = ScriptedModel(["- E12: ADOPTED - fits\nno code yet", f"- E7: NOT ADOPTED - unrelated\n{CODE}"])
     out = complete_reply(
         ask_with(model),
         [Message("user", "round prompt")],
@@ -46,7 +46,7 @@ def test_reask_names_missing_ids_and_code_then_completes():
 
 
 def test_complete_reply_needs_no_reask():
-    model = ScriptedModel([f"E1: NOT ADOPTED - no\n{CODE}"])
+    model = ScriptedModel([f"- E1: NOT ADOPTED - no\n{CODE}"])
     out = complete_reply(
         ask_with(model),
         [Message("user", "p")],
@@ -91,7 +91,7 @@ def test_every_call_carries_the_grammar_of_what_it_asks_for():
     complete_reply(ask_with(model), [Message("user", "p")], prompts=Prompts(), shown_items=[12, 7],
                    shown_rules=[2], language="c", max_reasks=2)
     first, reask = model.grammars
-    assert first is not None and '"- E12: "' in first and '"- E7: "' in first and '"R2"' in first
+    assert first is not None and '"- E12: "' in first and '"- E7: "' in first and '"- R2: "' in first
     assert reask is not None and '"- E7: "' in reask and '"- E12: "' not in reask and '"```c"' in reask
 
 

@@ -1,8 +1,6 @@
-"""The reply protocol parser (agent/protocol.py): tolerant of formatting, strict about ids."""
+"""The reply protocol parser (agent/protocol.py): only the canonical record line decides."""
 
 from __future__ import annotations
-
-import re
 
 import pytest
 from hypothesis import given
@@ -23,7 +21,8 @@ def parse(text: str, items=(12, 7, 3), rules=(2,)):
 def test_canonical_reply():
     r = parse(
         f"DIAGNOSIS: copy kernel.\nADOPTION:\n- E12: ADOPTED - matches the error\n"
-        f"- E7: NOT ADOPTED - about GEMM\n- E3: NOT ADOPTED - irrelevant\nRULES USED: R2\n```c\n{KERNEL}```\n"
+        f"- E7: NOT ADOPTED - about GEMM\n- E3: NOT ADOPTED - irrelevant\n- R2: ADOPTED - the loop bound\n"
+        f"```c\n{KERNEL}```\n"
     )
     assert r.diagnosis == "copy kernel."
     assert r.decisions == {
@@ -34,66 +33,57 @@ def test_canonical_reply():
     assert r.resident_used == [2]
     assert r.code == KERNEL
     assert r.unresolved([12, 7, 3]) == []
-
-
-@pytest.mark.parametrize(
-    "line, adopted",
-    [
-        ("**E12** (Bounds checks): ADOPTED - the error matches", True),
-        ("1. e12: not adopted — irrelevant", False),
-        ("- [E12] -> *Adopted*, I used the tail loop", True),
-        ("| E12 | adopted | reason |", True),
-        ("| E12 | Bounds checks | NOT ADOPTED | reason |", False),
-        ("Adopted: E12 - fixes it", True),
-        ("NOT ADOPTED: E12", False),
-        ("E12 (Use restrict pointers): NOT ADOPTED - no", False),
-        ("E12 - Use restrict pointers: NOT ADOPTED", False),
-        ("E12 — Decision: adopted — it helps", True),
-        ("* **E12**: __NOT_ADOPTED__ - not needed", False),
-        ("E12 = Not-Adopted", False),
-        ("#12: ADOPTED", True),
-        ("item 12: not adopted because slower", False),
-        ("E12: ADOPTED - I do not use the other approach, no", True),
-        ("E12: NOT ADOPTED - I use a different approach, adopted elsewhere", False),
-    ],
-)
-def test_formatting_noise(line: str, adopted: bool):
-    r = parse(line + "\n```c\n" + KERNEL + "```")
-    assert r.decisions[12][0] is adopted
-    assert r.evidence[12] == line
+    assert r.evidence["E12"] == "- E12: ADOPTED - matches the error"
 
 
 @pytest.mark.parametrize(
     "line",
     [
-        "- E12: Not needed; I use a different approach",
-        "- E12: I did not need it, but E12's idea of using restrict is good",
-        "- [E12] -> Yes, I used the tail loop",
-        "E12 — Adoption: yes — it helps",
-        "E12: I did not adopt it",
-        "E12 ✅ good",
-        "E12 - skipped, unrelated",
-        "#12: used",
-        "item 12: rejected because slower",
-        "E12: Not needed - adopted a different idea",
-        "E12: applied",
-        "E12: no",
+        # formatting that the tolerant parser used to read: now only the canonical form decides
+        "**E12** (Bounds checks): ADOPTED - the error matches",
+        "1. e12: not adopted — irrelevant",
+        "- [E12] -> *Adopted*, I used the tail loop",
+        "| E12 | adopted | reason |",
+        "Adopted: E12 - fixes it",
+        "E12: ADOPTED - no prefix dash",
+        "- E12: adopted - lower case",
+        "- E12: ADOPTED: colon instead of dash",
+        "- E12 : ADOPTED - space before the colon",
+        "* E12: ADOPTED - star bullet",
+        "- E12: ADOPTED or NOT ADOPTED - copied format line",
+        # the refusals issue 25 found recorded as ADOPTED
+        "- E12: Adopted: No",
+        "| E12 | Adopted | No |",
+        "- E12: Adopted = false",
+        # a valid shape whose rationale answers the opposite way
+        "- E12: ADOPTED - No",
+        "- E12: ADOPTED - no, it does not apply",
+        "- E12: ADOPTED - false",
+        "- E12: ADOPTED - Not needed here",
+        "- E12: ADOPTED - nein",
+        "- E12: ADOPTED - 否",
+        "- E12: ADOPTED - ❌ unused",
+        "- E12: NOT ADOPTED - yes, applied",
+        "- E12: ADOPTED - ...",
+        "- E12: ADOPTED - ",
     ],
 )
-def test_lines_without_the_protocol_words_stay_unresolved(line: str):
+def test_only_the_canonical_form_decides(line: str):
     r = parse(line + "\n```c\n" + KERNEL + "```")
     assert 12 not in r.decisions
     assert r.unresolved([12, 7, 3]) == [12, 7, 3]
+    if "12" in line and ("adopt" in line.lower() or "|" in line):
+        assert r.decided.invalid, line  # the re-ask quotes what it could not read
 
 
 def test_the_reviewed_lines_are_reasked():
-    """The two lines the review found recorded as ADOPTED go back through the gate instead."""
+    """Lines that are not in the canonical form go back through the gate instead."""
     from sagekernel.agent.gate import complete_reply
     from sagekernel.agent.prompt import Prompts
     from sagekernel.models.base import Message, Reply
 
-    first = ("DIAGNOSIS: d\nADOPTION:\n- E5: Not needed; I use a different approach\n"
-             "- E6: I did not need it, but E6's idea of using restrict is good\n```c\n" + KERNEL + "```")
+    first = ("DIAGNOSIS: d\nADOPTION:\n- E5: Adopted: No\n"
+             "| E6 | Adopted | No |\n```c\n" + KERNEL + "```")
     answers = iter([first, "- E5: NOT ADOPTED - different approach\n- E6: NOT ADOPTED - not needed"])
     asked: list[str] = []
 
@@ -104,63 +94,33 @@ def test_the_reviewed_lines_are_reasked():
     out = complete_reply(ask, [Message("user", "round")], prompts=Prompts(), shown_items=[5, 6],
                          shown_rules=[], language="c", max_reasks=2)
     assert out.reasks == 1
-    assert "E5" in asked[1] and "E6" in asked[1]
+    assert "E5" in asked[1] and "E6" in asked[1] and "- E5: Adopted: No" in asked[1]
     assert out.parsed.decisions == {5: (False, "different approach"), 6: (False, "not needed")}
 
 
-_NOISE_WORDS = ["use", "using", "used", "adopt", "adopting", "adoption", "not", "no", "needed", "yes",
-                "skip", "I", "the", "idea", "good", "don't", "E12's", "restrict", "approach", "✅", "-",
-                ";", ","]
-_rationale = st.lists(st.sampled_from(_NOISE_WORDS), min_size=0, max_size=12).map(" ".join)
-_DECISION_TEXT = {True: ["ADOPTED", "adopted", "Adopted", "**ADOPTED**", "_adopted_"],
-                  False: ["NOT ADOPTED", "not adopted", "Not Adopted", "**NOT ADOPTED**", "NOT_ADOPTED",
-                          "not-adopted"]}
-_LINE_FORMS = ["- E12: {d} - {r}", "1. E12: {d}: {r}", "* **E12** — {d} — {r}", "| E12 | {d} | {r} |",
-               "E12 (title): {d}, {r}", "[E12] -> {d}. {r}"]
+_rationale = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), min_size=1, max_size=60)
 
 
-@given(st.booleans(), st.sampled_from(_LINE_FORMS), st.data(), _rationale, _rationale)
-def test_rationales_never_flip_a_decision(adopted: bool, form: str, data, rationale: str, other: str):
-    decision = data.draw(st.sampled_from(_DECISION_TEXT[adopted]))
-    line = form.format(d=decision, r=rationale)
-    r = parse(f"DIAGNOSIS: {other}\nADOPTION:\n{line}\n- E7: {other}\n```c\n{KERNEL}```")
-    assert r.decisions[12][0] is adopted
-    assert 7 not in r.decisions  # a rationale alone never decides
+@given(st.booleans(), _rationale, _rationale)
+def test_a_canonical_line_is_read_exactly_or_not_at_all(adopted: bool, rationale: str, other: str):
+    """Whatever the rationale says, a canonical line decides its own answer, or nothing."""
+    decision = "ADOPTED" if adopted else "NOT ADOPTED"
+    r = parse(f"DIAGNOSIS: {other}\nADOPTION:\n- E12: {decision} - {rationale}\n- E7: {other}\n"
+              f"```c\n{KERNEL}```")
+    assert 7 not in r.decisions or other.startswith(("ADOPTED - ", "NOT ADOPTED - "))
+    if 12 in r.decisions:
+        assert r.decisions[12] == (adopted, rationale.strip())
 
 
-@given(st.sampled_from(["- E12: {r}", "E12 {r}", "| E12 | {r} |", "E12: {r} - {r}"]), _rationale)
-def test_rationale_words_alone_decide_nothing(form: str, rationale: str):
-    r = parse(form.format(r=rationale) + "\n```c\n" + KERNEL + "```")
-    assert 12 not in r.decisions
-
-
-_line = st.one_of(
-    st.builds(lambda i, d, rr: f"- E{i}: {d} - {rr}", st.sampled_from([12, 7, 3, 99]),
-              st.sampled_from([*_DECISION_TEXT[True], *_DECISION_TEXT[False], "", "yes", "used"]),
-              _rationale),
-    st.builds(lambda d, i: f"{d}: E{i}", st.sampled_from(["ADOPTED", "NOT ADOPTED", "Use"]),
-              st.sampled_from([12, 7, 3])),
-    _rationale,
-)
-
-
-@given(st.lists(_line, max_size=8))
-def test_every_recorded_decision_appears_verbatim(lines: list[str]):
-    text = "\n".join(lines)
-    r = parse(text)
-    for item_id, (adopted, _) in r.decisions.items():
-        line = r.evidence[item_id]
-        assert line in text.splitlines()
-        words = re.sub(r"[*_`]+", " ", line).lower()
-        negative = re.search(r"not[\s_-]*adopted", words) is not None
-        if adopted:
-            assert re.search(r"(?<![a-z])adopted(?![a-z])", words.replace("not adopted", "")) or not negative
-        else:
-            assert negative
+def test_conflicting_decisions_are_unresolved():
+    r = parse(f"- E12: ADOPTED - a\n- E12: NOT ADOPTED - b\n```c\n{KERNEL}```", items=(12,))
+    assert r.conflicts == {12}
+    assert r.unresolved([12]) == [12]
 
 
 def test_unknown_ids_are_reported_and_ignored_missing_stay_unresolved():
-    r = parse(f"E12: ADOPTED - yes\nE99: ADOPTED - invented\nRULES USED: R2, R9\n```c\n{KERNEL}```")
+    r = parse(f"- E12: ADOPTED - yes it fits\n- E99: ADOPTED - invented\n- R9: ADOPTED - invented\n"
+              f"- R2: ADOPTED - bound\n```c\n{KERNEL}```")
     assert 99 not in r.decisions
     assert r.unknown_ids == ["E99", "R9"]
     assert r.unresolved([12, 7, 3]) == [7, 3]
@@ -172,28 +132,15 @@ def test_mentions_in_prose_are_not_decisions():
     assert r.decisions == {}
 
 
-def test_conflicting_decisions_are_unresolved():
-    r = parse(f"E12: ADOPTED - a\nE12: NOT ADOPTED - b\n```c\n{KERNEL}```", items=(12,))
-    assert r.conflicts == {12}
-    assert r.unresolved([12]) == [12]
+def test_rule_records_and_rules_without_one_are_unused():
+    assert parse("- R2: ADOPTED - the bound").resident_used == [2]
+    assert parse("- R2: NOT ADOPTED - no reduction").resident_used == []
+    assert parse("RULES USED: R2").resident_used == []  # the old line is not the record form
 
 
-@pytest.mark.parametrize("line", [
-    "- E12: ADOPTED or NOT ADOPTED - Include <math.h>",
-    "E12: adopted / not adopted - unsure",
-    "* E12: ADOPTED | NOT ADOPTED",
-])
-def test_an_echoed_format_line_is_a_conflict_not_an_adoption(line: str):
-    """Seen with the 1.5B model: it copies the format line; that says both, so it is re-asked."""
-    r = parse(f"ADOPTION:\n{line}\n```c\n{KERNEL}```", items=(12,))
-    assert r.conflicts == {12}
-    assert r.unresolved([12]) == [12]
-
-
-def test_rules_none_and_rule_decision_lines():
-    assert parse("RULES USED: NONE").resident_used == []
-    assert parse("R2: USED - helps").resident_used == [2]
-    assert parse("R2: NOT USED").resident_used == []
+def test_lines_inside_code_blocks_decide_nothing():
+    r = parse(f"```c\n// - E12: ADOPTED - in a comment\n{KERNEL}```")
+    assert r.decisions == {}
 
 
 def test_code_selection():
@@ -209,8 +156,8 @@ def test_code_selection():
 
 
 def test_merge_fills_missing_and_keeps_code():
-    first = parse(f"E12: ADOPTED - a\n```c\n{KERNEL}```")
-    second = parse("E7: NOT ADOPTED - b\nE3: ADOPTED - c")
+    first = parse(f"- E12: ADOPTED - a\n```c\n{KERNEL}```")
+    second = parse("- E7: NOT ADOPTED - b\n- E3: ADOPTED - c")
     merged = first.merge(second)
     assert merged.unresolved([12, 7, 3]) == []
     assert merged.code == KERNEL

@@ -46,6 +46,14 @@ def test_every_adopted_decision_is_an_audit_record(recorded: Path) -> None:
     assert data["adopted_records"] == adopted == data["sampled"] > 0
     first = next(r for r in data["records"] if r["id"] == "e2e_double/1/E1")
     assert first["title"] == e2e.ANCHOR and first["rationale"] == "it is exactly this loop"
+    # the structured decision and the raw reply it was read from, side by side
+    assert first["decision"] == {"id": "E1", "decision": "ADOPTED", "rationale": "it is exactly this loop",
+                                 "channel": "prose"}
+    assert first["evidence"] == "- E1: ADOPTED - it is exactly this loop"
+    assert first["raw_reply"].startswith("[round]\nDIAGNOSIS:") and first["evidence"] in first["raw_reply"]
+    assert "[reask-1]" in first["raw_reply"]  # that round's re-ask answer is part of it
+    shown = audit(recorded, "--sample", "1", "--no-interactive")
+    assert shown.exit_code == 0 and "structured" in shown.output and "raw reply" in shown.output
     assert any("this is not C" in line for line in first["diff"] if line.startswith("+"))
     matched = sum(1 for r in data["records"] if r["auto"]["matched"])
     assert data["auto_matched"] == matched and data["auto_share"] == pytest.approx(matched / adopted)

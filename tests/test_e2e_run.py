@@ -118,12 +118,12 @@ class Script:
         lines = [f"- E{i}: {decide(title)}" for i, title in items.items()]
         if op == "e2e_double" and n == 1:
             lines = lines[:-1]  # one decision missing: the gate must re-ask, naming it
+        lines += [f"- R{r}: ADOPTED - the flat loop is this rule" for r in rules]
         code = broken(op) if opt or (op == "e2e_double" and n == 1) else kernel(op)
         text = (
             "DIAGNOSIS: write the flat loop.\nADOPTION:\n"
             + "\n".join(lines)
-            + "\n"
-            + f"RULES USED: {', '.join('R' + r for r in rules) or 'NONE'}\n```c\n{code}```\n"
+            + f"\n```c\n{code}```\n"
         )
         reply: dict[str, Any] = {"content": text}
         if (op == self.delay_on and n == 1) or (op == self.delay_opt and opt and n == 2):

@@ -56,7 +56,7 @@ def reply(body: dict[str, Any]) -> dict[str, Any]:
     n = int(re.search(r"\(round (\d+) of", prompt).group(1))  # type: ignore[union-attr]
     decisions = "\n".join(f"- E{i}: NOT ADOPTED - not needed here" for i in items)
     code = CHEAT if n == 1 else GOOD
-    return {"content": f"DIAGNOSIS: a masked elementwise kernel.\nADOPTION:\n{decisions}\nRULES USED: NONE\n"
+    return {"content": f"DIAGNOSIS: a masked elementwise kernel.\nADOPTION:\n{decisions}\n"
                        f"```python\n{code}```\n"}
 
 

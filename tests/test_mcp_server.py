@@ -76,7 +76,7 @@ def decision(item: dict[str, Any]) -> dict[str, Any]:
     adopted = item["title"] == ANCHOR
     return {
         "id": item["id"],
-        "adopted": adopted,
+        "decision": "ADOPTED" if adopted else "NOT ADOPTED",
         "rationale": "it is exactly this loop" if adopted else "not needed here",
     }
 
@@ -89,14 +89,15 @@ async def drive_operator(client: ToolClient, *, stop_after: int | None = None) -
         n, opt = got["round"], got["episode"] == "opt"
         adoptions = [decision(i) for i in got["items"]]
         code = broken(op) if opt or (op == "e2e_double" and n == 1) else kernel(op)
-        rules = [r["id"] for r in got["resident_rules"]]
+        rules = [{"id": r["id"], "decision": "ADOPTED", "rationale": "the flat loop is this rule"}
+                 for r in got["resident_rules"]]
         if op == "e2e_double" and n == 1:  # one decision missing: refused, no round spent
-            refused = await client.call("evaluate", code=code, adoptions=adoptions[:-1], rules_used=rules)
+            refused = await client.call("evaluate", code=code, adoptions=adoptions[:-1] + rules)
             assert refused["status"] == "refused" and refused["round_spent"] is False
             assert refused["missing"] == [adoptions[-1]["id"]]
             assert refused["budget"]["rounds_used"] == 0
         answer = await client.call(
-            "evaluate", code=code, adoptions=adoptions, rules_used=rules, diagnosis="write the flat loop"
+            "evaluate", code=code, adoptions=adoptions + rules, diagnosis="write the flat loop"
         )
         assert answer["status"] == "evaluated" and answer["round"] == n
         if answer["operator_finished"] or (stop_after is not None and n >= stop_after):

@@ -17,9 +17,11 @@ FAST = ModelConfig(retry_base_delay_s=0.001, retry_max_delay_s=0.01)
 
 
 class AnthropicTestServer(JSONTestServer):
-    """Speaks `POST /v1/messages` and `GET /v1/models/{id}`; replies and failures from a script."""
+    """Speaks `POST /v1/messages` and `GET /v1/models/{id}`; replies and failures from a script.
+    A reply is a text, or a list of content blocks (`{"type": "text", ...}`, `{"type": "tool_use",
+    "name": ..., "input": {...}}`): with a tool call the stop reason is "tool_use"."""
 
-    def __init__(self, replies: list[str] = (), *, fail_first: list[Failure] = (),  # type: ignore[assignment]
+    def __init__(self, replies: list[Any] = (), *, fail_first: list[Failure] = (),  # type: ignore[assignment]
                  models: tuple[str, ...] = ("claude-test",)) -> None:
         super().__init__()
         self.replies = list(replies)
@@ -47,12 +49,15 @@ class AnthropicTestServer(JSONTestServer):
                     kind = {401: "authentication_error", 529: "overloaded_error"}.get(f.status, "api_error")
                     headers = {"retry-after": str(f.retry_after)} if f.retry_after is not None else {}
                     return f.status, {"type": "error", "error": {"type": kind, "message": f.message}}, headers
-                text = self.replies.pop(0)
+                reply = self.replies.pop(0)
+            blocks = [{"type": "text", "text": reply}] if isinstance(reply, str) else [
+                {"id": f"toolu_{n}_{k}", **b} if b["type"] == "tool_use" else b for k, b in enumerate(reply)]
+            words = sum(len(str(b.get("text", b.get("input", ""))).split()) for b in blocks)
+            tool = any(b["type"] == "tool_use" for b in blocks)
             return 200, {
                 "id": f"msg_{n}", "type": "message", "role": "assistant", "model": body["model"],
-                "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
-                "usage": {"input_tokens": 11, "output_tokens": len(text.split()),
-                          "cache_read_input_tokens": 5},
+                "content": blocks, "stop_reason": "tool_use" if tool else "end_turn", "stop_sequence": None,
+                "usage": {"input_tokens": 11, "output_tokens": words, "cache_read_input_tokens": 5},
             }, {}
         return 404, {"type": "error", "error": {"type": "not_found_error", "message": path}}, {}
 

@@ -41,7 +41,7 @@ def decide(items: list[dict[str, Any]], adopt: str) -> list[dict[str, Any]]:
     return [
         {
             "id": i["id"],
-            "adopted": adopt.lower() in i["title"].lower(),
+            "decision": "ADOPTED" if adopt.lower() in i["title"].lower() else "NOT ADOPTED",
             "rationale": f"applies: {adopt}"
             if adopt.lower() in i["title"].lower()
             else "not relevant to this kernel",
@@ -78,8 +78,8 @@ async def script(c: ToolClient) -> None:
     done = await c.call(
         "evaluate",
         code=UNROLLED,
-        adoptions=decide(got["items"], "unroll"),
-        rules_used=[r["id"] for r in got["resident_rules"]],
+        adoptions=decide(got["items"], "unroll") + decide(
+            [{"id": r["id"], "title": r["rule"]} for r in got["resident_rules"]], "unroll"),
         diagnosis="unroll by four",
     )
     if not done["operator_finished"]:

@@ -46,11 +46,15 @@ class ResidentRule:
 
 @dataclass(frozen=True)
 class AdoptionDecision:
-    """a_{m,t} in spec §2 step 3: adopted (True), not adopted (False) or unresolved (None = ⊥)."""
+    """a_{m,t} in spec §2 step 3: adopted (True), not adopted (False) or unresolved (None = ⊥).
+    A validated record of agent/decisions.py's schema; `channel` says how it came ("json_schema",
+    "tool", "grammar", "prose", "mcp") and `evidence` is the raw text it was read from."""
 
     item_id: int
     adopted: bool | None
     rationale: str
+    channel: str = ""
+    evidence: str = ""
 
 
 @dataclass
@@ -63,6 +67,7 @@ class RoundTrace:
     resident_shown: list[int] = field(default_factory=list)
     resident_used: list[int] = field(default_factory=list)
     decisions: list[AdoptionDecision] = field(default_factory=list)
+    rule_decisions: list[AdoptionDecision] = field(default_factory=list)  # per shown rule (used = adopted)
     candidate_hash: str | None = None
     compiled: bool = False
     correct: bool = False
@@ -95,6 +100,7 @@ class RoundTrace:
             resident_shown=list(data.get("resident_shown", [])),
             resident_used=list(data.get("resident_used", [])),
             decisions=[AdoptionDecision(**d) for d in data.get("decisions", [])],
+            rule_decisions=[AdoptionDecision(**d) for d in data.get("rule_decisions", [])],
             candidate_hash=data.get("candidate_hash"),
             compiled=data.get("compiled", False),
             correct=data.get("correct", False),

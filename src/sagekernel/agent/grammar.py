@@ -1,8 +1,13 @@
 """GBNF grammars of the reply protocol (agent/protocol.py), for backends that constrain decoding.
 
-prompts/round.j2 asks for a DIAGNOSIS line, one `- E<id>: ADOPTED|NOT ADOPTED - <reason>` line per
-retrieved item, a RULES USED line when resident rules are shown, and the kernel in one fenced
-block (or one `FILE: <path>` block per file of a multi-file target). A 1.5B model often answers
+prompts/round.j2 asks for a DIAGNOSIS line, the adoption block -- one `- E<id>: ADOPTED|NOT ADOPTED -
+<reason>` line per retrieved item, then one `- R<id>: ...` line per resident rule: the canonical
+line form of agent/decisions.py's records -- and the kernel in one fenced block (or one `FILE:
+<path>` block per file of a multi-file target). This grammar is how the embedded model carries the
+structured block: it can write nothing but valid records, one per shown id, so the strict reader
+always validates them. It keeps the line form rather than JSON because every token the grammar
+forces is still decoded one at a time (~10 tokens/s on 2 cores): a JSON record costs about twice
+the structure tokens of a line (docs/embedded_model.md). A 1.5B model often answers
 with the format line copied verbatim ("ADOPTED or NOT ADOPTED"), with a placeholder instead of
 code, or with a decision for one item of five: each costs a re-ask of 10-30 s on 2 cores, and a
 re-ask at low temperature often repeats the same reply. Under `reply_grammar` the embedded model
@@ -20,6 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sagekernel.agent.decisions import ADOPTED, NOT_ADOPTED, shown_ids
+
 #: Longest diagnosis the grammar admits (one sentence; the model runs on past 200 if let).
 DIAGNOSIS_CHARS = 160
 #: Longest adoption reason the grammar admits (a short clause).
@@ -29,7 +36,7 @@ _COMMON = f"""
 diagnosis ::= "DIAGNOSIS: " prose-first [^\\n]{{0,{DIAGNOSIS_CHARS - 1}}} "\\n"
 reason ::= prose-first [^\\n]{{0,{REASON_CHARS - 1}}}
 prose-first ::= [^<\\n ]
-decision ::= "ADOPTED" | "NOT ADOPTED"
+decision ::= "{ADOPTED}" | "{NOT_ADOPTED}"
 code-body ::= [^<`\\n] code-rest "\\n"
 code-rest ::= ([^`] | "`" [^`] | "``" [^`])*
 """
@@ -44,8 +51,9 @@ def literal(text: str) -> str:
     return f'"{escaped}"'
 
 
-def _adoption_lines(items: Sequence[int]) -> list[str]:
-    return [f'{literal(f"- E{i}: ")} decision " - " reason "\\n"' for i in items]
+def _decision_lines(items: Sequence[int], rules: Sequence[int] = ()) -> list[str]:
+    """One record line per id (items, then rules), in the order shown."""
+    return [f'{literal(f"- {i}: ")} decision " - " reason "\\n"' for i in shown_ids(items, rules)]
 
 
 def _single_block(language: str) -> str:
@@ -64,28 +72,26 @@ def _grammar(parts: Sequence[str], extra_rules: Sequence[str] = ()) -> str:
 
 def reply_grammar(*, items: Sequence[int], rules: Sequence[int], language: str,
                   files: Sequence[tuple[str, str]] = ()) -> str:
-    """A round's whole reply: diagnosis, the adoption lines of `items` (in this order), the rules
-    line when `rules` were shown, then the code (`files`: (path, language) of a multi-file target)."""
+    """A round's whole reply: diagnosis, the adoption block -- a record line for each of `items`
+    then of `rules`, in this order -- then the code (`files`: (path, language) of a multi-file
+    target). With no ids (or when the decisions travel by a structured channel, the caller passes
+    none) there is no adoption block."""
     parts = ["diagnosis"]
     extra: list[str] = []
-    if items:
+    lines = _decision_lines(items, rules)
+    if lines:
         parts.append('"ADOPTION:\\n"')
-        parts.extend(f"adopt-{n}" for n in range(len(items)))
-        extra.extend(f"adopt-{n} ::= {line}" for n, line in enumerate(_adoption_lines(items)))
-    if rules:
-        parts.append("rules-used")
-        ids = " | ".join(literal(f"R{r}") for r in rules)
-        extra += ['rules-used ::= "RULES USED: " ("NONE" | rule-id (", " rule-id)*) "\\n"',
-                  f"rule-id ::= {ids}"]
+        parts.extend(f"adopt-{n}" for n in range(len(lines)))
+        extra.extend(f"adopt-{n} ::= {line}" for n, line in enumerate(lines))
     parts.extend(_file_blocks(files) if len(files) > 1 else [_single_block(language)])
     return _grammar(parts, extra)
 
 
 def reask_grammar(*, items: Sequence[int], language: str, need_code: bool,
-                  files: Sequence[tuple[str, str]] = ()) -> str:
-    """The answer to a re-ask (prompts/reask.j2): the adoption lines still missing, then the code
+                  files: Sequence[tuple[str, str]] = (), rules: Sequence[int] = ()) -> str:
+    """The answer to a re-ask (prompts/reask.j2): the record lines still missing, then the code
     if it was missing (`files`: only the missing files of a multi-file target)."""
-    parts = _adoption_lines(items)
+    parts = _decision_lines(items, rules)
     if files:
         parts.extend(_file_blocks(files))
     elif need_code:

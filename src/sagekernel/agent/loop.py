@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sagekernel import defaults
 from sagekernel.agent.files import file_paths, single_path
-from sagekernel.agent.gate import IncompleteReply, complete_reply
+from sagekernel.agent.gate import IncompleteReply, channel_name, complete_reply
 from sagekernel.agent.prompt import Prompts, shown_order
 from sagekernel.agent.session import (
     Diagnose,
@@ -27,7 +27,7 @@ from sagekernel.agent.session import (
     candidate_hash,
 )
 from sagekernel.agent.state import OperatorOutcome
-from sagekernel.models.base import Message, Model, Reply
+from sagekernel.models.base import Message, Model, OutputSchema, Reply, StructuredOutput
 from sagekernel.models.exchange_log import exchange_context
 from sagekernel.protocols import MemoryPolicy, Target
 from sagekernel.tasks.task import Task
@@ -84,24 +84,42 @@ class Agent:
         task, rnd = session.task, session.open_round()
         specs = list(getattr(self.target, "files", lambda _t: [])(task))
         paths = file_paths(self.target, task)
-        messages = self.prompts.round_messages(task, self.target, rnd.context, files=specs)
+        structured = self.structured_output
+        messages = self.prompts.round_messages(task, self.target, rnd.context, files=specs,
+                                               channel=structured)
         try:
             with exchange_context(operator=task.name, round=rnd.number, episode=rnd.episode.value):
                 gate = complete_reply(self._ask, messages, prompts=self.prompts,
                                       shown_items=[i.item_id for i in shown_order(rnd.items)],
                                       shown_rules=[r.item_id for r in rnd.rules],
                                       language=self.target.language, max_reasks=self.config.max_reasks,
-                                      files=[(s.path, s.language) for s in specs] if len(specs) > 1 else [])
+                                      files=[(s.path, s.language) for s in specs] if len(specs) > 1 else [],
+                                      structured=structured,
+                                      channel=channel_name(structured,
+                                                           bool(getattr(self.model, "decodes_under_grammar",
+                                                                        False))))
             candidate = gate.parsed.candidate(paths, single_path(self.target, task))
             assert candidate is not None  # the gate raises IncompleteReply otherwise
             error = ""
         except IncompleteReply as exc:
             gate, candidate, error = exc.outcome, None, str(exc)
-        session.submit(Submission(candidate, gate.parsed.decisions, set(gate.parsed.conflicts),
-                                  gate.parsed.resident_used, gate.reasks, gate.replies, error,
-                                  {s.path: s.language for s in specs}))
+        decided = gate.parsed.decided
+        session.submit(Submission(candidate, decided.items, set(gate.parsed.conflicts),
+                                  decided.rules_used(), gate.reasks, gate.replies, error,
+                                  {s.path: s.language for s in specs}, decided.rules, gate.channel,
+                                  dict(decided.evidence)))
 
-    def _ask(self, messages: list[Message], reask: int = 0, grammar: str | None = None) -> Reply:
-        with exchange_context(purpose=f"reask-{reask}" if reask else "round"):
+    @property
+    def structured_output(self) -> StructuredOutput | None:
+        """The model's structured-output mechanism for decisions (agent/gate.py), or None."""
+        return getattr(self.model, "structured_output", None)
+
+    def _ask(self, messages: list[Message], purpose: str = "round", grammar: str | None = None,
+             output_schema: OutputSchema | None = None) -> Reply:
+        with exchange_context(purpose=purpose):
+            if output_schema is None:
+                return self.model.complete(messages, max_tokens=self.config.max_tokens,
+                                           temperature=self.config.temperature, grammar=grammar)
             return self.model.complete(messages, max_tokens=self.config.max_tokens,
-                                       temperature=self.config.temperature, grammar=grammar)
+                                       temperature=self.config.temperature, grammar=grammar,
+                                       output_schema=output_schema)

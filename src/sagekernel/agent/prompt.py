@@ -4,8 +4,9 @@ The code here only gathers values; every word the model reads is in a template:
 `system.j2` (role + the target's three cold-start references, spec §10, trimmed to the
 operator's category by agent/knowledge.py) with `operator.j2` (task, reference, contract),
 `round.j2` (resident rules with R ids, retrieved items with E ids, the round's goal, the current
-kernel, feedback, history, the reply format), `reask.j2` (trace-completeness gate) and
-`distill.j2` (spec §5).
+kernel, feedback, history, the reply format for the backend's decision channel), `decide.j2` (the
+json_schema channel's decisions call), `reask.j2` (trace-completeness gate) and `distill.j2`
+(spec §5).
 
 Layout, for prefix caches (llama.cpp's KV reuse in models/local.py, vLLM's and SGLang's prefix
 caching behind an endpoint): the system message depends only on the target and the operator, so
@@ -26,6 +27,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from sagekernel.agent.decisions import SCHEMA_NAME
 from sagekernel.agent.knowledge import knowledge_for
 from sagekernel.models.base import Message
 from sagekernel.protocols import Target
@@ -77,8 +79,9 @@ class Prompts:
                            reference=shown_reference(task.source), contract=target.contract(task))
 
     def round_messages(self, task: Task, target: Target, ctx: RoundContext,
-                       files: Sequence[Any] = ()) -> list[Message]:
-        """`files`: the FileSpecs of a multi-file target (empty: the single kernel block)."""
+                       files: Sequence[Any] = (), channel: str | None = None) -> list[Message]:
+        """`files`: the FileSpecs of a multi-file target (empty: the single kernel block).
+        `channel`: how decisions travel (agent/gate.py): "tool", "json_schema" or None (lines)."""
         user = self.render(
             "round.j2", task=task, language=target.language, round=ctx.round, budget=ctx.budget,
             rounds_left=ctx.rounds_left, episode=ctx.episode.value,
@@ -86,14 +89,22 @@ class Prompts:
                    for item in shown_order(ctx.items)],
             rules=list(ctx.rules),
             current_code=ctx.current_code, feedback=shown_feedback(ctx.feedback), history=list(ctx.history),
-            best_ms=ctx.best_ms or 0.0, ref_ms=ctx.ref_ms or 0.0, files=list(files) if len(files) > 1 else [])
+            best_ms=ctx.best_ms or 0.0, ref_ms=ctx.ref_ms or 0.0, files=list(files) if len(files) > 1 else [],
+            channel=channel or "lines", tool=SCHEMA_NAME)
         return [Message("system", self.system(target, task)), Message("user", user)]
 
+    def decide(self, *, ids: Sequence[str]) -> str:
+        """The json_schema channel's question after the kernel: the records of `ids`."""
+        return self.render("decide.j2", ids=list(ids))
+
     def reask(self, *, missing: Sequence[int], conflicts: Sequence[int], unknown: Sequence[str],
-              need_code: bool, language: str, missing_files: Sequence[str] = ()) -> str:
-        return self.render("reask.j2", missing=list(missing), conflicts=list(conflicts),
+              need_code: bool, language: str, missing_files: Sequence[str] = (),
+              invalid: Sequence[str] = (), channel: str = "prose", ask_decisions: bool = True) -> str:
+        return self.render("reask.j2", missing=list(missing) if ask_decisions else [],
+                           conflicts=list(conflicts) if ask_decisions else [],
                            unknown=list(unknown), need_code=need_code, language=language,
-                           missing_files=list(missing_files))
+                           missing_files=list(missing_files), invalid=list(invalid)[:8],
+                           channel=channel, tool=SCHEMA_NAME)
 
 
 def shown_order(items: Sequence[RetrievedItem]) -> list[RetrievedItem]:

@@ -89,6 +89,9 @@ class Submission:
     replies: Sequence[Reply] = ()  # the model calls behind it (token accounting)
     parse_error: str = ""  # why there is no candidate
     languages: dict[str, str] = field(default_factory=dict)  # path -> fenced language (rendering)
+    rule_decisions: dict[int, tuple[bool, str]] = field(default_factory=dict)  # rule id -> (used, why)
+    channel: str = ""  # how the decisions came (agent/gate.py; "mcp" for the MCP tools)
+    evidence: dict[str, str] = field(default_factory=dict)  # "E12"/"R3" -> the raw text read
 
 
 class OperatorSession:
@@ -161,11 +164,18 @@ class OperatorSession:
                 if report:
                     verdict.checks["diagnostic"] = report
         shown_rules = [r.item_id for r in rnd.rules]
+
+        def record(kind: str, i: int, decided: dict[int, tuple[bool, str]]) -> AdoptionDecision:
+            if i not in decided or (kind == "E" and i in sub.conflicts):
+                return AdoptionDecision(i, None, "", sub.channel, sub.evidence.get(f"{kind}{i}", ""))
+            return AdoptionDecision(i, *decided[i], sub.channel, sub.evidence.get(f"{kind}{i}", ""))
+
         trace = RoundTrace(
             round=rnd.number, episode=rnd.episode, retrieved=list(rnd.items), resident_shown=shown_rules,
             resident_used=[r for r in sub.resident_used if r in shown_rules], reasks=sub.reasks,
-            decisions=[AdoptionDecision(i, *sub.decisions[i]) if i in sub.decisions and i not in sub.conflicts
-                       else AdoptionDecision(i, None, "") for i in rnd.shown],
+            decisions=[record("E", i, sub.decisions) for i in rnd.shown],
+            rule_decisions=[record("R", r, sub.rule_decisions) for r in shown_rules
+                            if r in sub.rule_decisions],
             candidate_hash=candidate_hash(source) if source else None, compiled=verdict.compiled,
             correct=verdict.correct, latency_ms=verdict.candidate_ms if verdict.correct else None,
             verdict=verdict.to_dict(), suspect=verdict.suspect)

@@ -1,6 +1,7 @@
-"""`sage audit adoptions RUN`: sample a run's ADOPTED records, show item / rationale / revision
-diff side by side, take a person's ratings (interactive, `--rate`, or `--ratings FILE`) and
-store them; the automatic lower-bound check is reported as a share (report/adoption_audit.py)."""
+"""`sage audit adoptions RUN`: sample a run's ADOPTED records, show item / the structured decision /
+the raw reply it was read from / the revision diff side by side, take a person's ratings
+(interactive, `--rate`, or `--ratings FILE`) and store them; the automatic lower-bound check is
+reported as a share (report/adoption_audit.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ audit_app = typer.Typer(help="Audit what a recorded run says it did.", no_args_i
 
 RUN_HELP = "WORKSPACE:RUN_ID, WORKSPACE:latest, or WORKSPACE (its newest run)."
 _DIFF_LINES = 40
+_REPLY_LINES = 24
 
 
 def _resolve(run: str, workspace: Path | None) -> tuple[Path, str | None]:
@@ -106,7 +108,12 @@ def _panel(row: dict[str, Any]) -> Panel:
     item = Text()
     item.append(f"E{row['item_id']}: {row['title']}\n", style="bold")
     item.append(row["correct_code"] or "(no code)")
-    why = Text(row["rationale"] or "(no rationale)")
+    decision = row.get("decision") or {}
+    why = Text()
+    why.append(f"{decision.get('id', '')}: {decision.get('decision', 'ADOPTED')}\n", style="bold green")
+    why.append(row["rationale"] or "(no rationale)")
+    why.append(f"\nchannel: {decision.get('channel', 'unknown')}", style="dim")
+    reply = _reply_excerpt(row.get("raw_reply"), row.get("evidence") or "")
     diff = Text()
     lines = row["diff"] or ["(no change: the revision repeats the previous candidate or has no code)"]
     for line in lines[:_DIFF_LINES]:
@@ -121,10 +128,30 @@ def _panel(row: dict[str, Any]) -> Panel:
     rated = f"  rating: {row['rating']}" if row["rating"] else ""
     body = Table(expand=True, show_lines=False, box=None, padding=(0, 1))
     body.add_column("item", ratio=3)
-    body.add_column("rationale", ratio=2)
+    body.add_column("structured decision", ratio=2)
+    body.add_column("raw reply", ratio=3)
     body.add_column("revision diff (previous -> this round)", ratio=4)
-    body.add_row(item, why, diff)
+    body.add_row(item, why, reply, diff)
     return Panel(body, title=f"{row['id']} ({row['episode']})", subtitle=check + rated)
+
+
+def _reply_excerpt(raw: str | None, evidence: str) -> Text:
+    """The raw reply around the text the decision was read from (highlighted)."""
+    out = Text()
+    if raw is None:
+        out.append("(no logged reply)\n", style="dim")
+        if evidence:
+            out.append(evidence, style="bold yellow")
+        return out
+    lines = raw.splitlines()
+    mark = evidence.strip()
+    at = next((n for n, line in enumerate(lines) if mark and mark in line.strip()), None)
+    start = 0 if at is None else max(0, at - _REPLY_LINES // 3)
+    for n, line in enumerate(lines[start:start + _REPLY_LINES], start):
+        out.append(line + "\n", style="bold yellow" if n == at else "")
+    if len(lines) > start + _REPLY_LINES or start:
+        out.append(f"({len(lines)} lines in all; --json shows them)\n", style="dim")
+    return out
 
 
 def _interactive(console: Console, rows: list[dict[str, Any]], conn: Any, run_id: str,

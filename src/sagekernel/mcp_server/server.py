@@ -15,23 +15,16 @@ from typing import Any
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as SdkToolError
-from pydantic import BaseModel, Field
 
+from sagekernel.agent.decisions import Decision
 from sagekernel.mcp_server.worker import ServiceWorker
 
 INSTRUCTIONS = """SAGE kernel harness and experience memory. Workflow per operator: open_operator ->
-retrieve -> write a kernel -> evaluate (with an adoption decision and rationale for EVERY retrieved
-experience; an evaluation with any missing is refused and spends no round) -> repeat until the
-budget ends or finish_operator. Use diagnose (no round spent) after a crash or a wrong result.
+retrieve -> write a kernel -> evaluate (with an adoption record {id, decision: ADOPTED or NOT
+ADOPTED, rationale} for EVERY retrieved experience E<n> and each resident rule R<n>; an evaluation
+with any experience missing is refused and spends no round) -> repeat until the budget ends or
+finish_operator. Use diagnose (no round spent) after a crash or a wrong result.
 Never read other operators' implementations; never special-case the test inputs."""
-
-
-class Adoption(BaseModel):
-    """The adoption decision about one retrieved experience."""
-
-    id: str = Field(description="the experience id as retrieved, e.g. 'E12'")
-    adopted: bool = Field(description="true: the candidate applies this experience; false: it does not")
-    rationale: str = Field(description="one sentence: why it was (not) adopted; required")
 
 
 def build_server(worker: ServiceWorker) -> Any:
@@ -72,24 +65,23 @@ def build_server(worker: ServiceWorker) -> Any:
     @server.tool()
     async def evaluate(
         ctx: Context,
-        adoptions: list[Adoption] | None = None,
+        adoptions: list[Decision] | None = None,
         code: str | None = None,
         files: dict[str, str] | None = None,
-        rules_used: list[str] | None = None,
         diagnosis: str = "",
     ) -> dict[str, Any]:
         """Judge a candidate kernel: `code` (single-file targets) or `files` (path -> text), with an
-        adoption decision (id, adopted, rationale) for EVERY experience retrieved since the last
-        evaluation and the resident rules used. Refused (status "refused", missing ids named, no
-        round spent) while any decision is missing; otherwise one round of the budget is spent and
-        the verdict returned (stage, correct, latencies, feedback)."""
+        adoption record (id, decision ADOPTED or NOT ADOPTED, rationale) for EVERY experience
+        retrieved since the last evaluation (E<n>) and for each resident rule (R<n>; ADOPTED: the
+        candidate follows it). Refused (status "refused", missing ids named, no round spent) while
+        any experience lacks a valid record; otherwise one round of the budget is spent and the
+        verdict returned (stage, correct, latencies, feedback)."""
         return await call(
             "evaluate",
             {
                 "adoptions": [a.model_dump() for a in adoptions or []],
                 "code": code,
                 "files": files,
-                "rules_used": rules_used or [],
                 "diagnosis": diagnosis,
             },
             ctx,

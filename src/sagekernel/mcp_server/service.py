@@ -7,19 +7,22 @@ round trace, the result, distillation, ATU and UGC are those of a `sage run` of 
 the coding agent only replaces the model that writes candidates and adoption decisions.
 
 The trace-completeness hook (spec §2 step 3, §15): `evaluate` refuses -- naming the missing ids,
-spending no round -- while any experience retrieved since the last evaluation lacks an adoption
-decision with a rationale; each refusal counts as a re-ask of the round, as the gate's re-asks do.
+spending no round -- while any experience retrieved since the last evaluation lacks a valid
+adoption record; each refusal counts as a re-ask of the round, as the gate's re-asks do. The
+records are those of `sage run`: `{"id": "E12" | "R3", "decision": "ADOPTED" | "NOT ADOPTED",
+"rationale": ...}`, validated by the same schema (agent/decisions.py); one that does not validate
+decides nothing and is named in the refusal.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from sagekernel.agent.decisions import read_block
 from sagekernel.agent.files import file_paths, single_path
 from sagekernel.agent.session import OperatorSession, Submission
 from sagekernel.candidate import Candidate
@@ -28,21 +31,9 @@ from sagekernel.records import EpisodeKind, ResidentRule, RetrievedItem
 from sagekernel.runner.run import OpenedRun
 from sagekernel.runner.store import now_iso
 
-_ID = re.compile(r"^\s*\[?\s*[ER]?\s*-?\s*#?\s*(\d+)\s*\]?\s*$", re.IGNORECASE)
-
 
 class ToolError(SageError):
     """A tool call that cannot be served (told to the agent as the tool's error)."""
-
-
-def item_id(value: str | int) -> int:
-    """12, "12", "E12", "[E12]", "R3" -> the memory item id."""
-    if isinstance(value, int):
-        return value
-    match = _ID.match(str(value))
-    if match is None:
-        raise ToolError(f"{value!r} is not an experience id (E<n>) or rule id (R<n>)")
-    return int(match.group(1))
 
 
 def _item(i: RetrievedItem) -> dict[str, Any]:
@@ -196,7 +187,8 @@ class KernelService:
             "best_ms": ctx.best_ms,
             "reference_ms": ctx.ref_ms,
             "budget": self._budget(s),
-            "instruction": "give every item above an adoption decision with a rationale in `evaluate`",
+            "instruction": "give every item above (and each resident rule) an adoption record "
+            "{id, decision: ADOPTED or NOT ADOPTED, rationale} in `evaluate`",
         }
 
     def evaluate(
@@ -204,27 +196,16 @@ class KernelService:
         code: str | None = None,
         files: Mapping[str, str] | None = None,
         adoptions: Sequence[Mapping[str, Any]] = (),
-        rules_used: Sequence[str | int] = (),
         diagnosis: str = "",
     ) -> dict[str, Any]:
         s = self._open()
         rnd = s.open_round()
         candidate = self._candidate(s, code, files)
-        decisions: dict[int, tuple[bool, str]] = {}
-        conflicts: set[int] = set()
-        unknown: list[str] = []
-        for a in adoptions:
-            i = item_id(a.get("id", ""))
-            adopted, why = a.get("adopted"), str(a.get("rationale") or "").strip()
-            if i not in rnd.shown:
-                unknown.append(f"E{i}")
-                continue
-            if not isinstance(adopted, bool) or not why:
-                continue  # without a yes/no and its rationale the decision stays ⊥
-            if i in decisions and decisions[i][0] != adopted:
-                conflicts.add(i)
-            decisions[i] = (adopted, why)
-        missing = s.unresolved(decisions, conflicts)
+        decided = read_block({"decisions": [dict(a) for a in adoptions]}, shown_items=rnd.shown,
+                             shown_rules=[r.item_id for r in rnd.rules])
+        conflicts = {int(c[1:]) for c in decided.conflicts if c.startswith("E")}
+        unknown = decided.unknown
+        missing = s.unresolved(decided.items, conflicts)
         if missing:
             self.refusals += 1
             return {
@@ -234,24 +215,27 @@ class KernelService:
                 "missing": [f"E{i}" for i in missing],
                 "conflicting": [f"E{i}" for i in sorted(conflicts)],
                 "unknown": unknown,
+                "invalid": decided.invalid,
                 "message": (
                     "not evaluated: every experience retrieved since the last evaluation needs an "
-                    "adoption decision (adopted true/false) and a rationale; missing: "
-                    + ", ".join(f"E{i}" for i in missing)
+                    'adoption record {"id", "decision": "ADOPTED" or "NOT ADOPTED", "rationale"}; '
+                    "missing: " + ", ".join(f"E{i}" for i in missing)
                 ),
                 "budget": self._budget(s),
             }
-        used = [item_id(r) for r in rules_used]
         trace, verdict = s.submit(
             Submission(
                 candidate,
-                decisions,
+                decided.items,
                 conflicts,
-                used,
+                decided.rules_used(),
                 self.refusals,
                 (),
                 "",
                 {f.path: f.language for f in getattr(s.target, "files", lambda _t: [])(s.task)},
+                decided.rules,
+                "mcp",
+                dict(decided.evidence),
             )
         )
         self.refusals = 0

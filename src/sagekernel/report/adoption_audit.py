@@ -1,14 +1,17 @@
 """The adoption audit (S1 App. D.1): do the adoptions a run recorded match what the agent did?
 
-From a recorded run's round traces it takes every ADOPTED decision, samples some, and puts side
-by side the item as the model saw it, the rationale, and the diff of the code revision that
-followed: that round's candidate against the operator's previous candidate (the whole file for
-the first one). A person rates the correspondence (full / partial / unrelated; runner/ratings.py
-stores it). The automatic check is a lower bound on correspondence that needs no person: the
-revision's added lines contain the item's idiom (a line of its correct code) or one of its
-distinctive identifiers (in its correct code, not in its wrong code, not a C keyword). A record
-it misses may still be a real adoption (an idea can be adopted in other words), so its share
-is reported as "at least"; it is computed, never stored.
+From a recorded run's round traces it takes every ADOPTED decision, samples some, and puts side by
+side the item as the model saw it, the structured decision as recorded (id, ADOPTED, the rationale,
+the channel it came by: json_schema / tool / grammar / prose / mcp), the raw reply it was read from
+(the round's model replies from the exchange log, or the MCP `evaluate` call's arguments), and the
+diff of the code revision that followed: that round's candidate against the operator's previous
+candidate (the whole file for the first one). A refusal recorded as an adoption would show here as a
+raw reply that says "no" beside a decision that says ADOPTED. A person rates the correspondence
+(full / partial / unrelated; runner/ratings.py stores it). The automatic check is a lower bound on
+correspondence that needs no person: the revision's added lines contain the item's idiom (a line of
+its correct code) or one of its distinctive identifiers (in its correct code, not in its wrong code,
+not a C keyword). A record it misses may still be a real adoption (an idea can be adopted in other
+words), so its share is reported as "at least"; it is computed, never stored.
 
 Read-only (report/ must not mutate a store).
 """
@@ -51,6 +54,15 @@ class AdoptedRecord:
     rationale: str
     revision: str | None  # this round's candidate source (None: the round had no code)
     previous: str | None  # the operator's previous candidate source (None: the first one)
+    channel: str = ""  # how the decision came (AdoptionDecision.channel; "" in traces before it)
+    evidence: str = ""  # the raw text the record was read from (a line, a JSON record)
+    raw_reply: str | None = None  # the round's replies as the model wrote them (None: not logged)
+
+    @property
+    def decision(self) -> dict[str, str]:
+        """The structured record, as validated (agent/decisions.py)."""
+        return {"id": f"E{self.item_id}", "decision": "ADOPTED", "rationale": self.rationale,
+                "channel": self.channel or "unknown"}
 
     @property
     def record_id(self) -> str:
@@ -98,6 +110,45 @@ def auto_check(record: AdoptedRecord) -> AutoCheck:
     return AutoCheck(idiom or bool(found), idiom, found)
 
 
+def round_replies(conn: sqlite3.Connection, run_id: str, operator: str, round_: int,
+                  channel: str = "") -> str | None:
+    """The raw reply behind a round's decisions: its model calls (the round's call, the decisions
+    call of the json_schema channel, the re-asks; each structured answer after its text), or for
+    the MCP tools the arguments of the `evaluate` call that was evaluated. The last attempt of the
+    round counts (an operator restarted on resume asked again). None when nothing was logged."""
+    if channel == "mcp":
+        row = conn.execute("SELECT arguments_json FROM tool_calls WHERE run_id = ? AND operator = ? AND "
+                           "round = ? AND tool = 'evaluate' AND status = 'ok' ORDER BY id DESC LIMIT 1",
+                           (run_id, operator, round_)).fetchone() if _has(conn, "tool_calls") else None
+        if row is None:
+            return None
+        args = json.loads(row[0])
+        return json.dumps({k: args.get(k) for k in ("adoptions", "diagnosis")}, indent=1, ensure_ascii=False)
+    if not _has(conn, "exchanges"):
+        return None
+    rows = conn.execute("SELECT reply_text, tags_json, extra_json FROM exchanges WHERE run_id = ? AND "
+                        "operator = ? AND round = ? AND status = 'ok' ORDER BY id",
+                        (run_id, operator, round_)).fetchall()
+    calls = [(json.loads(tags).get("purpose", ""), text or "", json.loads(extra or "{}").get("structured"))
+             for text, tags, extra in rows]
+    starts = [n for n, (purpose, _, _) in enumerate(calls) if purpose == "round"]
+    if not starts:
+        return None
+    parts = []
+    for purpose, text, structured in calls[starts[-1]:]:
+        if purpose != "round" and purpose != "decide" and not purpose.startswith("reask-"):
+            continue
+        parts.append(f"[{purpose}]\n{text.strip()}")
+        if structured is not None:
+            parts.append(f"[{purpose}: structured answer]\n{structured}")
+    return "\n\n".join(parts)
+
+
+def _has(conn: sqlite3.Connection, table: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                        (table,)).fetchone() is not None
+
+
 def adopted_records(conn: sqlite3.Connection, run_id: str) -> list[AdoptedRecord]:
     """Every ADOPTED decision of the run, in stream order (operator, round, item)."""
     rows = conn.execute("SELECT operator, trace_json FROM round_traces WHERE run_id = ? "
@@ -114,12 +165,15 @@ def adopted_records(conn: sqlite3.Connection, run_id: str) -> list[AdoptedRecord
         for rt in sorted(rounds, key=lambda r: r.round):
             revision = sources.get(rt.candidate_hash) if rt.candidate_hash else None
             shown = {r.item_id: r for r in rt.retrieved}
+            raw: str | None = None
             for d in rt.decisions:
                 item = shown.get(d.item_id)
                 if d.adopted is not True or item is None:
                     continue
+                raw = raw if raw is not None else round_replies(conn, run_id, operator, rt.round, d.channel)
                 out.append(AdoptedRecord(run_id, operator, rt.round, rt.episode.value, d.item_id, item.title,
-                                         item.wrong_code, item.correct_code, d.rationale, revision, previous))
+                                         item.wrong_code, item.correct_code, d.rationale, revision, previous,
+                                         d.channel, d.evidence, raw))
             if revision is not None:
                 previous = revision
     return out
@@ -139,6 +193,7 @@ def audit_rows(records: list[AdoptedRecord], ratings: dict[str, str]) -> list[di
         check = auto_check(r)
         rows.append({"id": r.record_id, "operator": r.operator, "round": r.round, "episode": r.episode,
                      "item_id": r.item_id, "title": r.title, "rationale": r.rationale,
+                     "decision": r.decision, "evidence": r.evidence, "raw_reply": r.raw_reply,
                      "correct_code": r.correct_code, "diff": r.diff(), "auto": asdict(check),
                      "rating": ratings.get(r.record_id)})
     return rows
