@@ -17,7 +17,6 @@ import pytest
 
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.evaluate import evaluate
-from sagekernel.harness.timing import INTEGRITY_FLAGS
 from sagekernel.harness.verdict import Stage, Verdict
 from sagekernel.targets import get_target
 from sagekernel.tasks.loader import load_task
@@ -27,7 +26,9 @@ KERNELS = HERE / "kernels_v3"
 TASKS = HERE.parent / "fixtures" / "tasks"
 FAST = {"skip_timing": True, "held_out_shape": False, "call_timeout_s": 4.0}
 TIMED = {"skip_timing": False, "iters": 40, "rounds": 4, "warmup": 2}
-SUSPECT = "suspect"
+#: Accepted at most at the time its process ran: every round charged at least the kernel-accounted
+#: time of its calls plus what it ran outside them (harness/charging.py), and no speedup left.
+NO_GAIN = "no_gain"
 FORBIDDEN = "system call the sandbox forbids"
 
 
@@ -51,7 +52,7 @@ CASES = [
     Case("v3_unreadable_vdso_clock", Stage.INTEGRITY, FORBIDDEN, threads=2),
     Case("v3_forged_stop_frame", Stage.INTEGRITY, "broke the protocol"),
     Case("v3_errno_steered_skip", Stage.CORRECTNESS, "wrong result during timing", timed=True),
-    Case("v3_background_thread_work", SUSPECT, "", timed=True, threads=2),
+    Case("v3_background_thread_work", NO_GAIN, "", timed=True, threads=2),
 ]
 
 
@@ -64,18 +65,19 @@ def run(case: Case) -> Verdict:
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CASES])
 def test_v3_cheat_is_rejected_for_its_reason(case: Case) -> None:
     verdict = run(case)
-    assert not verdict.counts_as_success, f"accepted: {verdict.message} (speedup {verdict.speedup})"
     assert verdict.stage is not Stage.LINT, verdict.lint  # the attack reaches the runtime defences
-    if case.expect == SUSPECT:
-        if verdict.stage is Stage.OK:
-            assert verdict.suspect and set(verdict.quarantine) & INTEGRITY_FLAGS, verdict.quarantine
-            # the hidden time is charged: every round at least what the process was accounted
-            for r in verdict.timing.get("accounting") or []:
+    if case.expect == NO_GAIN:
+        if verdict.counts_as_success:
+            rounds = verdict.timing.get("accounting") or []
+            assert rounds, verdict.timing
+            for r in rounds:
                 assert r["charged_ns"] >= (r["kernel_ns"] + r["outside_excess_ns"]) / case.threads, r
+            assert verdict.speedup is not None and verdict.speedup < 1.0, verdict.message
         else:
-            assert verdict.stage in (Stage.CORRECTNESS, Stage.INTEGRITY), verdict.message
-    else:
-        assert verdict.stage is case.expect, verdict.message
+            assert verdict.suspect or verdict.stage in (Stage.CORRECTNESS, Stage.INTEGRITY), verdict.message
+        return
+    assert not verdict.counts_as_success, f"accepted: {verdict.message} (speedup {verdict.speedup})"
+    assert verdict.stage is case.expect, verdict.message
     assert case.words in verdict.message, verdict.message
 
 

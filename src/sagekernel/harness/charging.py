@@ -6,7 +6,7 @@ the kernel-accounted run time between the stop before its first call and the sto
 since the previous round's last stop (`outside_ns`). The driver's own no-op round, as many calls,
 measured the same way, is the part that is not the kernel's. Every nanosecond the process runs
 falls in one of those intervals, so nothing it does at any moment escapes the charge; the driver's
-claimed per-call clock can only raise it (first measurement) or is ignored (quarantine).
+claimed per-call clock can only raise it.
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ class Charge:
         }
 
 
-def baseline(calls_ns: int | None, windows: list[int | None], outside_ns: int, after_ns: int, n: int) -> Baseline:
+def baseline(
+    calls_ns: int | None, windows: list[int | None], outside_ns: int, after_ns: int, n: int
+) -> Baseline:
     known = [w for w in windows if w is not None]
     total = calls_ns or 0
     return Baseline(total, statistics.median(known) if known else total / max(1, n), outside_ns + after_ns)
@@ -59,15 +61,16 @@ def charge(
     noise_factor: float,
     noise_ns: int,
 ) -> Charge:
-    """The round's charged time. `per_call_clock` (quarantine): the kernel time is the sum of the
-    per-call windows less the no-op's per-call window, and the driver's claims are not used."""
+    """The round's charged time: the accounted time, or the driver's claim where that is larger
+    (a claim can only make a candidate slower). `per_call_clock` (quarantine): the kernel time is
+    the sum of the per-call windows, each less the no-op's per-call window."""
     if per_call_clock and windows and all(w is not None for w in windows):
         kernel = sum(max(0.0, float(w) - base.window_ns) for w in windows if w is not None)
     else:
         kernel = max(0.0, float(calls_ns or 0) - base.calls_ns)
     excess = max(0.0, outside_ns - base.outside_ns * (1 + noise_factor) - noise_ns)
     trusted = (kernel + excess) / max(1, threads)
-    charged = trusted if per_call_clock else max(float(sum(claimed)), trusted)
+    charged = max(float(sum(claimed)), trusted)
     return Charge(sum(claimed), round(kernel), round(excess), charged)
 
 

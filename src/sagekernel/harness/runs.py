@@ -59,7 +59,7 @@ class CallResult:
     fpenv: str
     outputs: list[bytes] | None = None  # present for the calls the round returned
     wall_ns: int | None = None  # device runtimes: host wall clock around launch + synchronise
-    cpu_ns: int | None = None  # native driver, quarantine layout: kernel-accounted run time since the last stop
+    cpu_ns: int | None = None  # native driver, quarantine layout: accounted run time since the last stop
 
 
 @dataclass

@@ -189,8 +189,10 @@ class Supervisor:
             if len(raw) != spot.size:
                 raise OSError("short read of a buffer")
             data = raw[GUARD : GUARD + spot.nbytes]
-            guards.append(raw[:GUARD].count(GUARD_BYTE) == GUARD and raw[GUARD + spot.nbytes :].count(
-                GUARD_BYTE) == spot.size - GUARD - spot.nbytes)
+            guards.append(
+                raw[:GUARD].count(GUARD_BYTE) == GUARD
+                and raw[GUARD + spot.nbytes :].count(GUARD_BYTE) == spot.size - GUARD - spot.nbytes
+            )
             if j < self.n_in:
                 off, n = spans[j]
                 changed.append(first_difference(data, blob[off : off + n]))
@@ -241,7 +243,8 @@ def supervised_round(
         frame = run.session.next_frame(max(0.0, deadline - time.monotonic()))
         if frame is None or frame.kind != "loaded":
             if frame is not None and frame.kind == "load_error":
-                return Failure(Stage.LOAD, f"the built object could not be loaded: {frame.record.get('error')}")
+                error = frame.record.get("error")
+                return Failure(Stage.LOAD, f"the built object could not be loaded: {error}")
             return run._protocol_or_end(frame, "while loading", timeout_s)
         run.loaded = True
     run.current = "the round's first call"
@@ -331,4 +334,12 @@ def supervised_round(
     )
 
 
-__all__ = ["Spot", "SupervisedRound", "Supervisor", "buffer_size", "layout", "supervised_round", "wait_stopped"]
+__all__ = [
+    "Spot",
+    "SupervisedRound",
+    "Supervisor",
+    "buffer_size",
+    "layout",
+    "supervised_round",
+    "wait_stopped",
+]

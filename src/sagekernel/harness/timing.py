@@ -16,9 +16,9 @@ Only correct candidates get here. The protocol (eval_integrity.md §3b-c):
   kernel-accounted run time of its process between those stops, less the driver's own no-op round,
   plus whatever it ran outside them beyond the no-op round's share (`charged_round_ns`): every
   moment of the process is charged, so work in a handler, between rounds or after a window shows.
-  The driver's own per-call clock counts only where it is larger (first measurement) and not at
-  all in quarantine, whose layout also differs (a stop after every call, outputs read at each
-  call's return, buffers at another address). A claim far below the accounted time is
+  The driver's own per-call clock counts only where it is larger. The quarantine measures
+  differently: a stop after every call, so the accounting is per call and every output is read at
+  its call's return, and the buffers at another address. A claim far below the accounted time is
   `timer_mismatch`, work outside the windows beyond noise `work_outside_timed_window`;
 - the candidate's process must be idle while the reference runs (`candidate_active_during_reference`),
   and the reference must not slow down once the candidate is loaded (`reference_disturbed`).
@@ -325,11 +325,10 @@ def _protocol(
     cpu_notes: list[dict[str, Any]] = []
     flags: list[str] = []
     supervised = isinstance(noop, SupervisedRound)
-    base = (
-        baseline(noop.cpu_ns, [c.cpu_ns for c in noop.calls], noop.outside_cpu_ns, noop.after_cpu_ns, len(noop.calls))
-        if isinstance(noop, SupervisedRound)
-        else None
-    )
+    base = None
+    if isinstance(noop, SupervisedRound):
+        windows = [c.cpu_ns for c in noop.calls]
+        base = baseline(noop.cpu_ns, windows, noop.outside_cpu_ns, noop.after_cpu_ns, len(noop.calls))
     ratios_claimed: list[float] = []  # per round: claimed time / accounted kernel time
     excesses: list[int] = []
     for r, sets in enumerate(round_sets):
@@ -400,7 +399,8 @@ def _protocol(
     timing = {
         "method": "interleaved_ab_two_processes",
         "clock": (
-            "kernel-accounted run time per call between the parent's stops (driver's clock unused)"
+            "kernel-accounted run time per call between the parent's stops, or the driver's "
+            "CLOCK_MONOTONIC where larger"
             if check_every_call
             else "kernel-accounted run time between the parent's stops, or the driver's CLOCK_MONOTONIC "
             "where larger"

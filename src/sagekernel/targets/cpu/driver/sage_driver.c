@@ -28,6 +28,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stddef.h>
@@ -428,6 +429,16 @@ __attribute__((noinline)) static void poison_stack(uint8_t byte) {
  * a function that ignores them are harmless in the x86-64 and AArch64 calling conventions). */
 __attribute__((noinline)) static void noop_kernel(void) { __asm__ volatile("" ::: "memory"); }
 
+static void *idle_thread(void *arg) { return arg; }
+
+/* glibc installs its own handlers (SIGCANCEL, SIGSETXID) on a process's first pthread_create; one
+ * thread started and joined here, before any filter, means no thread a kernel starts later (an
+ * OpenMP team) ever needs rt_sigaction, which the filters deny. */
+static void threads_initialised(void) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, idle_thread, NULL) == 0) pthread_join(t, NULL);
+}
+
 /* ---- the plan ---------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -529,6 +540,7 @@ int main(int argc, char **argv) {
         }
     }
 
+    if (threads > 1) threads_initialised();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_sigsys;
