@@ -287,6 +287,7 @@ def supervised_round(
             for i in chosen:
                 sup.read_call(blob, rnd.calls[i], calls[i])
         except OSError as exc:
+            run.session.kill()  # it is stopped: nothing else would end it
             return Failure(
                 Stage.INTEGRITY,
                 f"the harness could not read {run.what}'s buffers after the {run.current} ({exc}): "
