@@ -74,7 +74,7 @@ from sagekernel.harness.compare import compare
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.timing import call_budget, param_seed
 from sagekernel.harness.trials import kernel_args, plan_trials, raw_bytes, trial_atol
-from sagekernel.targets.cpu.flags import compiler_command, is_cxx
+from sagekernel.targets.cpu.flags import LINK_LIBS, compiler_command, is_cxx
 from sagekernel.tasks.inputs import build_inputs, make_model, reference_outputs
 from sagekernel.tasks.loader import load_task
 from sagekernel.tasks.params import param_tensors
@@ -107,7 +107,7 @@ def bare(path):
         src = Path(tmp) / ("k.cc" if is_cxx(source) else "k.c")
         src.write_text(source)
         subprocess.run([*compiler_command("c++" if is_cxx(source) else "c"), str(src), "-o",
-                        str(Path(tmp) / "k.so")], check=True)
+                        str(Path(tmp) / "k.so"), *LINK_LIBS], check=True)
         lib = ctypes.CDLL(str(Path(tmp) / "k.so"))
         t_build = time.perf_counter()
         trials = plan_trials(task, config)  # the same trials, references computed the same way
