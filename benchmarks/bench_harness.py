@@ -47,13 +47,14 @@ from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.evaluate import evaluate
 from sagekernel.targets import get_target
 from sagekernel.tasks.loader import load_task
-paths = [Path(p) for p in sys.argv[1:]]
-target, config = get_target("cpu"), HarnessConfig()
+name, paths = sys.argv[1], [Path(p) for p in sys.argv[2:]]
+target, config = get_target(name), HarnessConfig()
+device = "interpreter" if name == "triton" else None
 rows = []
 for i, path in enumerate([paths[0]] + paths):
     task = load_task(path)
-    source = task.reference_kernels["cpu"].read_text()
-    v = evaluate(task, source, target, config)
+    source = task.reference_kernels[name].read_text()
+    v = evaluate(task, source, target, config, device)
     if i == 0:
         continue  # the warm-up: starts the servers
     d = v.durations_s
@@ -180,11 +181,11 @@ def export(rev: str, into: Path) -> Path:
     return into / "src"
 
 
-def measure(src: Path, tasks: list[Path]) -> list[dict[str, object]]:
+def measure(src: Path, tasks: list[Path], target: str = "cpu") -> list[dict[str, object]]:
     env = {"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(Path.home()),
            "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-c", MEASURE, *map(str, tasks)], capture_output=True, text=True,
-                          env=env, timeout=1800)
+    proc = subprocess.run([sys.executable, "-c", MEASURE, target, *map(str, tasks)], capture_output=True,
+                          text=True, env=env, timeout=1800)
     if proc.returncode != 0:
         raise SystemExit(f"measurement in {src} failed:\n{proc.stderr[-2000:]}")
     rows: list[dict[str, object]] = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -197,14 +198,24 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--baseline", default=BASELINE, help="git revision of the 'before' harness")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--target", choices=("cpu", "triton"), default="cpu",
+                        help="triton: the interpreter (not timed: correctness cost only, no bare side)")
     ns = parser.parse_args()
     tasks = ns.tasks or DEFAULT_TASKS
+    if ns.target != "cpu":
+        from sagekernel.tasks.loader import find_reference_kernels
+
+        tasks = [t for t in tasks if ns.target in find_reference_kernels(t)]
+    sides = ("before", "after", "bare") if ns.target == "cpu" else ("before", "after")
     samples: dict[str, dict[str, list[dict[str, object]]]] = {"before": {}, "after": {}, "bare": {}}
     with tempfile.TemporaryDirectory(prefix="sage-bench-") as tmp:
         trees = {"before": export(ns.baseline, Path(tmp)), "after": ROOT / "src"}
         for r in range(ns.repeats):
-            for side in ("before", "after", "bare") if r % 2 == 0 else ("bare", "after", "before"):
-                got = measure_bare(trees["after"], tasks) if side == "bare" else measure(trees[side], tasks)
+            for side in sides if r % 2 == 0 else sides[::-1]:
+                if side == "bare":
+                    got = measure_bare(trees["after"], tasks)
+                else:
+                    got = measure(trees[side], tasks, ns.target)
                 for row in got:
                     if side != "bare" and not row["ok"]:
                         print(f"{side} {row['task']}: {row['message']}", file=sys.stderr)
@@ -238,11 +249,12 @@ def main() -> int:
     cols = ["task", "before_total_s", "after_total_s", "bare_total_s", "cost_ratio", "overhead_before",
             "overhead_after", "after_correctness_s", "after_timing_s", "bare_timing_s", "before_speedup",
             "after_speedup", "bare_speedup"]
-    print(f"$ {command}\n(medians of {ns.repeats} alternating repeats; before = {ns.baseline}; correctness "
-          "includes the parent's reference computation; overhead = harness total / bare total)")
+    print(f"$ {command}\n(target {ns.target}; medians of {ns.repeats} alternating repeats; before = "
+          f"{ns.baseline}; correctness includes the parent's reference computation; overhead = harness "
+          "total / bare total)")
     print(" | ".join(cols))
     for r in rows:
-        print(" | ".join(str(r[c]) for c in cols))
+        print(" | ".join(str(r.get(c)) for c in cols))
     return 0
 
 
