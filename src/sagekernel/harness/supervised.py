@@ -259,7 +259,7 @@ def supervised_round(
     wall_a = time.perf_counter_ns()
     _resume(sup)
     calls = [CallResult(i, 0, [], [], "ok") for i in range(n)]
-    stops = range(n) if run.plan.stop_every_call else [n - 1]
+    stops = range(n) if run.plan.stop_every_call else [n - 1][:n]  # a round of no calls never stops
     windows: list[int | None] = []
     last_cpu, cpu_b = cpu_a, cpu_a
     parent_wall = 0
