@@ -82,6 +82,9 @@ REFERENCE_DISTURBED_RATIO = 1.5
 TIMER_FACTOR = 0.5
 TIMER_MIN_KERNEL_NS = 3_000
 TIMER_MIN_ROUNDS = 3
+#: ... and the accounted time must exceed the claim by this much per round (median): below it, the
+#: two are within the noise of the stops (honest kernels of a few microseconds measured 0.25-0.5)
+TIMER_MIN_GAP_NS = 100_000
 #: Run time outside the call windows (since the previous round's last stop) that is not charged:
 #: the no-op round's own share times (1 + OUTSIDE_NOISE_FACTOR) plus OUTSIDE_NOISE_NS. The rest is
 #: added to the round's time; a median excess above OUTSIDE_FLAG_NS is `work_outside_timed_window`.
@@ -331,6 +334,7 @@ def _protocol(
         base = baseline(noop.cpu_ns, windows, noop.outside_cpu_ns, noop.after_cpu_ns, len(noop.calls))
     ratios_claimed: list[float] = []  # per round: claimed time / accounted kernel time
     excesses: list[int] = []
+    gaps: list[int] = []  # per round: accounted kernel time - claimed time
     for r, sets in enumerate(round_sets):
         blob = blobs[r + 1][0]
         order = rng.choice(("AB", "BA"))
@@ -370,6 +374,7 @@ def _protocol(
             excesses.append(ch.outside_excess_ns)
             if ch.kernel_ns > TIMER_MIN_KERNEL_NS * len(got_c.calls):
                 ratios_claimed.append(ch.claimed_ns / ch.kernel_ns)
+            gaps.append(ch.kernel_ns - ch.claimed_ns)
             cand_ms.append(ch.charged_ns / max(1, len(got_c.calls)) / 1e6)
         else:
             cand_ms.append(per_call_ms(got_c))
@@ -380,7 +385,11 @@ def _protocol(
     # accounts to whichever process happens to run. With a thread budget of T, T busy threads
     # accrue T times the wall clock: an honest parallel kernel claims 1/T of what it is accounted.
     timer_floor = TIMER_FACTOR / max(1, config.threads)
-    if len(ratios_claimed) >= TIMER_MIN_ROUNDS and statistics.median(ratios_claimed) < timer_floor:
+    if (
+        len(ratios_claimed) >= TIMER_MIN_ROUNDS
+        and statistics.median(ratios_claimed) < timer_floor
+        and statistics.median(gaps) > TIMER_MIN_GAP_NS
+    ):
         flags.append("timer_mismatch")
     if excesses and statistics.median(excesses) > OUTSIDE_FLAG_NS:
         flags.append("work_outside_timed_window")
