@@ -31,6 +31,9 @@ def test_an_implausible_speedup_is_quarantined_then_confirmed_or_suspect() -> No
     assert v.stage is Stage.OK and v.correct, v.message
     assert "speedup_audit" in v.quarantine and v.timing["first_measurement"]["speedup"] > 10
     assert v.timing["rechecked_per_round"] == v.timing["calls_per_round"]  # every call checked
+    # re-measured differently: a stop after every call (per-call accounting, outputs at return)
+    assert v.timing["layout"] == "a stop after every call, buffers moved", v.timing["layout"]
+    assert all(r["kernel_ns"] >= 0 for r in v.timing["accounting"])
     assert v.suspect is (not v.counts_as_success)
     held = judge(task, source, quarantine_remeasure=False, **QUICK)
     assert held.suspect and not held.counts_as_success and "SUSPECT" in held.message

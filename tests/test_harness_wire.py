@@ -56,7 +56,7 @@ def test_plans_encode_for_both_readers() -> None:
     )
     plan.artifact_blob = b"LIB"
     binary = encode_binary(plan, "sage_kernel")
-    assert binary.startswith(b"SAGEBIN2" + b"0" * 32) and binary.endswith(b"LIB")
+    assert binary.startswith(b"SAGEBIN3" + b"0" * 32) and binary.endswith(b"LIB")
     header = encode_json(plan)
     (hlen,) = struct.unpack_from("<Q", header, 8)
     record = json.loads(header[16 : 16 + hlen])

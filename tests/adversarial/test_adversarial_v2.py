@@ -34,18 +34,18 @@ SUSPECT = "suspect"  # stage ok, but quarantined: never a success
 DURING_TIMING = "wrong result during timing"
 
 
-#: Cheats the harness accepts today (or rejects for the wrong reason), by kernel. Fixed on this
-#: branch (their marks dropped): the writable driver GOT (c1_choose_checked_calls, c2_clock_got_hook),
-#: mprotect/mmap-at-an-address re-opening it (c2_got_hook_after_mprotect), a death by SIGSYS read as a
-#: crash (c2_blocked_sigsys_open, c2_libc_walk_thread), fast-math / line-marker spellings (c5_*).
-PROBABILISTIC_HOLES = {"c2_stack_timestamp_rewrite"}
-HOLES = {
-    "c2_stack_timestamp_rewrite": (
-        "a timestamp moved so calls read 60% of their length: the per-call accounting cross-check "
-        "(claimed / kernel-accounted run time, median over calls) flags claims under 50%; honest "
-        "kernels measure 0.67-2.2 on the loaded 2-core box, so a 60% claim is not distinguishable"
-    ),
-}
+#: Cheats the harness accepts today (or rejects for the wrong reason), by kernel; none at present.
+#: Fixed on this branch (their marks dropped): the writable driver GOT (c1_choose_checked_calls,
+#: c2_clock_got_hook), mprotect/mmap-at-an-address re-opening it (c2_got_hook_after_mprotect), a
+#: death by SIGSYS read as a crash (c2_blocked_sigsys_open, c2_libc_walk_thread), fast-math /
+#: line-marker spellings (c5_*); issue 20: the rewritten timestamp (c2_stack_timestamp_rewrite),
+#: which no longer gains anything since the parent's accounting is the clock.
+PROBABILISTIC_HOLES: set[str] = set()
+HOLES: dict[str, str] = {}
+#: The cheat may be accepted, but only at the time its process was accounted: no round is charged
+#: less than the kernel-accounted run time of its calls (harness/charging.py), so a forged or
+#: steered clock gains nothing.
+NO_GAIN = "no_gain"
 
 
 @dataclass(frozen=True)
@@ -66,13 +66,14 @@ class Case:
 CASES = [
     # 1 -- timing reuses state
     Case("c1_position_cache_in_driver", "relu_rows", Stage.CORRECTNESS, DURING_TIMING, timed=True),
-    # the driver's GOT is read-only (full RELRO): the hook's write faults on the first call
-    Case("c1_choose_checked_calls", "matmul_small", Stage.RUNTIME, "SIGSEGV", timed=True),
+    # the driver no longer draws (nor imports getrandom): the hook finds no slot, the kernel never
+    # learns a draw and computes every call
+    Case("c1_choose_checked_calls", "matmul_small", NO_GAIN, "", timed=True),
     # 2 -- sharing a process with the timer and libc
     Case("c2_clock_got_hook", "matmul_small", Stage.RUNTIME, "SIGSEGV", timed=True),
-    # each call runs between two reads of the driver's kernel-accounted run time: a claim of 60%
-    # hides in the noise of a shared machine (see HOLES); the 1% claim of c7 does not
-    Case("c2_stack_timestamp_rewrite", "matmul_small", "not_success", "", timed=True),
+    # the claim of 60% is never the charge: the kernel-accounted run time between the parent's
+    # stops is (the 1% claim of c7 is also flagged timer_mismatch)
+    Case("c2_stack_timestamp_rewrite", "matmul_small", NO_GAIN, "", timed=True),
     Case("c2_got_hook_after_mprotect", "matmul_small", Stage.INTEGRITY, "system call the sandbox forbids",
          timed=True),
     Case("c2_got_hook_munmap_refill", "matmul_small", Stage.INTEGRITY, "system call the sandbox forbids",
@@ -135,6 +136,9 @@ def _param(case: Case) -> object:
 def test_v2_cheat_is_rejected_for_its_reason(case: Case) -> None:
     verdict = run(case)
     text = verdict.message + " " + " ".join(f.reason for f in verdict.lint)
+    if case.expect == NO_GAIN:
+        assert_no_gain(verdict, case.threads)
+        return
     assert not verdict.counts_as_success, f"accepted: {verdict.message} (speedup {verdict.speedup})"
     if case.expect == SUSPECT:
         assert verdict.stage is Stage.OK and verdict.suspect, verdict.message
@@ -145,6 +149,16 @@ def test_v2_cheat_is_rejected_for_its_reason(case: Case) -> None:
     if case.rule is not None:
         assert case.rule in {f.rule for f in verdict.lint}, (verdict.lint, verdict.message)
     assert case.words in text, text
+
+
+def assert_no_gain(verdict: Verdict, threads: int) -> None:
+    """Rejected, or charged in every round at least what its process was accounted."""
+    if not verdict.counts_as_success:
+        return
+    rounds = verdict.timing.get("accounting") or []
+    assert rounds, verdict.timing
+    for r in rounds:
+        assert r["charged_ns"] >= r["kernel_ns"] / max(1, threads), r
 
 
 def test_every_v2_kernel_is_in_the_table_and_every_class_has_two() -> None:

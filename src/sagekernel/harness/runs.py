@@ -5,7 +5,8 @@ load the artifact, then runs rounds: send the round's inputs, read exactly the f
 protocol allows (one `done` per call in order, `outputs` for distinct calls, `round_end`), and
 read the process's kernel-accounted CPU time around the round. Anything else -- a frame out of
 order, a duplicate, a forbidden system call, a changed floating-point environment -- ends the run
-with a `Failure` naming what happened and which limit, if any, stopped it.
+with a `Failure` naming what happened and which limit, if any, stopped it. The native CPU
+driver's rounds are supervised by the parent instead (harness/supervised.py).
 """
 
 from __future__ import annotations
@@ -21,10 +22,6 @@ from sagekernel.harness.session import Exit, Session
 from sagekernel.harness.verdict import Stage
 from sagekernel.harness.wire import ALL, Plan, encode_binary, encode_json
 from sagekernel.targets.base import RuntimeSpec
-
-#: After a runtime reports a call done, how long to wait so that it is blocked on its stdin (a
-#: blocked task's accounted run time is exact; a running one's lags to the next scheduler tick).
-BLOCK_SETTLE_S = 0.00005
 
 SIGNAL_HINTS = {
     "SIGSEGV": "segmentation fault: an out-of-bounds or NULL pointer access (allocations beyond the "
@@ -62,7 +59,7 @@ class CallResult:
     fpenv: str
     outputs: list[bytes] | None = None  # present for the calls the round returned
     wall_ns: int | None = None  # device runtimes: host wall clock around launch + synchronise
-    cpu_ns: int | None = None  # native driver: kernel-accounted run time of the window around the call
+    cpu_ns: int | None = None  # native driver, quarantine layout: accounted run time since the last stop
 
 
 @dataclass
@@ -111,6 +108,7 @@ class RuntimeRun:
         self.round_index = 0
         self.loaded = False
         self.current: str = ""  # what the runtime was doing, for messages
+        self.supervisor: Any = None  # the native driver's parent-side state (harness/supervised.py)
 
     # ---- start ----------------------------------------------------------------------------------
 
@@ -125,6 +123,10 @@ class RuntimeRun:
 
     def run_round(self, blob: bytes, describe_call: list[str], timeout_s: float) -> RoundResult | Failure:
         """Run the next round of the plan; `describe_call[i]` names call i for messages."""
+        if self.hello.get("supervised"):  # the native CPU driver: the parent fills, stops and reads it
+            from sagekernel.harness.supervised import supervised_round
+
+            return supervised_round(self, blob, describe_call, timeout_s)
         r = self.round_index
         rnd = self.plan.rounds[r]
         self.round_index += 1
@@ -143,34 +145,6 @@ class RuntimeRun:
                     )
                 return self._protocol_or_end(frame, "while loading", timeout_s)
             self.loaded = True
-        cpu_window: int | None = None
-        windows: list[int | None] = []
-        if self.hello.get("bracketed"):
-            # Each call runs between two handshakes; the runtime is blocked on its stdin at both,
-            # so its kernel-accounted run time read there is exact and covers the call alone.
-            cpu_window = 0
-            for i in range(len(rnd.calls)):
-                self.current = describe_call[i] if i < len(describe_call) else f"call {i}"
-                frame = self.session.next_frame(max(0.0, deadline - time.monotonic()))
-                if frame is None or frame.kind != "ready":
-                    return self._protocol_or_end(frame, f"before the call on the {self.current}", timeout_s)
-                before = self.session.cpu_ns()
-                if not self.session.send_control(b"T"):
-                    return self.ended(f"at the call on the {self.current}")
-                frame = self.session.next_frame(max(0.0, deadline - time.monotonic()))
-                if frame is None or frame.kind != "called":
-                    return self._protocol_or_end(frame, f"during the call on the {self.current}", timeout_s)
-                time.sleep(BLOCK_SETTLE_S)
-                after = self.session.cpu_ns()
-                if before is None or after is None:
-                    cpu_window = None
-                    windows.append(None)
-                else:
-                    windows.append(after - before)
-                    if cpu_window is not None:
-                        cpu_window += after - before
-                if not self.session.send_control(b"C"):
-                    return self.ended(f"after the call on the {self.current}")
         calls: list[CallResult] = []
         ref_ns: list[int] = []
         want_ref = len(rnd.calls) if self.reference_in_process and not rnd.noop else 0
@@ -207,7 +181,6 @@ class RuntimeRun:
                     [bool(g) for g in rec.get("guards", [])],
                     fpenv,
                     wall_ns=int(rec.get("wall_ns", 0)) or None,
-                    cpu_ns=windows[i] if i < len(windows) else None,
                 )
             )
         expected_returned = len(rnd.calls) if rnd.returned == ALL else min(int(rnd.returned), len(rnd.calls))
@@ -231,11 +204,8 @@ class RuntimeRun:
             return self._forged(
                 f"round {r} ended with {len(returned)} outputs where {expected_returned} were due"
             )
-        if cpu_window is not None or self.hello.get("bracketed"):
-            cpu = cpu_window
-        else:
-            cpu1 = self.session.cpu_ns()
-            cpu = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
+        cpu1 = self.session.cpu_ns()
+        cpu = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
         return RoundResult(calls, cpu, time.perf_counter_ns() - t0, ref_ns)
 
     @property
@@ -335,6 +305,8 @@ class RuntimeRun:
         )
 
     def finish(self) -> Exit:
+        if self.supervisor is not None:
+            self.supervisor.close()
         return self.session.close()
 
 

@@ -203,12 +203,16 @@ def site_paths() -> list[str]:
 def thread_env(threads: int) -> dict[str, str]:
     """Environment that holds a candidate process to `threads` threads. OMP_THREAD_LIMIT caps every
     OpenMP team for the whole process, so a `num_threads(64)` clause cannot exceed the budget (it
-    is read once when libgomp loads; a kernel has no API to raise it)."""
+    is read once when libgomp loads; a kernel has no API to raise it). Idle OpenMP threads sleep
+    (OMP_WAIT_POLICY=passive) rather than spin for milliseconds after a parallel region: the parent
+    charges every nanosecond a candidate's process runs outside its calls (harness/charging.py),
+    and spinning workers would be charged to honest kernels on both sides alike."""
     n = str(max(1, threads))
     return {
         "OMP_NUM_THREADS": n,
         "OMP_THREAD_LIMIT": n,
         "OMP_DYNAMIC": "false",
+        "OMP_WAIT_POLICY": "passive",
         "MKL_NUM_THREADS": n,
         "OPENBLAS_NUM_THREADS": n,
     }

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 JSON_MAGIC = b"SAGEREQ2"
-BINARY_MAGIC = b"SAGEBIN2"
+BINARY_MAGIC = b"SAGEBIN3"
 ARG_KINDS = {"in": 0, "out": 1, "i64": 2, "f32": 3, "f64": 4}
 ALL = "all"
 
@@ -58,6 +58,10 @@ class Plan:
     artifact_blob: bytes = b""  # bytes the artifact record points into (a library, a module)
     threads: int = 1
     extra: dict[str, Any] = field(default_factory=dict)  # JSON side: e.g. "reference"
+    #: The native driver (harness/supervised.py): stop after every call, not after the round's last
+    #: (the quarantine's layout), and this many pages before its buffers (another address layout).
+    stop_every_call: bool = False
+    layout_pad_pages: int = 0
 
     @property
     def inputs(self) -> list[Arg]:
@@ -95,11 +99,13 @@ def encode_json(plan: Plan) -> bytes:
 
 
 def encode_binary(plan: Plan, symbol: str) -> bytes:
-    """The native driver's plan (targets/cpu/driver/sage_driver.c reads exactly this)."""
+    """The native driver's plan (targets/cpu/driver/sage_driver.c reads exactly this). Inputs and
+    sentinels are not in it: the parent writes them into the driver's buffers (supervised.py)."""
     u64 = struct.Struct("<Q").pack
     out = bytearray(BINARY_MAGIC)
     out += plan.nonce.encode()[:32].ljust(32, b"0")
-    out += u64(plan.threads) + u64(len(plan.artifact_blob))
+    out += u64(plan.threads) + u64(int(plan.stop_every_call)) + u64(plan.layout_pad_pages)
+    out += u64(len(plan.artifact_blob))
     out += u64(len(symbol)) + symbol.encode()
     out += u64(len(plan.args))
     for a in plan.args:
@@ -109,14 +115,10 @@ def encode_binary(plan: Plan, symbol: str) -> bytes:
             raw = int(a.value) & 0xFFFF_FFFF_FFFF_FFFF
         else:
             (raw,) = struct.unpack("<Q", struct.pack("<d", float(a.value)))
-        out += u64(ARG_KINDS[a.kind]) + u64(raw) + u64(len(a.fill)) + a.fill
+        out += u64(ARG_KINDS[a.kind]) + u64(raw)
     out += u64(len(plan.rounds))
     for r in plan.rounds:
-        returned = 0xFFFF_FFFF_FFFF_FFFF if r.returned == ALL else int(r.returned)
-        out += u64(len(r.calls)) + u64(returned) + u64(int(r.noop))
-        for call in r.calls:
-            for off, _n in call:
-                out += u64(off)
+        out += u64(len(r.calls)) + u64(int(r.noop))
     out += plan.artifact_blob
     return bytes(out)
 
