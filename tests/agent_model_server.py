@@ -55,8 +55,10 @@ class SageCall:
 
 
 def _decisions(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"id": i["id"], "adopted": False, "rationale": "not needed for an elementwise doubling"}
-            for i in items]
+    return [
+        {"id": i["id"], "adopted": False, "rationale": "not needed for an elementwise doubling"}
+        for i in items
+    ]
 
 
 def next_step(calls: list[SageCall]) -> tuple[str, dict[str, Any]] | None:
@@ -73,15 +75,21 @@ def next_step(calls: list[SageCall]) -> tuple[str, dict[str, Any]] | None:
     if n_eval == 0:  # no adoption decisions: the trace-completeness hook refuses
         return "evaluate", {"code": WRONG, "adoptions": [], "diagnosis": "first attempt"}
     if n_eval == 1:
-        return "evaluate", {"code": WRONG, "adoptions": _decisions(retrieved[-1]),
-                            "diagnosis": "a flat loop over N"}
+        return "evaluate", {
+            "code": WRONG,
+            "adoptions": _decisions(retrieved[-1]),
+            "diagnosis": "a flat loop over N",
+        }
     if "diagnose" not in done:
         return "diagnose", {"code": WRONG}
     if done.count("retrieve") == 1:
         return "retrieve", {}
     if n_eval == 2:
-        return "evaluate", {"code": RIGHT, "adoptions": _decisions(retrieved[-1]),
-                            "diagnosis": "the mismatch showed out = x: multiply by 2"}
+        return "evaluate", {
+            "code": RIGHT,
+            "adoptions": _decisions(retrieved[-1]),
+            "diagnosis": "the mismatch showed out = x: multiply by 2",
+        }
     if "finish_operator" not in done:
         return "finish_operator", {}
     return None
@@ -96,8 +104,9 @@ def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(_text_of(c.get("text", c.get("content", ""))) if isinstance(c, dict) else str(c)
-                         for c in content)
+        return "\n".join(
+            _text_of(c.get("text", c.get("content", ""))) if isinstance(c, dict) else str(c) for c in content
+        )
     return "" if content is None else str(content)
 
 
@@ -124,8 +133,9 @@ def anthropic_calls(messages: list[dict[str, Any]]) -> list[SageCall]:
                 pending[block["id"]] = (block["name"], block.get("input") or {})
             elif block.get("type") == "tool_result" and block.get("tool_use_id") in pending:
                 name, args = pending.pop(block["tool_use_id"])
-                calls.append(SageCall(bare(name), args, _text_of(block.get("content")),
-                                      bool(block.get("is_error"))))
+                calls.append(
+                    SageCall(bare(name), args, _text_of(block.get("content")), bool(block.get("is_error")))
+                )
     return calls
 
 
@@ -155,13 +165,21 @@ class AgentModelServer:
         if not tools:
             entry["reply"] = "text"
             return "SAGE kernel session"
-        if not sage and "ToolSearch" in names and not any(
-            block.get("type") == "tool_use" and block.get("name") == "ToolSearch"
-            for m in messages if isinstance(m.get("content"), list) for block in m["content"]
+        if (
+            not sage
+            and "ToolSearch" in names
+            and not any(
+                block.get("type") == "tool_use" and block.get("name") == "ToolSearch"
+                for m in messages
+                if isinstance(m.get("content"), list)
+                for block in m["content"]
+            )
         ):  # Claude Code defers MCP tools behind its tool search
             entry["reply"] = "ToolSearch"
-            return "ToolSearch", {"query": "sage status open_operator retrieve evaluate diagnose finish_operator",
-                                  "max_results": 10}
+            return "ToolSearch", {
+                "query": "sage status open_operator retrieve evaluate diagnose finish_operator",
+                "max_results": 10,
+            }
         step = next_step(calls)
         if step is None:
             entry["reply"] = "final"
@@ -176,8 +194,12 @@ class AgentModelServer:
     # ---- the protocols --------------------------------------------------------------------------
     @staticmethod
     def openai_events(step: tuple[str, dict[str, Any]] | str) -> list[dict[str, Any]]:
-        base = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk",
-                "created": int(time.time()), "model": "sage-agent"}
+        base = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": "sage-agent",
+        }
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
             return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
@@ -186,17 +208,35 @@ class AgentModelServer:
         if isinstance(step, str):
             return [chunk({"role": "assistant", "content": step}), {**chunk({}, "stop"), "usage": usage}]
         name, arguments = step
-        call = {"index": 0, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments)}}
-        return [chunk({"role": "assistant", "content": None, "tool_calls": [call]}),
-                {**chunk({}, "tool_calls"), "usage": usage}]
+        call = {
+            "index": 0,
+            "id": f"call_{uuid.uuid4().hex[:12]}",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)},
+        }
+        return [
+            chunk({"role": "assistant", "content": None, "tool_calls": [call]}),
+            {**chunk({}, "tool_calls"), "usage": usage},
+        ]
 
     @staticmethod
-    def anthropic_events(step: tuple[str, dict[str, Any]] | str, model: str) -> list[tuple[str, dict[str, Any]]]:
+    def anthropic_events(
+        step: tuple[str, dict[str, Any]] | str, model: str
+    ) -> list[tuple[str, dict[str, Any]]]:
         msg_id = f"msg_{uuid.uuid4().hex[:16]}"
-        start = {"type": "message_start", "message": {
-            "id": msg_id, "type": "message", "role": "assistant", "model": model, "content": [],
-            "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 100, "output_tokens": 1}}}
+        start = {
+            "type": "message_start",
+            "message": {
+                "id": msg_id,
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {"input_tokens": 100, "output_tokens": 1},
+            },
+        }
         events: list[tuple[str, dict[str, Any]]] = [("message_start", start)]
         if isinstance(step, str):
             block = {"type": "text", "text": ""}
@@ -211,8 +251,14 @@ class AgentModelServer:
             ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
             ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
             ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-                               "usage": {"output_tokens": 20}}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": 20},
+                },
+            ),
             ("message_stop", {"type": "message_stop"}),
         ]
         return events
@@ -310,11 +356,17 @@ class AgentModelServer:
 def _openai_whole(events: list[dict[str, Any]]) -> dict[str, Any]:
     first, last = events[0], events[-1]
     delta = first["choices"][0]["delta"]
-    message = {"role": "assistant", "content": delta.get("content"), **(
-        {"tool_calls": delta["tool_calls"]} if delta.get("tool_calls") else {})}
-    return {**{k: first[k] for k in ("id", "created", "model")}, "object": "chat.completion",
-            "choices": [{"index": 0, "message": message, "finish_reason": last["choices"][0]["finish_reason"]}],
-            "usage": last.get("usage")}
+    message = {
+        "role": "assistant",
+        "content": delta.get("content"),
+        **({"tool_calls": delta["tool_calls"]} if delta.get("tool_calls") else {}),
+    }
+    return {
+        **{k: first[k] for k in ("id", "created", "model")},
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": last["choices"][0]["finish_reason"]}],
+        "usage": last.get("usage"),
+    }
 
 
 def _anthropic_whole(events: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:

@@ -47,6 +47,8 @@ class Adoption(BaseModel):
 
 #: How often a running tool call tells the client it is still working (MCP progress notification).
 PROGRESS_EVERY_S = 5.0
+#: How long `status` waits for the run to open before it answers `ready: false`.
+STATUS_WAITS_S = 20.0
 #: How often the event loop looks at a queued call (cheap: a future's flag).
 _POLL_S = 0.1
 
@@ -75,6 +77,8 @@ def build_server(worker: ServiceWorker) -> Any:
     server: Any = MCPServer("sage", instructions=INSTRUCTIONS)
 
     async def call(tool: str, arguments: dict[str, Any], ctx: Context | None) -> Any:
+        if tool == "status" and not worker.ready:  # short of a client's timeout; then `ready: false`
+            await anyio.to_thread.run_sync(worker.opened.wait, STATUS_WAITS_S)
         future = worker.submit(tool, arguments, caller_of(ctx))
         started = last_note = time.monotonic()
         try:

@@ -75,7 +75,7 @@ class ServiceWorker:
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg
         self._jobs: queue.Queue[_Job | Callable[[KernelService], None] | None] = queue.Queue()
-        self._ready = threading.Event()
+        self.opened = threading.Event()  # set once opening ended (open, or failed)
         self._opened_at: float | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._main, name="sage-mcp-run", daemon=True)
@@ -94,7 +94,7 @@ class ServiceWorker:
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Wait until the run is open; raises what opening raised. False on timeout."""
-        if not self._ready.wait(timeout):
+        if not self.opened.wait(timeout):
             return False
         if self._error is not None:
             raise self._error
@@ -102,7 +102,7 @@ class ServiceWorker:
 
     @property
     def ready(self) -> bool:
-        return self._ready.is_set() and self._error is None
+        return self.opened.is_set() and self._error is None
 
     def stop(self) -> None:
         """Close the run: finished if every operator has a result, else interrupted (resumable)."""
@@ -116,11 +116,11 @@ class ServiceWorker:
         future: Future[Answer] = Future()
         if tool not in TOOLS:
             future.set_result(_error(f"unknown tool {tool!r}"))
-        elif self._ready.is_set() and self._error is not None:
+        elif self.opened.is_set() and self._error is not None:
             future.set_result(_error(f"the run could not be opened: {self._error}"))
-        elif not self._thread.is_alive() and self._ready.is_set():
+        elif not self._thread.is_alive() and self.opened.is_set():
             future.set_result(_error("the run has closed"))
-        elif tool == "status" and not self._ready.is_set():
+        elif tool == "status" and not self.opened.is_set():
             future.set_result(Answer("ok", to_json_text(self._opening_status())))
         else:
             self._jobs.put((tool, arguments, caller, future))
@@ -172,7 +172,7 @@ class ServiceWorker:
                     raise SageError(opened.message)
                 service = KernelService(opened, server_model=self.model)
                 self.run_id = opened.runner.run_id
-                self._ready.set()
+                self.opened.set()
                 if self.on_open is not None:
                     self.on_open(self)
                 while (job := self._jobs.get()) is not None:
@@ -183,11 +183,11 @@ class ServiceWorker:
             self.summary = opened.summary
         except BaseException as exc:  # reported by wait_ready and every later call
             self._error = exc
-            if not self._ready.is_set() and self.on_open is not None:
-                self._ready.set()
+            if not self.opened.is_set() and self.on_open is not None:
+                self.opened.set()
                 self.on_open(self)
         finally:
-            self._ready.set()
+            self.opened.set()
             while True:  # answer whatever is still queued
                 try:
                     job = self._jobs.get_nowait()
