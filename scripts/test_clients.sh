@@ -10,8 +10,8 @@ cache="${SAGE_CLIENTS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sage-agent-clients}
 mkdir -p "$cache"
 if ! cmp -s "$here/tests/clients/package.json" "$cache/package.json" || [ ! -x "$cache/node_modules/.bin/opencode" ]; then
   cp "$here/tests/clients/package.json" "$cache/package.json"
-  # --ignore-scripts: both packages ship their native binary as an optional dependency
-  npm install --prefix "$cache" --no-audit --no-fund --ignore-scripts --loglevel=error
+  # the packages' postinstall scripts link their native binaries (npm >= 11 warns; they still run)
+  npm install --prefix "$cache" --no-audit --no-fund --loglevel=error
 fi
 export SAGE_AGENT_CLIENTS="$cache/node_modules/.bin"
 "$SAGE_AGENT_CLIENTS/opencode" --version >/dev/null

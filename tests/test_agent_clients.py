@@ -125,32 +125,24 @@ def client_env(home: Path, sage_bin: Path, clients: str, **extra: str) -> dict[s
     return env
 
 
-def opencode_home(home: Path, port: int) -> None:
-    """The user's global OpenCode config: a provider at the fake model server (the project's
-    opencode.json stays the example)."""
-    config = home / ".config" / "opencode"
-    config.mkdir(parents=True)
+def with_fake_provider(config: dict[str, Any], port: int) -> dict[str, Any]:
+    """The example's OpenCode config plus the user's model provider (here the fake model server)."""
     provider = {
         "npm": "@ai-sdk/openai-compatible",
         "name": "fake",
         "options": {"baseURL": f"http://127.0.0.1:{port}/v1", "apiKey": "dummy"},
         "models": {"sage-agent": {"name": "sage-agent", "tool_call": True}},
     }
-    (config / "opencode.json").write_text(
-        json.dumps(
-            {
-                "$schema": "https://opencode.ai/config.json",
-                "provider": {"fake": provider},
-                "model": "fake/sage-agent",
-            }
-        )
-    )
+    return {**config, "provider": {"fake": provider}, "model": "fake/sage-agent"}
 
 
 def run_client(
     argv: list[str], cwd: Path, env: dict[str, str], out: Path
 ) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=CLIENT_LIMIT_S)
+    # PWD too: OpenCode takes its project directory from it, not from the process's cwd
+    proc = subprocess.run(
+        argv, cwd=cwd, env={**env, "PWD": str(cwd)}, capture_output=True, text=True, timeout=CLIENT_LIMIT_S
+    )
     out.write_text(
         f"$ {' '.join(argv)}\nrc={proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
     )
@@ -224,10 +216,12 @@ def test_opencode_over_stdio(tmp_path: Path, sage_bin: Path, model_server: Agent
     opencode = _client("opencode")
     project, home = tmp_path / "project", tmp_path / "home"
     project.mkdir()
-    opencode_home(home, model_server.port)
+    home.mkdir()
     config = json.loads((EXAMPLES / "opencode.json").read_text())
     config["mcp"]["sage"]["command"] = ["sage", *server_args(suite(tmp_path, ["scale2"]))]
-    (project / "opencode.json").write_text(json.dumps(config, indent=2))
+    (project / "opencode.json").write_text(
+        json.dumps(with_fake_provider(config, model_server.port), indent=2)
+    )
     env = client_env(home, sage_bin, str(Path(opencode).parent))
     proc = opencode_run(project, env, tmp_path / "opencode.log")
     assert proc.returncode == 0, (tmp_path / "opencode.log").read_text()[-3000:]
@@ -277,11 +271,13 @@ def test_http_one_server_two_client_runs(
     opencode, claude = _client("opencode"), _client("claude")
     project, home = tmp_path / "project", tmp_path / "home"
     project.mkdir()
-    opencode_home(home, model_server.port)
+    home.mkdir()
     port, token = _free_port(), "test-token-5f0e"
     remote = json.loads((EXAMPLES / "opencode-remote.json").read_text())
     remote["mcp"]["sage"]["url"] = f"http://127.0.0.1:{port}/mcp"
-    (project / "opencode.json").write_text(json.dumps(remote, indent=2))
+    (project / "opencode.json").write_text(
+        json.dumps(with_fake_provider(remote, model_server.port), indent=2)
+    )
     claude_config = json.loads((EXAMPLES / "claude-http.mcp.json").read_text())
     claude_config["mcpServers"]["sage"]["url"] = f"http://127.0.0.1:{port}/mcp"
     (project / "claude-http.mcp.json").write_text(json.dumps(claude_config, indent=2))

@@ -1,0 +1,268 @@
+"""What a real MCP client meets (docs/mcp.md; the real clients themselves: test_agent_clients.py).
+
+- `diagnose` of a kernel that runs to completion (wrong values) is a normal, JSON-clean result, and
+  the tool-call log holds exactly what the client received;
+- the handshake and `tools/list` are answered while the run is still opening (a slow model probe);
+- the server's own model being down does not stop the agent; `status` says so;
+- a result the client gave up on is handed to its next call and logged `undelivered`;
+- `open_operator` shows the target knowledge trimmed as `sage run`'s prompt does;
+- the skills name only tools and arguments the server has, and agree with it on refusals.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install 'sagekernel[mcp]')")
+
+from openai_server import OpenAITestServer
+from sagekernel.mcp_server.client import connect_stdio
+from sagekernel.mcp_server.results import NotJsonClean, check_json_clean, to_json_text
+from sagekernel.mcp_server.worker import Caller, ServiceWorker
+from sagekernel.runner.config import RunConfig
+from test_e2e_run import FAST, TASKS, Script, kernel, prepare, query
+from test_mcp_server import decision, server_args
+
+REPO = Path(__file__).resolve().parent.parent
+WRONG_VALUES = kernel("e2e_double").replace("2.0f * x[i]", "x[i]")  # runs to completion, wrong
+
+
+def test_json_boundary_names_what_json_cannot_carry() -> None:
+    with pytest.raises(NotJsonClean, match=r"result\.d\.outputs\[0\] is a bytes"):
+        check_json_clean({"d": {"outputs": [b"\xff\x00"]}})
+    with pytest.raises(NotJsonClean, match="nan"):
+        to_json_text({"x": float("nan")})
+    assert json.loads(to_json_text({"a": [1, 2.5, None, "é"], "b": (1,)})) == {
+        "a": [1, 2.5, None, "é"],
+        "b": [1],
+    }
+
+
+async def diagnose_wrong_values(args: list[str]) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+    async with connect_stdio(args) as client:
+        tools = {t.name: t for t in (await client.session.list_tools()).tools}
+        await client.call("open_operator", name="e2e_double")
+        report = await client.call("diagnose", code=WRONG_VALUES)
+        return report, sorted(tools), tools["diagnose"].output_schema or {}
+
+
+def test_diagnose_of_a_kernel_that_runs_is_a_clean_result_and_logged_as_received(tmp_path: Path) -> None:
+    ws = tmp_path / "diag"
+    prepare(ws)
+    with OpenAITestServer(fallback=Script()) as srv:
+        report, _tools, schema = anyio.run(diagnose_wrong_values, server_args(ws, srv.base_url))
+    assert (
+        report["diagnostics"]["ran"] is True and report["mismatch"]["got"] != report["mismatch"]["expected"]
+    )
+    assert "first mismatch" in report["text"] and "outputs" not in report["diagnostics"]
+    assert {"mismatch", "diagnostics", "text"} <= set(schema["properties"])  # a typed output schema
+    (logged,) = query(ws, "SELECT result_json, status FROM tool_calls WHERE tool = 'diagnose'")
+    assert logged[1] == "ok" and json.loads(logged[0]) == report  # the log holds what the client got
+
+
+class SlowModels(ThreadingHTTPServer):
+    """An OpenAI-compatible endpoint whose model list (the server's start-up probe) takes `delay` s."""
+
+    def __init__(self, delay: float) -> None:
+        self.answered = threading.Event()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                time.sleep(delay)
+                data = json.dumps({"data": [{"id": "test-model"}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                outer.answered.set()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.daemon_threads = True
+        threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True).start()
+
+
+async def handshake_while_opening(
+    args: list[str], probe: SlowModels
+) -> tuple[list[str], bool, dict[str, Any]]:
+    async with connect_stdio(args) as client:  # initialize
+        tools = await client.tools()
+        probed_before_tools = probe.answered.is_set()
+        opened = await client.call("open_operator")  # waits for the run to open
+        return tools, probed_before_tools, opened
+
+
+def test_the_handshake_is_answered_while_the_run_opens(tmp_path: Path) -> None:
+    ws = tmp_path / "slow"
+    prepare(ws)
+    probe = SlowModels(delay=8.0)
+    try:
+        args = server_args(ws, f"http://127.0.0.1:{probe.server_address[1]}/v1")
+        tools, probed_before_tools, opened = anyio.run(handshake_while_opening, args, probe)
+    finally:
+        probe.shutdown()
+    assert len(tools) == 6 and not probed_before_tools  # tools/list came before the run had opened
+    assert opened["operator"] == "e2e_double"
+
+
+async def work_without_the_server_model(args: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    async with connect_stdio(args) as client:
+        status = await client.call("status")
+        await client.call("open_operator")
+        got = await client.call("retrieve")
+        answer = await client.call(
+            "evaluate", code=kernel("e2e_double"), adoptions=[decision(i) for i in got["items"]]
+        )
+        return status, answer
+
+
+def test_the_server_model_being_down_does_not_stop_the_agent(tmp_path: Path) -> None:
+    ws = tmp_path / "down"
+    prepare(ws)
+    status, answer = anyio.run(work_without_the_server_model, server_args(ws, "http://127.0.0.1:9/v1"))
+    assert status["ready"] is True and status["server_model"]["state"] == "unreachable"
+    assert "unreachable" in status["server_model"]["problem"]
+    assert answer["status"] == "evaluated" and answer["verdict"]["correct"] is True
+
+
+def test_a_result_the_client_gave_up_on_reaches_its_next_call(tmp_path: Path) -> None:
+    ws = tmp_path / "missed"
+    prepare(ws)
+    with OpenAITestServer(fallback=Script()) as srv:
+        cfg = RunConfig(
+            workspace=ws,
+            suite=str(TASKS),
+            model=f"openai:test-model@{srv.base_url}",
+            driver="mcp",
+            schedule="by-level",
+            budget=3,
+            k=10,
+            embedder="none",
+            harness=FAST,
+            progress=False,
+        )
+        worker = ServiceWorker(cfg)
+        worker.start()
+        try:
+            me = Caller("stdio", "test-client (stdio)")
+            worker.call("open_operator", {}, me)
+            items = worker.call("retrieve", {}, me)[1]["items"]
+            evaluation = worker.submit(
+                "evaluate", {"code": kernel("e2e_double"), "adoptions": [decision(i) for i in items]}, me
+            )
+            worker.undelivered("evaluate", evaluation.result())  # the client timed out meanwhile
+            _status, now = worker.call("status", {}, me)
+            _, later = worker.call("status", {}, me)
+        finally:
+            worker.stop()
+    (missed,) = now["missed_results"]
+    assert missed["tool"] == "evaluate" and missed["round"] == 1 and missed["result"]["verdict"]["correct"]
+    assert "missed_results" not in later  # handed over once
+    assert query(ws, "SELECT tool, status FROM tool_calls WHERE tool = 'evaluate'") == [
+        ("evaluate", "undelivered")
+    ]
+    assert query(ws, "SELECT DISTINCT client FROM tool_calls") == [("test-client (stdio)",)]
+
+
+def test_open_operator_shows_the_knowledge_as_sage_run_does(tmp_path: Path) -> None:
+    from sagekernel.agent.knowledge import knowledge_for
+    from sagekernel.targets import get_target
+
+    ws = tmp_path / "know"
+    prepare(ws)
+    with OpenAITestServer(fallback=Script()) as srv:
+        cfg = RunConfig(
+            workspace=ws,
+            suite=str(TASKS),
+            model=f"openai:test-model@{srv.base_url}",
+            driver="mcp",
+            schedule="by-level",
+            budget=3,
+            k=10,
+            embedder="none",
+            harness=FAST,
+            progress=False,
+        )
+        worker = ServiceWorker(cfg)
+        worker.start()
+        try:
+            _, opened = worker.call("open_operator", {})
+        finally:
+            worker.stop()
+    shown = knowledge_for(get_target("cpu").knowledge(), opened["category"])
+    assert opened["knowledge"] == {
+        "quick_reference": shown.quick_reference,
+        "debugging_guide": shown.debugging_guide,
+        "example": shown.example,
+        "notes": shown.notes,
+    }
+    assert "<!-- for:" not in json.dumps(opened["knowledge"])
+    assert opened["diagnostics_available"] and any(
+        "AddressSanitizer" in d for d in opened["diagnostics_available"]
+    )
+
+
+# ---- the skills against the tool schemas ------------------------------------------------------------
+SKILLS = sorted((REPO / "skills").glob("*/SKILL.md"))
+
+
+def tool_schemas() -> tuple[dict[str, set[str]], set[str]]:
+    """Each tool's argument names, and every top-level result field, from the server clients see."""
+    from sagekernel.mcp_server.server import build_server
+
+    server = build_server(ServiceWorker(RunConfig(workspace=Path("unused"))))
+    tools = anyio.run(server.list_tools)
+    arguments = {t.name: set((t.input_schema or {}).get("properties", {})) for t in tools}
+    fields = {f for t in tools for f in (t.output_schema or {}).get("properties", {})}
+    return arguments, fields
+
+
+#: Fields inside a result's objects that the skills name (`budget`, `verdict`, an adoption).
+NESTED = {"rounds_left", "t_best_ms", "stage", "correct", "adopted", "id", "rationale"}
+#: Words in backticks that are values or kernel-side names, not the server's vocabulary.
+VALUES = {"refused", "runtime", "correctness", "false", "true", "sage", "printf", "device_print",
+          "tl.device_print"}
+
+
+@pytest.mark.parametrize("skill", SKILLS, ids=lambda p: p.parent.name)
+def test_every_tool_argument_and_field_a_skill_names_exists(skill: Path) -> None:
+    arguments, fields = tool_schemas()
+    known = set(arguments) | set().union(*arguments.values()) | fields | NESTED | VALUES
+    text = skill.read_text()
+    for tool, args in re.findall(r"`([a-z_]+)\(([^`)]*)\)`", text):  # `retrieve(query=...)`
+        assert tool in arguments, f"{skill.parent.name} calls {tool}(), which is no tool"
+        for name in re.findall(r"([a-z_]+)=", args):
+            assert name in arguments[tool], f"{tool}() has no argument {name!r}"
+    for quoted in re.findall(r"`([^`]+)`", text):
+        if quoted.startswith("{"):  # an example adoption decision
+            assert set(json.loads(quoted)) == {"id", "adopted", "rationale"}
+            continue
+        word = re.match(r"^([a-z_][a-z_.]*)(: .*)?$", quoted)
+        if word is None or word.group(1) in VALUES:
+            continue  # code, ids (`E<n>`), command lines, values
+        for part in word.group(1).split("."):  # `budget.rounds_left`
+            assert part in known, f"{skill.parent.name} names `{quoted}`, which the server does not have"
+    assert {"evaluate", "retrieve", "diagnose"} <= set(re.findall(r"`([a-z_]+)`", text))
+
+
+def test_the_generator_skill_agrees_with_the_server_on_refusals() -> None:
+    """The server keeps no decision from a refused call: the skill must say to send them all again."""
+    text = (REPO / "skills" / "sage-kernel-generator" / "SKILL.md").read_text()
+    hook = text[text.index("## The trace-completeness hook") :]
+    assert "Answer exactly the missing ids" not in hook
+    assert re.search(r"EVERY\s+retrieved\s+experience\s+of\s+the\s+round", hook)
+    assert re.search(r"keeps\s+nothing\s+from\s+a\s+refused\s+call", hook)
+    assert "missed_results" in text  # what to do after a client timeout
