@@ -326,6 +326,6 @@ def test_http_one_server_two_client_runs(
     ws = project / "sage-workspace"
     labels = agent_label(ws)
     assert labels[0].startswith("opencode ") and labels[-1].startswith("claude-code "), labels
-    assert all("(http " in label for label in labels)
+    assert all("(http" in label for label in labels)
     assert query(ws, "SELECT count(*) FROM tool_calls WHERE status = 'error'") == [(0,)]
     assert query(ws, "SELECT status FROM runs") == [("finished",)]
