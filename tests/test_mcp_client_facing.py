@@ -47,28 +47,6 @@ def test_json_boundary_names_what_json_cannot_carry() -> None:
     }
 
 
-async def diagnose_wrong_values(args: list[str]) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
-    async with connect_stdio(args) as client:
-        tools = {t.name: t for t in (await client.session.list_tools()).tools}
-        await client.call("open_operator", name="e2e_double")
-        report = await client.call("diagnose", code=WRONG_VALUES)
-        return report, sorted(tools), tools["diagnose"].output_schema or {}
-
-
-def test_diagnose_of_a_kernel_that_runs_is_a_clean_result_and_logged_as_received(tmp_path: Path) -> None:
-    ws = tmp_path / "diag"
-    prepare(ws)
-    with OpenAITestServer(fallback=Script()) as srv:
-        report, _tools, schema = anyio.run(diagnose_wrong_values, server_args(ws, srv.base_url))
-    assert (
-        report["diagnostics"]["ran"] is True and report["mismatch"]["got"] != report["mismatch"]["expected"]
-    )
-    assert "first mismatch" in report["text"] and "outputs" not in report["diagnostics"]
-    assert {"mismatch", "diagnostics", "text"} <= set(schema["properties"])  # a typed output schema
-    (logged,) = query(ws, "SELECT result_json, status FROM tool_calls WHERE tool = 'diagnose'")
-    assert logged[1] == "ok" and json.loads(logged[0]) == report  # the log holds what the client got
-
-
 class SlowModels(ThreadingHTTPServer):
     """An OpenAI-compatible endpoint whose model list (the server's start-up probe) takes `delay` s."""
 
@@ -95,44 +73,91 @@ class SlowModels(ThreadingHTTPServer):
         threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True).start()
 
 
-async def handshake_while_opening(
-    args: list[str], probe: SlowModels
-) -> tuple[list[str], bool, dict[str, Any]]:
+async def open_then_diagnose(args: list[str], probe: SlowModels) -> dict[str, Any]:
     async with connect_stdio(args) as client:  # initialize
-        tools = await client.tools()
-        probed_before_tools = probe.answered.is_set()
-        opened = await client.call("open_operator")  # waits for the run to open
-        return tools, probed_before_tools, opened
+        tools = {t.name: t for t in (await client.session.list_tools()).tools}
+        out: dict[str, Any] = {"probed_before_tools": probe.answered.is_set(), "tools": tools}
+        notes: list[str] = []
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            notes.append(message or "")
+
+        opened = await client.session.call_tool("open_operator", {}, progress_callback=progress)
+        out["opened"], out["progress"] = opened.structured_content, notes  # it waited for the run
+        out["report"] = await client.call("diagnose", code=WRONG_VALUES)
+        items = (await client.call("retrieve"))["items"]
+        adoptions = [decision(i) for i in items]
+        with pytest.raises(Exception):  # noqa: B017 -- the SDK's timeout error: the client gives up
+            await client.session.call_tool(
+                "evaluate", {"code": kernel("e2e_double"), "adoptions": adoptions}, read_timeout_seconds=0.2
+            )
+        out["status"] = await client.call("status")  # waits behind the evaluation, then hands it over
+        return out
 
 
-def test_the_handshake_is_answered_while_the_run_opens(tmp_path: Path) -> None:
+def test_the_handshake_is_answered_while_the_run_opens_and_diagnose_results_are_clean(tmp_path: Path) -> None:
+    """The run opens behind the handshake (a model probe that takes 8 s) and a call meanwhile waits,
+    with progress notifications; `diagnose` of a kernel that runs to completion with wrong values --
+    raw output bytes in the harness's report -- is a normal, typed result, and the log holds
+    exactly what the client received; an evaluation the client stops waiting for reaches its next
+    call."""
     ws = tmp_path / "slow"
     prepare(ws)
     probe = SlowModels(delay=8.0)
     try:
         args = server_args(ws, f"http://127.0.0.1:{probe.server_address[1]}/v1")
-        tools, probed_before_tools, opened = anyio.run(handshake_while_opening, args, probe)
+        out = anyio.run(open_then_diagnose, args, probe)
     finally:
         probe.shutdown()
-    assert len(tools) == 6 and not probed_before_tools  # tools/list came before the run had opened
-    assert opened["operator"] == "e2e_double"
+    assert len(out["tools"]) == 6 and not out["probed_before_tools"]  # listed before the run opened
+    assert out["opened"]["operator"] == "e2e_double"
+    assert any("open_operator" in note and "waiting for the run" in note for note in out["progress"])
+    report = out["report"]
+    assert (
+        report["diagnostics"]["ran"] is True and report["mismatch"]["got"] != report["mismatch"]["expected"]
+    )
+    assert "first mismatch" in report["text"] and "outputs" not in report["diagnostics"]
+    schema = out["tools"]["diagnose"].output_schema or {}
+    assert {"mismatch", "diagnostics", "text"} <= set(schema["properties"])  # a typed output schema
+    (logged,) = query(ws, "SELECT result_json, status FROM tool_calls WHERE tool = 'diagnose'")
+    assert logged[1] == "ok" and json.loads(logged[0]) == report
+    # the evaluation the client gave up on: finished, logged undelivered, handed to the next call
+    (missed,) = out["status"]["missed_results"]
+    assert missed["tool"] == "evaluate" and missed["result"]["verdict"]["correct"] is True
+    assert query(ws, "SELECT status FROM tool_calls WHERE tool = 'evaluate'") == [("undelivered",)]
 
 
-async def work_without_the_server_model(args: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
-    async with connect_stdio(args) as client:
-        status = await client.call("status")
-        await client.call("open_operator")
-        got = await client.call("retrieve")
-        answer = await client.call(
-            "evaluate", code=kernel("e2e_double"), adoptions=[decision(i) for i in got["items"]]
-        )
-        return status, answer
+def worker_config(ws: Path, model_url: str) -> RunConfig:
+    return RunConfig(
+        workspace=ws,
+        suite=str(TASKS),
+        model=f"openai:test-model@{model_url}",
+        driver="mcp",
+        schedule="by-level",
+        budget=3,
+        k=10,
+        embedder="none",
+        harness=FAST,
+        progress=False,
+        model_options={"max_retries": 0},
+    )
 
 
 def test_the_server_model_being_down_does_not_stop_the_agent(tmp_path: Path) -> None:
     ws = tmp_path / "down"
     prepare(ws)
-    status, answer = anyio.run(work_without_the_server_model, server_args(ws, "http://127.0.0.1:9/v1"))
+    worker = ServiceWorker(worker_config(ws, "http://127.0.0.1:9/v1"))  # nothing listens there
+    worker.start()
+    try:
+        assert worker.wait_ready(120)  # the run opens although its model's probe failed
+        _, status = worker.call("status", {})
+        worker.call("open_operator", {})
+        items = worker.call("retrieve", {})[1]["items"]
+        _, answer = worker.call(
+            "evaluate", {"code": kernel("e2e_double"), "adoptions": [decision(i) for i in items]}
+        )
+    finally:
+        worker.stop()
     assert status["ready"] is True and status["server_model"]["state"] == "unreachable"
     assert "unreachable" in status["server_model"]["problem"]
     assert answer["status"] == "evaluated" and answer["verdict"]["correct"] is True
@@ -142,19 +167,7 @@ def test_a_result_the_client_gave_up_on_reaches_its_next_call(tmp_path: Path) ->
     ws = tmp_path / "missed"
     prepare(ws)
     with OpenAITestServer(fallback=Script()) as srv:
-        cfg = RunConfig(
-            workspace=ws,
-            suite=str(TASKS),
-            model=f"openai:test-model@{srv.base_url}",
-            driver="mcp",
-            schedule="by-level",
-            budget=3,
-            k=10,
-            embedder="none",
-            harness=FAST,
-            progress=False,
-        )
-        worker = ServiceWorker(cfg)
+        worker = ServiceWorker(worker_config(ws, srv.base_url))
         worker.start()
         try:
             me = Caller("stdio", "test-client (stdio)")
@@ -184,19 +197,7 @@ def test_open_operator_shows_the_knowledge_as_sage_run_does(tmp_path: Path) -> N
     ws = tmp_path / "know"
     prepare(ws)
     with OpenAITestServer(fallback=Script()) as srv:
-        cfg = RunConfig(
-            workspace=ws,
-            suite=str(TASKS),
-            model=f"openai:test-model@{srv.base_url}",
-            driver="mcp",
-            schedule="by-level",
-            budget=3,
-            k=10,
-            embedder="none",
-            harness=FAST,
-            progress=False,
-        )
-        worker = ServiceWorker(cfg)
+        worker = ServiceWorker(worker_config(ws, srv.base_url))
         worker.start()
         try:
             _, opened = worker.call("open_operator", {})
@@ -233,8 +234,17 @@ def tool_schemas() -> tuple[dict[str, set[str]], set[str]]:
 #: Fields inside a result's objects that the skills name (`budget`, `verdict`, an adoption).
 NESTED = {"rounds_left", "t_best_ms", "stage", "correct", "adopted", "id", "rationale"}
 #: Words in backticks that are values or kernel-side names, not the server's vocabulary.
-VALUES = {"refused", "runtime", "correctness", "false", "true", "sage", "printf", "device_print",
-          "tl.device_print"}
+VALUES = {
+    "refused",
+    "runtime",
+    "correctness",
+    "false",
+    "true",
+    "sage",
+    "printf",
+    "device_print",
+    "tl.device_print",
+}
 
 
 @pytest.mark.parametrize("skill", SKILLS, ids=lambda p: p.parent.name)

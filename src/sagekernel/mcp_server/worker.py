@@ -84,6 +84,8 @@ class ServiceWorker:
         self.run_id: str | None = None
         self.summary: RunSummary | None = None
         self._missed: list[dict[str, Any]] = []  # results the client never received, for the next call
+        self._missed_lock = threading.Lock()
+        self._service: KernelService | None = None
         self.on_open: Callable[[ServiceWorker], None] | None = None  # told once the run is open (or failed)
 
     # ---- life cycle -------------------------------------------------------------------------------
@@ -135,16 +137,19 @@ class ServiceWorker:
 
     def undelivered(self, tool: str, answer: Answer) -> None:
         """The client never received `answer` (it gave up on the call): keep it for the next call and
-        mark its log row."""
-
-        def mark(service: KernelService) -> None:
-            result = answer.result
+        mark its log row. Called as the answer is set (on the run's thread, before the next queued
+        call is served) or at once if it already was."""
+        result = answer.result
+        with self._missed_lock:
             self._missed.append({"tool": tool, "round": result.get("round"), "status": answer.status,
                                  "result": result})
-            if answer.row is not None:
-                service.mark_undelivered(answer.row)
-
-        self._jobs.put(mark)
+        if answer.row is None:
+            return
+        row = answer.row
+        if threading.current_thread() is self._thread and self._service is not None:
+            self._service.mark_undelivered(row)
+        else:
+            self._jobs.put(lambda service: service.mark_undelivered(row))
 
     def _opening_status(self) -> dict[str, Any]:
         waited = time.monotonic() - (self._opened_at or time.monotonic())
@@ -170,7 +175,7 @@ class ServiceWorker:
             with opened_run(self.cfg, finished=lambda r: not r.pending(), wrap_model=self._patient) as opened:
                 if isinstance(opened, RunSummary):
                     raise SageError(opened.message)
-                service = KernelService(opened, server_model=self.model)
+                service = self._service = KernelService(opened, server_model=self.model)
                 self.run_id = opened.runner.run_id
                 self.opened.set()
                 if self.on_open is not None:
@@ -215,9 +220,10 @@ class ServiceWorker:
             status, result = "error", {"error": str(exc)}
         except Exception as exc:
             status, result = "error", {"error": f"{type(exc).__name__}: {exc}"}
-        if self._missed and status != "error":
-            result = {**result, "missed_results": self._missed}
-            self._missed = []
+        with self._missed_lock:
+            if self._missed and status != "error":
+                result = {**result, "missed_results": self._missed}
+                self._missed = []
         try:
             text = to_json_text(result)
         except NotJsonClean as exc:  # a server bug, told as such rather than as an SDK failure
