@@ -184,7 +184,8 @@ async def diagnose_and_lock(args: list[str], ws: Path) -> dict[str, Any]:
         with pytest.raises(RunLocked) as locked:
             second.wait_ready(60)
         status, answer = second.call("open_operator", {})
-        assert status == "error" and "could not be opened" in answer["error"] and "in use by run" in answer["error"]
+        assert status == "error" and "could not be opened" in answer["error"]
+        assert "in use by run" in answer["error"]
         report["second"] = str(locked.value)
         return report
 
