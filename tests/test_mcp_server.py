@@ -305,9 +305,10 @@ def test_http_needs_the_bearer_token_and_a_new_session_continues(tmp_path: Path)
                 urllib.request.urlopen(wrong, timeout=5)
             assert denied.value.code == 401
         finally:
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal.SIGTERM)  # as a service manager stops it
             proc.wait(timeout=30)
     assert query(ws, "SELECT count(DISTINCT client) FROM tool_calls") == [(2,)]
+    assert query(ws, "SELECT status FROM runs") == [("interrupted",)]  # closed, resumable
 
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "mcp"

@@ -12,6 +12,8 @@ to the next call. Streamable HTTP binds to 127.0.0.1 only and requires `Authoriz
 from __future__ import annotations
 
 import hmac
+import signal
+import threading
 import time
 from typing import Any
 
@@ -186,8 +188,21 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
+def _sigterm_as_exit() -> None:
+    """SIGTERM ends the server like Ctrl-C does: through the caller's `finally`, which closes the run
+    (interrupted, resumable). Without it the default action kills the process mid-way (uvicorn
+    re-raises the signal after its own shutdown), leaving the run marked running."""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, stop)
+
+
 def serve_stdio(worker: ServiceWorker) -> None:
     server = build_server(worker)
+    _sigterm_as_exit()
     anyio.run(server.run_stdio_async)
 
 
@@ -197,5 +212,6 @@ def serve_http(worker: ServiceWorker, *, port: int, token: str, host: str = "127
     if host not in ("127.0.0.1", "localhost", "::1"):
         raise ValueError("the HTTP transport binds to the loopback interface only")
     server = build_server(worker)
+    _sigterm_as_exit()
     app = BearerAuth(server.streamable_http_app(host=host), token)
     uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
