@@ -179,6 +179,7 @@ def test_a_result_the_client_gave_up_on_reaches_its_next_call(tmp_path: Path) ->
             worker.undelivered("evaluate", evaluation.result())  # the client timed out meanwhile
             _status, now = worker.call("status", {}, me)
             _, later = worker.call("status", {}, me)
+            worker.call("finish_operator", {}, me)
         finally:
             worker.stop()
     (missed,) = now["missed_results"]
@@ -188,6 +189,15 @@ def test_a_result_the_client_gave_up_on_reaches_its_next_call(tmp_path: Path) ->
         ("evaluate", "undelivered")
     ]
     assert query(ws, "SELECT DISTINCT client FROM tool_calls") == [("test-client (stdio)",)]
+    # `sage report` credits the agent that wrote the kernels, not the server's distillation model
+    from typer.testing import CliRunner
+
+    from sagekernel.cli import app
+
+    shown = CliRunner().invoke(app, ["report", str(ws), "--json"])
+    assert shown.exit_code == 0, shown.output
+    (run,) = json.loads(shown.stdout)["runs"]
+    assert run["model"] == "test-client via MCP"
 
 
 def test_open_operator_shows_the_knowledge_as_sage_run_does(tmp_path: Path) -> None:
