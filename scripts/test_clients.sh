@@ -6,6 +6,10 @@
 # Needs node >= 20 and npm (apt-get install nodejs npm) and the npm registry; nothing else online.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
+if ! command -v npm >/dev/null || ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) < 20 ? 1 : 0)'; then
+  echo "test_clients.sh: needs node >= 20 and npm (apt-get install nodejs npm)" >&2
+  exit 2
+fi
 cache="${SAGE_CLIENTS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sage-agent-clients}"
 mkdir -p "$cache"
 if ! cmp -s "$here/tests/clients/package.json" "$cache/package.json" || [ ! -x "$cache/node_modules/.bin/opencode" ]; then
