@@ -79,7 +79,7 @@ class StatusResult(_Recoverable, total=False):
     server_model: dict[str, Any]
 
 
-class OperatorResult(_Recoverable, total=False):
+class OpenOperatorResult(_Recoverable, total=False):
     operator: str
     level: int
     category: str

@@ -26,7 +26,7 @@ from sagekernel.mcp_server.results import (
     DiagnoseResult,
     EvaluateResult,
     FinishResult,
-    OperatorResult,
+    OpenOperatorResult,
     RetrieveResult,
     StatusResult,
 )
@@ -107,7 +107,7 @@ def build_server(worker: ServiceWorker) -> Any:
         return await call("status", {}, ctx)
 
     @server.tool()
-    async def open_operator(ctx: Context, name: str | None = None) -> OperatorResult:
+    async def open_operator(ctx: Context, name: str | None = None) -> OpenOperatorResult:
         """Open the next pending operator of the run (or the one named): its description, PyTorch
         reference, kernel contract, the files to write, the target's knowledge (quick reference,
         debugging guide, example), the resident rules and the round budget. Reopening the open
