@@ -286,3 +286,50 @@ def test_the_generator_skill_agrees_with_the_server_on_refusals() -> None:
     assert re.search(r"EVERY\s+retrieved\s+experience\s+of\s+the\s+round", hook)
     assert re.search(r"keeps\s+nothing\s+from\s+a\s+refused\s+call", hook)
     assert "missed_results" in text  # what to do after a client timeout
+
+
+# ---- the server's model: a report at start, a wait when an operator finishes ----------------------
+class FlakyEndpoint:
+    """A model whose endpoint is down for the first `down` calls (probe and complete alike)."""
+
+    name = "flaky"
+
+    def __init__(self, down: int, broken: bool = False) -> None:
+        self.down, self.broken, self.calls = down, broken, 0
+
+    def _hit(self) -> None:
+        from sagekernel.errors import ModelError
+
+        self.calls += 1
+        if self.calls <= self.down:
+            raise ModelError("the model endpoint http://127.0.0.1:9/v1 is unreachable")
+
+    def probe(self) -> None:
+        self._hit()
+
+    def complete(self, messages: Any, **kwargs: Any) -> str:
+        from sagekernel.errors import ModelError
+
+        self._hit()
+        if self.broken:
+            raise ModelError("HTTP 401: bad key")
+        return "a lesson"
+
+
+def test_the_server_model_waits_for_its_endpoint_and_fails_fast_when_it_answers() -> None:
+    from sagekernel.errors import ModelError
+    from sagekernel.mcp_server.server_model import PatientModel
+
+    waiting = PatientModel(FlakyEndpoint(down=3), wait_s=5, poll_s=0.01)
+    waiting.probe()  # down: reported, not raised
+    assert waiting.report()["state"] == "unreachable"
+    assert waiting.complete([]) == "a lesson"  # waited (probing) until the endpoint came back
+    assert waiting.report()["state"] == "ready"
+    broken = PatientModel(FlakyEndpoint(down=0, broken=True), wait_s=60, poll_s=10)
+    started = time.monotonic()
+    with pytest.raises(ModelError, match="401"):
+        broken.complete([])  # the endpoint answers its probe: the call's own error, at once
+    assert time.monotonic() - started < 5
+    gone = PatientModel(FlakyEndpoint(down=10**6), wait_s=0.05, poll_s=0.01)
+    with pytest.raises(ModelError, match="unreachable"):
+        gone.complete([])  # waited enough
