@@ -180,8 +180,13 @@ async def diagnose_and_lock(args: list[str], ws: Path) -> dict[str, Any]:
             harness=FAST,
             progress=False,
         )
+        second = ServiceWorker(cfg)
+        second.start()  # returns at once: the run opens on the worker's thread
         with pytest.raises(RunLocked) as locked:
-            ServiceWorker(cfg).start()
+            second.wait_ready(60)
+        status, answer = second.call("open_operator", {})
+        assert status == "error" and "could not be opened" in answer["error"]
+        assert "in use by run" in answer["error"]
         report["second"] = str(locked.value)
         return report
 
@@ -255,7 +260,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_http_needs_the_bearer_token_and_one_session_writes(tmp_path: Path) -> None:
+def test_http_needs_the_bearer_token_and_a_new_session_continues(tmp_path: Path) -> None:
     ws = tmp_path / "http"
     prepare(ws)
     port, token = free_port(), "s3cret-token"
@@ -284,16 +289,16 @@ def test_http_needs_the_bearer_token_and_one_session_writes(tmp_path: Path) -> N
                     assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
                     time.sleep(0.3)
 
-            async def sessions() -> tuple[dict[str, Any], str]:
+            async def sessions() -> tuple[dict[str, Any], dict[str, Any]]:
                 async with connect_http(url, token) as first:
                     opened = await first.call("open_operator")
-                    async with connect_http(url, token) as second:
-                        with pytest.raises(ToolCallError) as refused:
-                            await second.call("retrieve")
-                    return opened, str(refused.value)
+                # a new MCP session with the same token (a second `opencode run`) continues the run
+                async with connect_http(url, token) as second:
+                    again = await second.call("retrieve")
+                return opened, again
 
-            opened, refusal = anyio.run(sessions)
-            assert opened["operator"] == "e2e_double" and "another client session" in refusal
+            opened, again = anyio.run(sessions)
+            assert opened["operator"] == "e2e_double" and again["round"] == 1 and again["items"]
             wrong = urllib.request.Request(
                 url, method="POST", data=b"{}", headers={"Authorization": "Bearer x"}
             )
@@ -301,9 +306,10 @@ def test_http_needs_the_bearer_token_and_one_session_writes(tmp_path: Path) -> N
                 urllib.request.urlopen(wrong, timeout=5)
             assert denied.value.code == 401
         finally:
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal.SIGTERM)  # as a service manager stops it
             proc.wait(timeout=30)
     assert query(ws, "SELECT count(DISTINCT client) FROM tool_calls") == [(2,)]
+    assert query(ws, "SELECT status FROM runs") == [("interrupted",)]  # closed, resumable
 
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "mcp"

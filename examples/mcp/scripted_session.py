@@ -169,7 +169,10 @@ def main() -> None:
         print(f"tool-call log: {', '.join(after['tool_calls'])}")
         print(f"the server's own model calls: {', '.join(after['server_model_calls']) or 'none'}")
     if opts.workspace is None and not opts.json:
-        print("(inspect it with `sage report --workspace ...`; it is a temporary directory)")
+        print(
+            "(inspect it with `sage report WORKSPACE` and `sage log tools -w WORKSPACE`; "
+            "it is a temporary directory)"
+        )
     sys.stdout.flush()
 
 

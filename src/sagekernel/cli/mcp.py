@@ -6,6 +6,7 @@ import os
 import secrets
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -86,8 +87,11 @@ def mcp_command(
         progress=False,
     )
     worker = ServiceWorker(cfg)
-    worker.start()  # takes the workspace lock and opens (or resumes) the run before serving
-    print(f"sage mcp: run {worker.run_id} in {workspace} ({method}, {target})", file=sys.stderr)
+    worker.on_open = _announce
+    # the run opens on its own thread while the server already answers the client's handshake:
+    # opening can take longer than MCP clients wait for a connection (mcp_server/worker.py)
+    worker.start()
+    print(f"sage mcp: opening the run in {workspace} ({method}, {target})", file=sys.stderr)
     try:
         if http:
             token = os.environ.get(token_env) or secrets.token_urlsafe(24)
@@ -102,6 +106,19 @@ def mcp_command(
         if worker.summary is not None:
             s = worker.summary
             print(f"sage mcp: run {s.run_id} {s.status}: {s.done}/{s.operators} operators", file=sys.stderr)
+
+
+def _announce(worker: Any) -> None:
+    try:
+        worker.wait_ready(0)
+    except BaseException as exc:
+        print(f"sage mcp: the run could not be opened: {exc} (every tool call says so)", file=sys.stderr)
+        return
+    print(f"sage mcp: run {worker.run_id} open", file=sys.stderr)
+    model = worker.model.report() if worker.model is not None else {}
+    if model.get("state") == "unreachable":
+        print(f"sage mcp: the server's model is unreachable; the agent can work, distillation waits "
+              f"for it: {model.get('problem')}", file=sys.stderr)
 
 
 def register(app: typer.Typer) -> None:

@@ -24,9 +24,11 @@ from typing import Any
 
 from sagekernel.agent.decisions import read_block
 from sagekernel.agent.files import file_paths, single_path
+from sagekernel.agent.knowledge import knowledge_for
 from sagekernel.agent.session import OperatorSession, Submission
 from sagekernel.candidate import Candidate
 from sagekernel.errors import SageError
+from sagekernel.mcp_server.diagnosis import diagnosis_result, diagnostics_offered
 from sagekernel.records import EpisodeKind, ResidentRule, RetrievedItem
 from sagekernel.runner.run import OpenedRun
 from sagekernel.runner.store import now_iso
@@ -57,8 +59,9 @@ def _rule(r: ResidentRule) -> dict[str, Any]:
 class KernelService:
     """One opened run and the operator in progress; each public method is one tool."""
 
-    def __init__(self, opened: OpenedRun) -> None:
+    def __init__(self, opened: OpenedRun, server_model: Any = None) -> None:
         self.opened = opened
+        self.server_model = server_model  # PatientModel: its state is shown by `status`
         self.runner = opened.runner
         self.session: OperatorSession | None = None
         self.refusals = 0  # refused evaluations of the open round (its re-asks)
@@ -104,6 +107,8 @@ class KernelService:
     def status(self) -> dict[str, Any]:
         r = self.runner
         out: dict[str, Any] = {
+            "ready": True,
+            "state": "open",
             "run_id": r.run_id,
             "workspace": str(self.opened.workspace),
             "method": r.cfg.method,
@@ -116,6 +121,9 @@ class KernelService:
         if self.session is not None and not self.session.finished:
             out["open_operator"] = self.session.task.name
             out["budget"] = self._budget(self.session)
+        report = getattr(self.server_model, "report", None)
+        if report is not None:
+            out["server_model"] = report()
         return out
 
     def open_operator(self, name: str | None = None) -> dict[str, Any]:
@@ -136,7 +144,9 @@ class KernelService:
 
     def _describe(self, s: OperatorSession) -> dict[str, Any]:
         task, target = s.task, s.target
-        knowledge = target.knowledge()
+        # the knowledge exactly as `sage run`'s prompt shows it: fence markers dropped, only the
+        # passages for this operator's category kept (agent/knowledge.py)
+        knowledge = knowledge_for(target.knowledge(), task.category)
         files = [
             {"path": f.path, "language": f.language, "role": f.role, "description": f.description}
             for f in getattr(target, "files", lambda _t: [])(task)
@@ -155,7 +165,9 @@ class KernelService:
                 "quick_reference": knowledge.quick_reference,
                 "debugging_guide": knowledge.debugging_guide,
                 "example": knowledge.example,
+                "notes": list(knowledge.notes),
             },
+            "diagnostics_available": diagnostics_offered(target),
             "resident_rules": [_rule(r) for r in s.memory.resident_rules()],
             "budget": self._budget(s),
             "pending_operators": self.pending_operators(),
@@ -272,7 +284,7 @@ class KernelService:
         s = self._open()
         r = self.runner
         report = diagnose(s.task, self._candidate(s, code, files), s.target, r.harness, device=r.cfg.device)
-        return {"round_spent": False, **report.to_dict()}
+        return {"round_spent": False, **diagnosis_result(report)}
 
     def finish_operator(self) -> dict[str, Any]:
         s = self._open()
@@ -293,14 +305,15 @@ class KernelService:
         self,
         tool: str,
         arguments: Mapping[str, Any],
-        result: Mapping[str, Any],
+        result_text: str,
         status: str,
         started: float,
         round_: int | None = None,
-    ) -> None:
+    ) -> int | None:
+        """Append one call; `result_text` is the JSON the client is sent (results.to_json_text)."""
         s = self.session
         conn = self.runner.conn
-        conn.execute(
+        cur = conn.execute(
             "INSERT INTO tool_calls (created_at, run_id, client, tool, operator, round, status, "
             "arguments_json, result_json, wall_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -312,7 +325,12 @@ class KernelService:
                 round_,
                 status,
                 json.dumps(dict(arguments), sort_keys=True, default=str),
-                json.dumps(dict(result), sort_keys=True, default=str),
+                result_text,
                 round(time.perf_counter() - started, 4),
             ),
         )
+        return cur.lastrowid
+
+    def mark_undelivered(self, row: int) -> None:
+        """The client gave up on this call before its result arrived (timeout, cancellation)."""
+        self.runner.conn.execute("UPDATE tool_calls SET status = 'undelivered' WHERE id = ?", (row,))

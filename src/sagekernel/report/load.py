@@ -198,11 +198,26 @@ def _run_info(conn: sqlite3.Connection, workspace: Path, run_id: str, tables: se
     return RunInfo(
         workspace=workspace, run_id=run_id, created_at=get("created_at"),
         finished_at=row["finished_at"] if "finished_at" in keys else None,
-        status=get("status", "unknown"), method=get("method", "unknown"), model=get("model", "unknown"),
+        status=get("status", "unknown"), method=get("method", "unknown"),
+        model=_credited_model(conn, run_id, tables, get("model", "unknown")),
         target=get("target"), suite=get("suite"), schedule=get("schedule"),
         budget=int(get("budget", "0")), frozen=bool(int(get("frozen", "0"))),
         planned=sum(planned_by_level.values()), planned_by_level=planned_by_level,
         spend_tokens=spend_tokens, spend_cost_usd=spend_cost, spend_calls=spend_calls)
+
+
+def _credited_model(conn: sqlite3.Connection, run_id: str, tables: set[str], model: str) -> str:
+    """Who wrote the kernels. A `sage mcp` run's kernels come from the coding agents that called its
+    tools (named by their MCP handshake, e.g. "opencode 1.18.33"); the run's own model (`runs.model`)
+    only distilled and is left out of the label. Other runs: their model."""
+    if "tool_calls" not in tables:
+        return model
+    labels = [str(c) for (c,) in conn.execute(
+        "SELECT client FROM tool_calls WHERE run_id = ? GROUP BY client ORDER BY min(id)", (run_id,))]
+    agents = list(dict.fromkeys(label.split(" (")[0] for label in labels))  # "(stdio)", "(http ...)" dropped
+    if not agents:
+        return model
+    return f"{', '.join(agents)} via MCP"
 
 
 def _results(conn: sqlite3.Connection, run_id: str) -> list[OperatorResult]:

@@ -304,14 +304,17 @@ class OpenedRun:
 @contextmanager
 def opened_run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None = None,
                after_episode: Callable[[EpisodeTrace, bool], None] | None = None,
-               finished: Callable[[StreamRunner], bool] | None = None) -> Iterator[OpenedRun | RunSummary]:
+               finished: Callable[[StreamRunner], bool] | None = None,
+              wrap_model: Callable[[Model], Model] | None = None) -> Iterator[OpenedRun | RunSummary]:
     """Open (create or resume) the run `cfg` describes, holding the workspace lock, and yield it
     with status "running"; on exit its status is set and its summary computed. Yields the run's
     summary instead when it had already finished (nothing is run or learned again).
 
     The caller drives `opened.runner` (`process()` for `sage run`, `begin_operator` for the MCP
     server). `finished(runner)` says whether a block that returned normally finished the run
-    (default: it did); Ctrl-C/SIGTERM and a spent budget inside the block mark it interrupted."""
+    (default: it did); Ctrl-C/SIGTERM and a spent budget inside the block mark it interrupted.
+    `wrap_model` wraps the run's model before its probe (`sage mcp`: a probe that reports instead of
+    failing, mcp_server/server_model.py)."""
     from sagekernel.memory.io import load_seed
     from sagekernel.memory.policies import make_policy
     from sagekernel.models.config import Budget, model_config_from
@@ -358,6 +361,8 @@ def opened_run(cfg: RunConfig, *, progress: Progress | None = None, model: Model
             budget.used_tokens, budget.used_cost_usd, budget.calls = store.model_usage(run_id)
         model = model or make_model(cfg.model, config=model_config_from(cfg.model_options), log=log,
                                     budget=budget)
+        if wrap_model is not None:
+            model = wrap_model(model)
         probe(model)
         mem_conn = _memory_connection(cfg, conn, run_id)
         prompts = Prompts()
