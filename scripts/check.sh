@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything CI checks, in one command (README: "Run the tests"):
-# install, lint, types, the harness self-check, a real evaluation from a fresh venv, the tests.
+# install, lint, types, the harness self-check, a real evaluation from a fresh venv, the tests,
+# then the real coding-agent clients (tests/test_agent_clients.py, marker `clients`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
@@ -15,3 +16,5 @@ say "a fresh virtual environment evaluates a kernel"
 bash scripts/venv_check.sh
 say "pytest"
 "$PY" -m pytest
+say "the real coding-agent clients (OpenCode, Claude Code from npm) through sage mcp"
+bash scripts/test_clients.sh

@@ -6,7 +6,12 @@
 # Needs node >= 20 and npm (apt-get install nodejs npm) and the npm registry; nothing else online.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-if ! command -v npm >/dev/null || ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) < 20 ? 1 : 0)'; then
+node_ok() { command -v npm >/dev/null && node -e 'process.exit(Number(process.versions.node.split(".")[0]) < 20 ? 1 : 0)'; }
+if ! node_ok && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "test_clients.sh: installing nodejs and npm (apt)" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+fi
+if ! node_ok; then
   echo "test_clients.sh: needs node >= 20 and npm (apt-get install nodejs npm)" >&2
   exit 2
 fi
