@@ -14,6 +14,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -216,3 +217,39 @@ def test_pure_helpers():
     assert scalar_values(args, ["beta"]) == [1.5] and scalar_values(args, []) == []
     assert sizes_from_shapes([["B", "D"], ["B", "D"]], args[:2]) == {"B": 2, "D": 3}
     assert first_difference(b"abc", b"abc") == -1 and first_difference(b"abc", b"abd") == 2
+
+
+def test_batched_protocol_divides_one_window_by_the_batch():
+    """T2 (paper C.4): one event window around `batch` back-to-back calls, a synchronise before it,
+    the figure per call; the cold-l2 protocol keeps one call per window and flushes first."""
+    import argparse
+
+    from sagekernel.targets.ascendc.runtime.ascendc_runtime import NpuBackend, protocol_text
+
+    log: list[str] = []
+
+    class Event:
+        def __init__(self, enable_timing: bool) -> None:
+            self.t = 0.0
+
+        def record(self) -> None:
+            log.append("record")
+            self.t = float(len([x for x in log if x == "call"]))
+
+        def elapsed_time(self, other: "Event") -> float:  # ms: 2 ms per call in this fake
+            return (other.t - self.t) * 2.0
+
+    npu = types.SimpleNamespace(Event=Event, synchronize=lambda: log.append("sync"))
+    fake = types.SimpleNamespace(npu=npu)
+    backend = NpuBackend.__new__(NpuBackend)
+    backend.torch = fake
+    backend.opts = argparse.Namespace(protocol="batched", batch=100)
+    backend.flush = types.SimpleNamespace(zero_=lambda: log.append("flush"))
+    ns, _ = backend.timed(lambda: log.append("call"))
+    assert ns == 2_000_000 and log.count("call") == 100 and "flush" not in log
+    assert log[:2] == ["sync", "record"] and log[-2:] == ["record", "sync"]
+    log.clear()
+    backend.opts = argparse.Namespace(protocol="cold-l2", batch=100)
+    ns, _ = backend.timed(lambda: log.append("call"))
+    assert ns == 2_000_000 and log.count("call") == 1 and "flush" in log
+    assert "100 back-to-back" in protocol_text("batched") and "L2 flush" in protocol_text("cold-l2")

@@ -28,7 +28,7 @@ from sagekernel.targets.ascendc.contract import files_for, kernel_only_fields, k
 from sagekernel.targets.ascendc.cparse import Source
 from sagekernel.targets.ascendc.names import OpNames, op_names
 from sagekernel.targets.ascendc.settings import task_settings
-from sagekernel.targets.ascendc.skeleton import op_attrs
+from sagekernel.targets.ascendc.skeleton import prototype
 from sagekernel.tasks.task import Task
 
 KERNEL_INCLUDES = ("kernel_operator.h", "kernel_tiling/kernel_tiling.h")
@@ -144,11 +144,7 @@ def check_opdef(host: Source, path: str, task: Task, names: OpNames) -> list[Lin
                 "names", f"{path} must register OP_ADD({names.op_type}) (found {', '.join(added) or 'none'})"
             )
         )
-    for kind, want in (
-        ("Input", [t.name for t in task.inputs]),
-        ("Output", [t.name for t in task.outputs]),
-        ("Attr", [a for a, _, _ in op_attrs(task)]),
-    ):
+    for kind, want in prototype(task).items():
         got = [a[0].strip('"') for a, _ in host.macro_invocations(kind) if a and a[0].startswith('"')]
         if got != want:
             out.append(

@@ -8,6 +8,7 @@ running need the toolkit (and torch_npu plus an NPU for `npu`), and say which pi
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from sagekernel.targets.ascendc.config import AscendConfig
 from sagekernel.targets.ascendc.contract import contract_text, files_for
 from sagekernel.targets.ascendc.lint import lint_candidate
 from sagekernel.targets.ascendc.plans import BuildPlan, build_plan
+from sagekernel.targets.ascendc.runtime.ascendc_runtime import protocol_text
 from sagekernel.targets.ascendc.settings import task_settings
 from sagekernel.targets.ascendc.skeleton import op_attrs
 from sagekernel.targets.base import (
@@ -36,6 +38,9 @@ HERE = Path(__file__).resolve().parent
 RUNTIME_DIR = HERE / "runtime"
 WIRE_DIR = HERE.parent.parent / "harness" / "children"
 BOX_RUNTIME, BOX_WIRE = "/box/ascendc", "/box/wire"
+#: H3: CANN's error detail on the runtime's stderr (the harness keeps it), not in plog files under
+#: a sandbox HOME that is thrown away; level 3 = errors only.
+RUNTIME_LOG_ENV = {"ASCEND_SLOG_PRINT_TO_STDOUT": "1", "ASCEND_GLOBAL_LOG_LEVEL": "3"}
 DEVICES = (DeviceInfo("npu", Evidence.HARDWARE, True), DeviceInfo("cpu-twin", Evidence.EMULATED, False))
 
 
@@ -43,8 +48,19 @@ class AscendCTarget:
     name = "ascendc"
     language = "cpp"
 
-    def __init__(self, config: AscendConfig | None = None) -> None:
+    def __init__(self, config: AscendConfig | None = None, timing_protocol: str | None = None) -> None:
         self._config = config
+        self._protocol = timing_protocol
+
+    @property
+    def timing_protocol(self) -> str:
+        """`batched` (the paper's C.4, the default) or `cold-l2` (SAGE_ASCENDC_TIMING overrides)."""
+        from sagekernel.targets.ascendc.runtime.ascendc_runtime import DEFAULT_PROTOCOL, PROTOCOLS
+
+        chosen = self._protocol or os.environ.get("SAGE_ASCENDC_TIMING") or DEFAULT_PROTOCOL
+        if chosen not in PROTOCOLS:
+            raise ValueError(f"SAGE_ASCENDC_TIMING={chosen!r}: use one of {', '.join(PROTOCOLS)}")
+        return chosen
 
     @property
     def config(self) -> AscendConfig:
@@ -90,7 +106,11 @@ class AscendCTarget:
         plan = self.plan(candidate, task, workdir, device=device)
         if timeout_s:
             plan = _with_timeouts(plan, timeout_s)
-        return execute(plan, {f.path for f in self.files(task)})
+        result = execute(plan, {f.path for f in self.files(task)})
+        result.info["timing_protocol"] = (  # the verdict records which protocol its figures come from
+            protocol_text(self.timing_protocol) if device == "npu" else "not timed (CPU twin debug)"
+        )
+        return result
 
     def runtime(self, built: BuildResult, task: Task, device: str) -> RuntimeSpec:
         """The Python runtime in the sandbox; the evaluation's directory is bound at the same path
@@ -100,12 +120,25 @@ class AscendCTarget:
         plan = built.info.get("plan", {})
         workdir = plan.get("workdir", str(Path(artifact).parent))
         root = plan.get("base_env", {}).get("ASCEND_HOME_PATH") or str(availability.cann_home() or "")
-        env = {**plan.get("base_env", {}), **plan.get("run_env", {}), "TORCH_DEVICE_BACKEND_AUTOLOAD": "1"}
+        env = {
+            **plan.get("base_env", {}),
+            **plan.get("run_env", {}),
+            **RUNTIME_LOG_ENV,
+            "TORCH_DEVICE_BACKEND_AUTOLOAD": "1",
+        }
+        # T1: the worker's device slot (experiment/devices.py sets it per worker process); the
+        # sandbox rebuilds the environment from this spec, so it must be carried here.
+        env.update({k: os.environ[k] for k in availability.DEVICE_SELECT_VARS if k in os.environ})
         if mode == "twin":
             env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # plain CPU torch: never load torch_npu
         binds = [(str(RUNTIME_DIR), BOX_RUNTIME), (str(WIRE_DIR), BOX_WIRE), (workdir, workdir)]
+        module_dir = str(Path(artifact).parent)
+        if not module_dir.startswith(workdir.rstrip("/") + "/"):  # the per-task extension cache
+            binds.append((module_dir, module_dir))
         if root:
             binds.append((root, root))
+        if mode == "npu":  # T3: the files the NPU runtime reads at start-up, as container recipes bind them
+            binds += [(p, p) for p in availability.host_binds() if not p.startswith(root or "\0")]
         argv = [
             sys.executable,
             f"{BOX_RUNTIME}/ascendc_runtime.py",
@@ -121,6 +154,8 @@ class AscendCTarget:
             json.dumps(list(task.sizes)),
             "--dims",
             json.dumps([list(t.dims) for t in (*task.inputs, *task.outputs)]),
+            "--protocol",
+            self.timing_protocol,
         ]
         return RuntimeSpec(
             argv=argv,
