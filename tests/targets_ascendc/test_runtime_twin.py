@@ -236,7 +236,7 @@ def test_batched_protocol_divides_one_window_by_the_batch():
             log.append("record")
             self.t = float(len([x for x in log if x == "call"]))
 
-        def elapsed_time(self, other: "Event") -> float:  # ms: 2 ms per call in this fake
+        def elapsed_time(self, other: Event) -> float:  # ms: 2 ms per call in this fake
             return (other.t - self.t) * 2.0
 
     npu = types.SimpleNamespace(Event=Event, synchronize=lambda: log.append("sync"))

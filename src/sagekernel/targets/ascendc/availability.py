@@ -74,7 +74,9 @@ def resolve_tool(name: str, home: Path | None = None) -> str | None:
     if found:
         return str(Path(found).resolve())
     home = home if home is not None else cann_home()
-    for rel in TOOL_PATHS.get(name, ()) if home is not None else ():
+    if home is None:
+        return None
+    for rel in TOOL_PATHS.get(name, ()):
         candidate = home / rel
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
