@@ -5,13 +5,21 @@ Rules (each finding names one):
 - `names`: op type <-> files <-> kernel entry <-> tiling struct <-> OpDef agree (names.py).
 - `tiling_fields`: host definition vs kernel reads (tiling_check.py).
 - `forbidden_api` (paper C.3, no equivalent high-level substitution): a task can name the Ascend C
-  APIs that would implement its core (settings.py); calling one is rejected with the reason.
-- `framework_call`: no aclnn / torch / torch_npu / ACL runtime calls inside the operator: the
-  operator is measured, so it must not hand the work to another implementation.
+  APIs that would implement its core (settings.py); any reference to one or to its
+  implementation family -- a call, a macro, an alias, a function pointer, `*Impl` -- is
+  rejected, and so is token pasting (integrity.py).
+- `framework_call`: no reference to aclnn / torch / torch_npu / ACL runtime names, nor to the
+  dynamic loader (dlopen / dlsym) inside the operator: it is measured, so it must not hand the
+  work to another implementation.
 - `include` (no expert-implementation leakage): includes come from an allow-list per role; no
-  absolute or parent-relative paths, nothing from operator libraries.
-- `hardcoded_shape` (no hard-coded tiling): integer literals equal to an evaluation size (not a
-  power of two, above 16) or to a product of sizes. Held-out shapes at evaluation catch the rest.
+  absolute or parent-relative paths, nothing from operator libraries, and not the high-level
+  API header that implements a forbidden API (`lib/activation/sigmoid.h` for mul_sigmoid).
+- `hardcoded_shape` (no hard-coded tiling): a constant expression equal to an evaluation size or a
+  product of sizes, where it specialises the code: compared with a run-time value, a case label,
+  or stored into a tiling field (integrity.specialisations). Elsewhere such a constant is fine.
+- `tiling_behaviour` (kernel-only, where a host compiler exists): the model's tiling function run
+  on the evaluation shapes and on shapes next to them; its plan must cover every element
+  (tiling_probe.py).
 - `host_device_memory` (the paper's GatherV3 case): host tiling reading tensor data
   (`GetInputTensor(..)->GetData`) of an input the OpDef does not declare `ValueDepend`: that
   pointer is device memory, and the host would read garbage or fault.
@@ -20,9 +28,11 @@ Reduced precision is not a static rule: the harness's tolerance judges it at run
 
 from __future__ import annotations
 
+import re
+
 from sagekernel.candidate import Candidate
 from sagekernel.harness.verdict import LintFinding
-from sagekernel.targets.ascendc import tiling_check
+from sagekernel.targets.ascendc import integrity, tiling_check
 from sagekernel.targets.ascendc.config import AscendConfig
 from sagekernel.targets.ascendc.contract import files_for, kernel_only_fields, kernel_parameters, template_of
 from sagekernel.targets.ascendc.cparse import Source
@@ -56,8 +66,6 @@ STD_HEADERS = frozenset(
         "math.h",
     )
 )
-FRAMEWORK_CALL_PREFIXES = ("aclnn", "aclop", "aclrt", "EXEC_NPU_CMD", "npu_")
-FRAMEWORK_QUALIFIERS = ("at::", "torch::", "c10::", "c10_npu::", "torch_npu", "op_api::", "l0op::")
 _POW2 = {1 << k for k in range(64)}
 
 
@@ -157,7 +165,9 @@ def check_opdef(host: Source, path: str, task: Task, names: OpNames) -> list[Lin
     return out
 
 
-def check_includes(src: Source, path: str, role: str, own: set[str]) -> list[LintFinding]:
+def check_includes(
+    src: Source, path: str, role: str, own: set[str], forbidden: tuple[str, ...] = ()
+) -> list[LintFinding]:
     out = []
     for inc, line in src.includes():
         base = inc.rsplit("/", 1)[-1]
@@ -172,7 +182,19 @@ def check_includes(src: Source, path: str, role: str, own: set[str]) -> list[Lin
             ok = inc in KERNEL_INCLUDES or inc.startswith(KERNEL_INCLUDE_PREFIXES)
         else:
             ok = inc.startswith(HOST_INCLUDE_PREFIXES) or inc in STD_HEADERS
-        if not ok:
+        stem = re.sub(r"[^a-z0-9]", "", base.rsplit(".", 1)[0].lower())
+        api = next((a for a in forbidden if stem and stem == re.sub(r"[^a-z0-9]", "", a.lower())), None)
+        if ok and api is not None:
+            out.append(
+                _finding(
+                    "include",
+                    f'#include "{inc}" is the library header of AscendC::{api}, which this operator '
+                    "may not use (it is the operator itself)",
+                    src,
+                    line,
+                )
+            )
+        elif not ok:
             allowed = (
                 ", ".join(KERNEL_INCLUDES) + ", lib/..."
                 if role == "kernel"
@@ -190,30 +212,46 @@ def check_includes(src: Source, path: str, role: str, own: set[str]) -> list[Lin
     return out
 
 
-def check_calls(src: Source, path: str, forbidden: tuple[str, ...], task: Task) -> list[LintFinding]:
+def check_calls(src: Source, path: str, forbidden: tuple[str, ...], task_name: str) -> list[LintFinding]:
+    """Forbidden APIs and framework / loader names, by every reference (integrity.py)."""
     out = []
-    for call in src.calls():
-        if call.name in forbidden:
-            out.append(
-                _finding(
-                    "forbidden_api",
-                    f"{path} calls {call.qualified}: for {task.name} that API is "
-                    "the operator itself (equivalent high-level substitution); compose it from "
-                    "basic vector instructions",
-                    src,
-                    call.line,
-                )
+    for ref, api in integrity.forbidden_references(src, forbidden):
+        how = "in a macro" if ref.in_macro else "by name"
+        shown = f"{ref.qualified_by}::{ref.name}" if ref.qualified_by else ref.name
+        out.append(
+            _finding(
+                "forbidden_api",
+                f"{path} reaches {shown} ({how}; the AscendC::{api} family): for {task_name} that API is "
+                "the operator itself (equivalent high-level substitution); compose it from "
+                "basic vector instructions",
+                src,
+                ref.line,
             )
-        elif call.name.startswith(FRAMEWORK_CALL_PREFIXES) or call.qualified.startswith(FRAMEWORK_QUALIFIERS):
-            out.append(
-                _finding(
-                    "framework_call",
-                    f"{path} calls {call.qualified}: the operator must do the work "
-                    "itself, not call aclnn, torch, torch_npu or the ACL runtime",
-                    src,
-                    call.line,
-                )
+        )
+    out += [
+        _finding(
+            "forbidden_api",
+            f"{path} pastes tokens (##) in a macro: names built that way cannot be checked; write them out",
+            src,
+            line,
+        )
+        for line in integrity.token_pasting(src)
+    ]
+    seen: set[int] = set()
+    for ref, why in integrity.framework_references(src):
+        if ref.line in seen:  # `at::softmax` is two names, one use
+            continue
+        seen.add(ref.line)
+        shown = f"{ref.qualified_by}::{ref.name}" if ref.qualified_by else ref.name
+        out.append(
+            _finding(
+                "framework_call",
+                f"{path} uses {shown} ({why}): the operator must do the work itself, not reach aclnn, "
+                "torch, torch_npu, the ACL runtime or a loaded library",
+                src,
+                ref.line,
             )
+        )
     return out
 
 
@@ -231,18 +269,16 @@ def suspicious_literals(task: Task) -> dict[int, str]:
     return values
 
 
-def check_literals(src: Source, path: str, task: Task) -> list[LintFinding]:
-    bad = suspicious_literals(task)
+def check_literals(src: Source, path: str, suspicious: dict[int, str]) -> list[LintFinding]:
     return [
         _finding(
             "hardcoded_shape",
-            f"{path}: the literal {text} equals {bad[v]}; read shapes from the "
-            "tiling data (held-out shapes are evaluated)",
+            f"{path}: a constant equal to {suspicious[s.value]} is {s.how}: the code is specialised "
+            "to that shape; read shapes from the tiling data (held-out shapes are evaluated)",
             src,
-            line,
+            s.line,
         )
-        for v, line, text in src.number_literals()
-        if v in bad
+        for s in integrity.specialisations(src, suspicious)
     ]
 
 
@@ -269,6 +305,7 @@ def lint_candidate(candidate: Candidate, task: Task, config: AscendConfig) -> li
     settings = task_settings(task)
     specs = files_for(task, config)
     own = {s.path.rsplit("/", 1)[-1] for s in specs} | {f"{n.snake}_tiling.h"}
+    suspicious = suspicious_literals(task)
     parsed: dict[str, Source] = {}
     for spec in specs:
         text = candidate.files.get(spec.path, "")
@@ -276,9 +313,9 @@ def lint_candidate(candidate: Candidate, task: Task, config: AscendConfig) -> li
             continue
         src = parsed[spec.path] = Source(text)
         role = "kernel" if spec.role == "kernel" else "host"
-        findings += check_includes(src, spec.path, role, own)
-        findings += check_calls(src, spec.path, settings.forbidden_apis, task)
-        findings += check_literals(src, spec.path, task)
+        findings += check_includes(src, spec.path, role, own, settings.forbidden_apis)
+        findings += check_calls(src, spec.path, settings.forbidden_apis, task.name)
+        findings += check_literals(src, spec.path, suspicious)
     kernel = parsed.get(n.kernel_file)
     if kernel is not None:
         findings += check_kernel_entry(kernel, n.kernel_file, task, n)
