@@ -106,7 +106,7 @@ SPECIALISED = [
     ("named constant",
      "constexpr int64_t kTimed = 64 * 1000;\n    if (kTimed == t.totalLength) { t.bufferNum = 1; }"),
     ("case label", "switch (t.D) {\n    case 1000: t.bufferNum = 1; break;\n    default: break;\n    }"),
-    ("stored into a field", "t.extra[0] = 63 * 1000 + 1000;"),
+    ("stored into a size field", "t.totalLength = 63 * 1000 + 1000;"),
 ]  # fmt: skip
 
 

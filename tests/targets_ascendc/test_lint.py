@@ -79,7 +79,9 @@ def test_include_allow_list(tasks):
         "#include <vector>",
     )
     found = [f for f in lint_candidate(c, tasks["abs"], config_for("abs")) if f.rule == "include"]
-    assert len(found) == 3  # parent path, aclnn header, and an STL header in device code
+    # parent path and the aclnn header; a standard header carries no operator code (expert
+    # NPUKernelBench kernels include <type_traits>, <cstdint>, <tuple>)
+    assert len(found) == 2
     host = edit(
         reference_candidate("softmax"),
         SM_HOST,
@@ -104,7 +106,7 @@ def test_hard_coded_evaluation_shape(tasks):
     )
     findings = [f for f in lint_candidate(c, tasks["abs"], config_for("abs")) if f.rule == "hardcoded_shape"]
     assert len(findings) == 1 and "element count of x" in findings[0].reason
-    assert "compared with a run-time value" in findings[0].reason
+    assert "compared with a shape" in findings[0].reason
 
 
 def test_host_reading_device_memory(tasks):

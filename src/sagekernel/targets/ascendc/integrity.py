@@ -12,9 +12,11 @@
   namespaces, and the dynamic loader (`dlopen`, `dlsym`, ...) or process primitives, which
   would reach another implementation by a string the text never names as a call.
 - Shape specialisation: a constant expression (literals, arithmetic on them, named constants)
-  whose value is an evaluation size, used where it specialises the code: compared with a
-  run-time value (`if (t.totalLength == 8 * 8000)`), as a `case` label, or stored into a tiling
-  field. The same constant elsewhere (an unroll factor of 33, a buffer cap) is left alone.
+  whose value is an evaluation size, where it specialises shape-derived code: compared with a
+  value that comes from a shape (`if (t.totalLength == 8 * 8000)`; data flow from the host's
+  shape queries and the size fields, through locals, assignments and `set_<field>`), as a
+  `case` label of a switch on a shape, or stored into a size-carrying field. The same constant
+  elsewhere (an unroll factor of 33, a tensor-count limit of 24) is left alone.
 """
 
 from __future__ import annotations
@@ -88,6 +90,8 @@ def defined_names(src: Source) -> set[str]:
         name = node.child_by_field_name("name") or node.child_by_field_name("declarator")
         if name is not None:
             names.add(src.node_text(name).split("::")[-1])
+    for macro in ("BEGIN_TILING_DATA_DEF", "REGISTER_TILING_DATA_CLASS", "BEGIN_TILING_DATA_DEF_T"):
+        names.update(args[-1] for args, _ in src.macro_invocations(macro) if args)
     for node in src.of_type("init_declarator", "parameter_declaration", "declaration", "field_declaration"):
         decl = node.child_by_field_name("declarator")
         while decl is not None and decl.type not in ("identifier", "field_identifier"):
@@ -104,11 +108,14 @@ def in_family(name: str, api: str) -> bool:
     return name.startswith(api) and (name[len(api)].isupper() or name[len(api)] in "_0123456789")
 
 
-def forbidden_references(src: Source, forbidden: Iterable[str]) -> list[tuple[Reference, str]]:
+def forbidden_references(
+    src: Source, forbidden: Iterable[str], own: set[str] | None = None
+) -> list[tuple[Reference, str]]:
+    """References to a forbidden API's family; `own`: names the candidate defines (all its files)."""
     apis = tuple(forbidden)
     if not apis:
         return []
-    own = defined_names(src)
+    own = own if own is not None else defined_names(src)
     found = []
     for ref in references(src):
         api = next((a for a in apis if in_family(ref.name, a)), None)
@@ -120,14 +127,36 @@ def forbidden_references(src: Source, forbidden: Iterable[str]) -> list[tuple[Re
     return found
 
 
-def token_pasting(src: Source) -> list[int]:
-    return [n.start_point[0] + 1 for n in src.of_type("preproc_arg") if "##" in src.node_text(n)]
+def token_pasting(src: Source, forbidden: Iterable[str]) -> list[int]:
+    """Lines where a macro that pastes names (`a##b`; the GNU `, ##__VA_ARGS__` is not pasting)
+    is expanded, at one of its invocations, into a forbidden API's family."""
+    apis = tuple(forbidden)
+    found = []
+    for node in src.of_type("preproc_function_def"):
+        name, params, value = (node.child_by_field_name(k) for k in ("name", "parameters", "value"))
+        if name is None or params is None or value is None:
+            continue
+        body = re.sub(r"##\s*__VA_ARGS__", "", src.node_text(value))
+        if "##" not in body:
+            continue
+        formals = [src.node_text(p) for p in params.named_children]
+        for args, line in src.macro_invocations(src.node_text(name)):
+            text = body
+            for formal, actual in zip(formals, args, strict=False):
+                text = re.sub(rf"\b{re.escape(formal)}\b", actual, text)
+            pasted = re.sub(r"\s*##\s*", "", text)
+            if any(in_family(ident, api) for ident in _IDENT.findall(pasted) for api in apis):
+                found.append(line)
+    return found
 
 
 def framework_references(src: Source) -> list[tuple[Reference, str]]:
     """(reference, why) for names that hand the work to another implementation or a loader."""
     found = []
+    types = {src.node_text(n) for n in src.of_type("type_identifier")}
     for ref in references(src):
+        if ref.name in types and not ref.in_macro and ref.name not in LOADER_NAMES:
+            continue  # a type (aclnnStatus, aclrtStream) does nothing by being named
         if ref.name in LOADER_NAMES:
             found.append((ref, "the dynamic loader or a process primitive"))
         elif ref.name.startswith(FRAMEWORK_PREFIXES):
@@ -223,52 +252,136 @@ class Specialisation:
     how: str  # "compared with" | "case label" | "stored into tiling field x"
 
 
-def specialisations(src: Source, suspicious: dict[int, str]) -> list[Specialisation]:
+#: Calls that read a shape on the host (gert contexts, ATen tensors).
+SHAPE_CALLS = frozenset(
+    ("GetDim", "GetShapeSize", "GetStorageShape", "GetOriginShape", "GetDimNum", "GetShape",
+     "GetInputShape", "GetOutputShape", "size", "numel", "sizes")
+)  # fmt: skip
+
+
+def _mentions_shape(src: Source, node: Any, derived: set[str], fields: set[str]) -> bool:
+    for n in src.walk(node):
+        if n.type == "call_expression":
+            fn = n.child_by_field_name("function")
+            if (
+                fn is not None
+                and re.split(r"::|\.|->", re.sub(r"<.*>$", "", src.node_text(fn)))[-1] in SHAPE_CALLS
+            ):
+                return True
+        elif n.type == "field_expression":
+            f = n.child_by_field_name("field")
+            if f is not None and src.node_text(f) in fields:
+                return True
+        elif n.type == "identifier" and src.node_text(n) in derived:
+            return True
+    return False
+
+
+def _flow(src: Source, fields: set[str]) -> tuple[set[str], set[str]]:
+    """(locals, tiling fields) whose value comes from a shape: a shape query, a size field, or
+    another such name, through declarations, assignments and `set_<field>(...)` (three passes)."""
+    derived: set[str] = set()
+    fields = set(fields)
+    for _ in range(3):
+        for node in src.of_type("init_declarator", "assignment_expression", "call_expression"):
+            if node.type == "call_expression":
+                fn, args = node.child_by_field_name("function"), node.child_by_field_name("arguments")
+                field = (
+                    fn.child_by_field_name("field")
+                    if fn is not None and fn.type == "field_expression"
+                    else None
+                )
+                setter = field is not None and src.node_text(field).startswith("set_")
+                if setter and args is not None and _mentions_shape(src, args, derived, fields):
+                    fields.add(src.node_text(field)[4:])
+                continue
+            left = node.child_by_field_name("declarator" if node.type == "init_declarator" else "left")
+            right = node.child_by_field_name("value" if node.type == "init_declarator" else "right")
+            if left is None or right is None or not _mentions_shape(src, right, derived, fields):
+                continue
+            if left.type == "identifier":
+                derived.add(src.node_text(left))
+            elif left.type == "field_expression" and left.child_by_field_name("field") is not None:
+                fields.add(src.node_text(left.child_by_field_name("field")))
+    return derived, fields
+
+
+def shape_derived_fields(sources: list[Source], size_fields: Iterable[str]) -> set[str]:
+    """Tiling fields that carry a size, across all the candidate's files (host sets, kernel reads)."""
+    fields = set(size_fields)
+    for _ in range(2):
+        for src in sources:
+            fields |= _flow(src, fields)[1]
+    return fields
+
+
+def specialisations(
+    src: Source, suspicious: dict[int, str], shape_fields: set[str] | None = None
+) -> list[Specialisation]:
+    """Constants equal to an evaluation size that specialise shape-derived code (module docstring)."""
     env = constants(src)
+    derived, fields = _flow(src, shape_fields or set())
     out: list[Specialisation] = []
 
-    def check(node: Any, how: str) -> None:
+    def size_valued(node: Any) -> int | None:
         v = fold(src, node, env)
-        if v is not None and v in suspicious:
-            out.append(Specialisation(v, node.start_point[0] + 1, how))
+        return v if v is not None and v in suspicious else None
 
     for node in src.walk():
         if node.type == "binary_expression":
             op = node.child_by_field_name("operator")
-            if op is None or src.node_text(op) not in _COMPARE:
-                continue
             left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-            if left is None or right is None:
+            if op is None or left is None or right is None or src.node_text(op) not in _COMPARE:
                 continue
-            lv, rv = fold(src, left, env), fold(src, right, env)
-            if (lv is None) != (rv is None):  # a run-time value against a constant
-                check(left if lv is not None else right, "compared with a run-time value")
+            for const, other in ((left, right), (right, left)):
+                v = size_valued(const)
+                if (
+                    v is not None
+                    and fold(src, other, env) is None
+                    and _mentions_shape(src, other, derived, fields)
+                ):
+                    out.append(Specialisation(v, node.start_point[0] + 1, "compared with a shape"))
         elif node.type == "case_statement":
             value = node.child_by_field_name("value")
-            if value is not None:
-                check(value, "a case label")
+            switch = node.parent
+            while switch is not None and switch.type != "switch_statement":
+                switch = switch.parent
+            cond = switch.child_by_field_name("condition") if switch is not None else None
+            v = size_valued(value) if value is not None else None
+            if v is not None and cond is not None and _mentions_shape(src, cond, derived, fields):
+                out.append(Specialisation(v, node.start_point[0] + 1, "a case label on a shape"))
         elif node.type == "assignment_expression":
             left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
             target = left
-            while target is not None and target.type == "subscript_expression":  # t.extra[0] = ...
+            while target is not None and target.type == "subscript_expression":
                 target = target.child_by_field_name("argument")
-            if (
-                left is not None
-                and right is not None
-                and target is not None
-                and target.type == "field_expression"
-            ):
-                check(right, f"stored into the tiling field {src.node_text(left)}")
+            field = (
+                target.child_by_field_name("field")
+                if target is not None and target.type == "field_expression"
+                else None
+            )
+            v = size_valued(right) if right is not None else None
+            if v is not None and field is not None and src.node_text(field) in fields:
+                out.append(
+                    Specialisation(
+                        v, node.start_point[0] + 1, f"stored into the size field {src.node_text(field)}"
+                    )
+                )
         elif node.type == "call_expression":
             fn, args = node.child_by_field_name("function"), node.child_by_field_name("arguments")
-            if fn is not None and args is not None and fn.type == "field_expression":
-                field = fn.child_by_field_name("field")
-                if (
-                    field is not None
-                    and src.node_text(field).startswith("set_")
-                    and args.named_child_count == 1
-                ):
-                    check(args.named_children[0], f"stored by {src.node_text(field)}")
+            field = (
+                fn.child_by_field_name("field") if fn is not None and fn.type == "field_expression" else None
+            )
+            name = src.node_text(field) if field is not None else ""
+            if (
+                name.startswith("set_")
+                and name[4:] in fields
+                and args is not None
+                and args.named_child_count == 1
+            ):
+                v = size_valued(args.named_children[0])
+                if v is not None:
+                    out.append(Specialisation(v, node.start_point[0] + 1, f"stored by {name}, a size field"))
     return out
 
 
@@ -285,6 +398,7 @@ __all__ = [
     "framework_references",
     "in_family",
     "references",
+    "shape_derived_fields",
     "specialisations",
     "token_pasting",
 ]
