@@ -35,12 +35,12 @@ def candidate_files(paths: list[Path], wanted: list[str]) -> dict[str, str]:
     files: dict[str, str] = {}
     for p in paths:
         posix = p.as_posix()
-        rel: str | None = next((w for w in wanted if posix.endswith(w)), None) or next(
+        match = next((w for w in wanted if posix.endswith(w)), None) or next(
             (w for w in wanted if Path(w).name == p.name), None
         )
-        if rel is None and len(wanted) == 1 and len(paths) == 1:
-            rel = wanted[0]
-        files[rel or p.name] = p.read_text(encoding="utf-8")
+        if match is None and len(wanted) == 1 and len(paths) == 1:
+            match = wanted[0]
+        files[match or p.name] = p.read_text(encoding="utf-8")
     return files
 
 
