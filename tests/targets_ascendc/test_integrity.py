@@ -147,3 +147,34 @@ def test_constants_equal_to_a_size_elsewhere_are_fine(tasks):
 def test_honest_operators_pass(tasks, name):
     """P1-P3."""
     assert lint_candidate(reference_candidate(name), tasks[name], config_for(name)) == []
+
+
+def test_tiling_run_on_held_out_shapes(tasks):
+    """R4: a tiling fixed for the timed shape with no literal equal to a size (40 x 1600 = 64000)
+    passes every static rule and fails when the function runs on the other shapes; the honest one
+    passes. Needs a host C++ compiler (skips without)."""
+    from sagekernel.targets.ascendc import tiling_probe
+
+    if tiling_probe.compiler() is None:
+        pytest.skip("no host C++ compiler")
+    honest = reference_candidate("abs")
+    assert lint_candidate(honest, tasks["abs"], config_for("abs"), run_tiling=True) == []
+    fixed = edit(
+        honest,
+        ABS_T,
+        "    t.tileLength = tile;\n",
+        "    t.tileLength = tile;\n    t.usedCoreNum = 40;\n    t.formerNum = 0;\n"
+        "    t.formerLength = 1600;\n    t.tailLength = 1600;\n",
+    )
+    assert lint_candidate(fixed, tasks["abs"], config_for("abs")) == []  # no static rule sees it
+    found = lint_candidate(fixed, tasks["abs"], config_for("abs"), run_tiling=True)
+    assert found and {f.rule for f in found} == {"tiling_behaviour"}
+    assert "does not follow the sizes" in found[0].reason
+    crash = edit(
+        honest,
+        ABS_T,
+        "    t.bufferNum = 2;\n",
+        "    t.bufferNum = 2;\n    if (t.D % 2 == 1) { __builtin_trap(); }\n",
+    )
+    found = lint_candidate(crash, tasks["abs"], config_for("abs"), run_tiling=True)
+    assert [f.rule for f in found] == ["tiling_behaviour"] and "did not finish" in found[0].reason

@@ -382,8 +382,20 @@ def check_host_device_memory(host: Source, path: str) -> list[LintFinding]:
     ]
 
 
-def lint_candidate(candidate: Candidate, task: Task, config: AscendConfig) -> list[LintFinding]:
-    return lint_files(candidate.files, spec_for_task(task, config))
+def lint_candidate(
+    candidate: Candidate, task: Task, config: AscendConfig, *, run_tiling: bool = False
+) -> list[LintFinding]:
+    """The static checks; with `run_tiling`, the kernel-only tiling function is also run on the
+    evaluation shapes and their neighbours (tiling_probe.py: needs only a host C++ compiler)."""
+    spec = spec_for_task(task, config)
+    findings = lint_files(candidate.files, spec)
+    source = candidate.files.get(spec.names.tiling_func_file, "")
+    if run_tiling and spec.template == "kernel-only" and source.strip() and not findings:
+        from sagekernel.targets.ascendc import tiling_probe
+
+        assigned = tiling_check.assigned_fields(Source(source))
+        findings += tiling_probe.check_tiling_behaviour(task, source, assigned, spec.names.tiling_func_file)
+    return findings
 
 
 def lint_files(files: dict[str, str], spec: LintSpec) -> list[LintFinding]:

@@ -82,7 +82,7 @@ class AscendCTarget:
         return load_knowledge(HERE / "knowledge")
 
     def lint(self, candidate: Candidate, task: Task) -> list[LintFinding]:
-        return lint_candidate(candidate, task, self.config)
+        return lint_candidate(candidate, task, self.config, run_tiling=True)
 
     def seed_memory_path(self) -> Path:
         return HERE / "knowledge" / "seed_memory.jsonl"
