@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.targets.ascendc import calibrate
 
