@@ -18,7 +18,9 @@ from sagekernel.targets.ascendc import availability
 from sagekernel.targets.ascendc.build import execute
 from sagekernel.targets.ascendc.config import AscendConfig
 from sagekernel.targets.ascendc.contract import contract_text, files_for
+from sagekernel.targets.ascendc.contract import template_of as contract_template
 from sagekernel.targets.ascendc.lint import lint_candidate
+from sagekernel.targets.ascendc.names import op_names
 from sagekernel.targets.ascendc.plans import BuildPlan, build_plan
 from sagekernel.targets.ascendc.runtime.ascendc_runtime import protocol_text
 from sagekernel.targets.ascendc.settings import task_settings
@@ -32,6 +34,7 @@ from sagekernel.targets.base import (
     RuntimeSpec,
     load_knowledge,
 )
+from sagekernel.targets.diagnostics import DiagnosticProbe, DiagnosticSection, TargetDiagnostics
 from sagekernel.tasks.task import Task
 
 HERE = Path(__file__).resolve().parent
@@ -166,6 +169,52 @@ class AscendCTarget:
             address_space_bytes=None if mode == "npu" else 8 << 30,
             reference_in_process=mode == "npu",
             name=f"ascendc-{'npu' if mode == 'npu' else 'cpu-twin'}",
+        )
+
+    def diagnose(
+        self,
+        candidate: Candidate,
+        task: Task,
+        probe: DiagnosticProbe,
+        workdir: Path,
+        *,
+        device: str = "npu",
+        sandbox_kind: str = "auto",
+        timeout_s: float = 600.0,
+        profile: bool = False,
+    ) -> TargetDiagnostics:
+        """printf / DumpTensor capture, mssanitizer and (profile) msprof op on the probe
+        (diagnose.py); where CANN is missing, the static findings and the tiling plans."""
+        from sagekernel.targets.ascendc import diagnose as diag
+        from sagekernel.targets.ascendc import tiling_probe
+
+        static = [f"[{f.rule}] {f.reason}" for f in self.lint(candidate, task)]
+        tiling = candidate.files.get(f"op_host/{op_names(task).snake}_tiling_func.cpp", "")
+        if tiling.strip() and contract_template(task, self.config) == "kernel-only":
+            plans, why = tiling_probe.run_tiling(task, tiling)
+            static += [
+                f"tiling at {p.shape}: usedCoreNum={p.used}, formerNum={p.former_num} x {p.former_len}, "
+                f"tail {p.tail_len} ({p.total} elements)"
+                for p in plans or []
+            ] or [f"tiling function not run: {why}"]
+        if device == "npu" and not self.available("npu")[0] and self.available("cpu-twin")[0]:
+            device = "cpu-twin"  # no board: the CPU twin still prints
+        ok, why = self.available(device)
+        if not ok:
+            return diag.not_here(f"{device} is not available here: {why}", static)
+        built = self.build(candidate, task, workdir / "build", device=device, sandbox_kind=sandbox_kind,
+                           timeout_s=timeout_s)  # fmt: skip
+        if not built.ok:
+            return TargetDiagnostics(tools=["build"], sections=[DiagnosticSection("build", built.message)])
+        mode = "twin" if device == "cpu-twin" else "npu"
+        spec = self.runtime(built, task, device)
+        probe_dir = workdir / "probe"
+        diag.write_probe(probe, probe_dir)
+        artifact = str(built.artifacts["library" if mode == "twin" else "module"])
+        runs = diag.tool_runs(mode, diag.child_argv(mode, artifact, probe_dir), str(workdir), profile=profile)
+        binds = [*spec.ro_binds, (str(diag.CHILD.parent), str(diag.CHILD.parent))]
+        return diag.run_tools(
+            runs, binds, spec.env, spec.device_nodes, probe_dir, workdir, sandbox_kind, timeout_s
         )
 
     def comparison(self, task: Task) -> tuple[str, float, float]:
