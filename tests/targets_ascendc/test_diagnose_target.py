@@ -22,7 +22,8 @@ TWIN_PRINTS = r"""
 #include <stdint.h>
 #include <stdio.h>
 #include <math.h>
-int sage_twin_run(uint8_t* const* buffers, const uint64_t* nbytes, const int64_t* sizes, const double* attrs) {
+int sage_twin_run(uint8_t* const* buffers, const uint64_t* nbytes, const int64_t* sizes,
+                  const double* attrs) {
     (void)attrs;
     const float* x = (const float*)buffers[0];
     float* y = (float*)buffers[1];
