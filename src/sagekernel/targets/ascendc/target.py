@@ -181,13 +181,15 @@ class AscendCTarget:
         device: str = "npu",
         sandbox_kind: str = "auto",
         timeout_s: float = 600.0,
-        profile: bool = False,
+        profile: bool | None = None,
     ) -> TargetDiagnostics:
         """printf / DumpTensor capture, mssanitizer and (profile) msprof op on the probe
         (diagnose.py); where CANN is missing, the static findings and the tiling plans."""
         from sagekernel.targets.ascendc import diagnose as diag
         from sagekernel.targets.ascendc import tiling_probe
 
+        if profile is None:  # the optimiser's server sets it: msprof op on the board
+            profile = os.environ.get("SAGE_ASCENDC_PROFILE", "") not in ("", "0")
         static = [f"[{f.rule}] {f.reason}" for f in self.lint(candidate, task)]
         tiling = candidate.files.get(f"op_host/{op_names(task).snake}_tiling_func.cpp", "")
         if tiling.strip() and contract_template(task, self.config) == "kernel-only":
