@@ -99,6 +99,35 @@ def test_registered_and_protocol():
     assert devices["cpu-twin"].evidence is Evidence.EMULATED and not devices["cpu-twin"].timed
 
 
+def test_soc_families_cover_real_boxes():
+    """Audit H6: the variants real 910B / 910C boxes report configure (family rule, as CANN's op
+    build maps them), in any spelling npu-smi or torch_npu prints."""
+    from sagekernel.targets.ascendc.config import KNOWN_SOCS, canonical_soc, soc_family
+
+    for soc in KNOWN_SOCS:
+        config = AscendConfig(soc=soc)
+        assert config.compute_unit == f"ai_core-{soc}"
+    assert AscendConfig(soc="Ascend910B2C").add_config == "ascend910b"
+    assert AscendConfig(soc="Ascend910_9392").add_config == "ascend910_93"
+    assert AscendConfig(soc="Ascend910B4-1").npu_arch == "dav-2201"
+    assert soc_family("910b2c") == ("ascend910b", "dav-2201") and canonical_soc("910b2c") == "Ascend910B2C"
+    got = AscendConfig.from_env({"SAGE_ASCENDC_SOC": "ascend910_9382"})
+    assert (got.soc, got.soc_source) == ("Ascend910_9382", "env")
+    assert AscendConfig.from_env({}, detect=False).soc_source == "default"
+    for bad in ("Ascend910B5", "Ascend910_9491", "Ascend950"):
+        assert soc_family(bad) is None
+
+
+def test_bool_travels_as_uint8_in_the_kernel(tasks):
+    """Audit K3: DataCopy has no bool on A2/A3; the prototype keeps DT_BOOL, the kernel sees bytes."""
+    from sagekernel.targets.ascendc.contract import DTYPES
+    from sagekernel.tasks.suites import find_task
+
+    assert DTYPES["bool"] == ("bool", "ge::DT_BOOL", "uint8_t")
+    text = contract_text(find_task("isinf"), AscendConfig())
+    assert "uint8_t in the kernel" in text and "never bool" in text
+
+
 def test_config_from_env_rejects_unknown_values():
     assert AscendConfig.from_env({"SAGE_ASCENDC_BUILD": "direct"}).build_path == "direct"
     for env in (

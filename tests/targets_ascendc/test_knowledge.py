@@ -48,3 +48,24 @@ def test_knowledge_texts():
     assert "DataCopyPad" in k.quick_reference and "GetBlockIdx" in k.quick_reference
     assert "follow-fork-mode child" in k.debugging_guide
     assert 'extern "C" __global__ __aicore__ void add_custom(' in k.example
+
+
+def test_audit_facts_n1_to_n4():
+    """N1: TQue depth is not double buffering (InitBuffer num is); N2: InitBuffer rounds len up to
+    32 bytes; N3: a Matmul result may go to a VECIN tensor on A2; N4: the 910B facts are stated."""
+    k = AscendCTarget().knowledge()
+    seed = AscendCTarget().seed_memory_path().read_text()
+    assert "depth 2 = double buffering" not in k.quick_reference
+    assert "num = 2: double buffering" in k.quick_reference
+    assert "TQue depth is unrelated" in seed and "asks for 2 buffers the queue cannot hold" not in seed
+    assert "InitBuffer fails" not in seed and "InitBuffer rounds len up to 32 bytes" in seed
+    assert "cube wrote it to L0C/GM; values are stale" not in seed and "TPosition::VECIN" in seed
+    for fact in (
+        "uint8_t",
+        "no bfloat16 arithmetic",
+        "SetSysWorkspace",
+        "DumpTensor",
+        "REGISTER_TILING_DEFAULT",
+    ):
+        assert fact in k.quick_reference, fact
+        assert fact.split()[0] in seed, fact

@@ -41,7 +41,7 @@ def test_forbidden_high_level_substitution(tasks):
     )
     findings = lint_candidate(c, tasks["mul_sigmoid"], config_for("mul_sigmoid"))
     assert [f.rule for f in findings] == ["forbidden_api"]
-    assert "AscendC::Sigmoid<float>" in findings[0].reason and "substitution" in findings[0].reason
+    assert "AscendC::Sigmoid" in findings[0].reason and "substitution" in findings[0].reason
     assert findings[0].line is not None and "Sigmoid" in findings[0].excerpt
 
 
@@ -79,7 +79,9 @@ def test_include_allow_list(tasks):
         "#include <vector>",
     )
     found = [f for f in lint_candidate(c, tasks["abs"], config_for("abs")) if f.rule == "include"]
-    assert len(found) == 3  # parent path, aclnn header, and an STL header in device code
+    # parent path and the aclnn header; a standard header carries no operator code (expert
+    # NPUKernelBench kernels include <type_traits>, <cstdint>, <tuple>)
+    assert len(found) == 2
     host = edit(
         reference_candidate("softmax"),
         SM_HOST,
@@ -99,10 +101,12 @@ def test_hard_coded_evaluation_shape(tasks):
         reference_candidate("abs"),
         ABS_T,
         "const int64_t blocks = (t.totalLength + kBlockElems - 1)",
-        "const int64_t blocks = (64000 + kBlockElems - 1)",
+        "if (t.totalLength == 64000) {\n        t.tileLength = 4000;\n    }\n"
+        "    const int64_t blocks = (t.totalLength + kBlockElems - 1)",
     )
     findings = [f for f in lint_candidate(c, tasks["abs"], config_for("abs")) if f.rule == "hardcoded_shape"]
     assert len(findings) == 1 and "element count of x" in findings[0].reason
+    assert "compared with a shape" in findings[0].reason
 
 
 def test_host_reading_device_memory(tasks):

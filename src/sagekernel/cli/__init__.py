@@ -30,9 +30,9 @@ err_console = Console(stderr=True)
 
 def _register() -> None:
     # Imported here so `sage --help` stays fast and each area owns its own file.
-    from sagekernel.cli import audit, doctor, experiment, harness, log, mcp, memory, report, run, tasks
+    from sagekernel.cli import audit, doctor, experiment, harness, lint, log, mcp, memory, report, run, tasks
 
-    for module in (memory, tasks, harness, log, run, mcp, report, audit, doctor, experiment):
+    for module in (memory, tasks, harness, log, run, mcp, report, audit, doctor, experiment, lint):
         module.register(app)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,27 @@ KERNEL_CMAKE_DIRS = (
     "ascendc_devkit/tikcpp/samples/cmake",
 )
 NPU_DEVICE_NODES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
+#: Host files the NPU runtime reads at initialisation, bound read-only into the runtime's sandbox
+#: when they exist (every public CANN / torch_npu container recipe mounts them).
+NPU_HOST_FILES = (
+    "/etc/ascend_install.info",
+    "/usr/local/Ascend/driver",
+    "/usr/local/dcmi",
+    "/usr/local/bin/npu-smi",
+    "/etc/hccn.conf",
+)
+#: Per-worker device selection (experiment/devices.py sets it per worker); forwarded to the runtime.
+DEVICE_SELECT_VARS = ("ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES")
+#: Where CANN installs keep each tool besides PATH, relative to the toolkit root (H1: set_env.sh
+#: does not always put msopgen on PATH; the CANN docs call it by the first path).
+TOOL_PATHS: dict[str, tuple[str, ...]] = {
+    "msopgen": ("python/site-packages/bin/msopgen", "bin/msopgen", "tools/msopgen/bin/msopgen"),
+    "bisheng": ("bin/bisheng", "compiler/ccec_compiler/bin/bisheng", "tools/bisheng_compiler/bin/bisheng"),
+    "mssanitizer": ("tools/mssanitizer/bin/mssanitizer", "bin/mssanitizer"),
+    "msprof": ("tools/profiler/bin/msprof", "bin/msprof"),
+    "cmake": (),
+    "ccache": (),
+}
 
 
 @dataclass(frozen=True)
@@ -46,6 +68,21 @@ def cann_home() -> Path | None:
     return None
 
 
+def resolve_tool(name: str, home: Path | None = None) -> str | None:
+    """The absolute path of a CANN (or build) tool: PATH first, then the toolkit's own places."""
+    found = shutil.which(name)
+    if found:
+        return str(Path(found).resolve())
+    home = home if home is not None else cann_home()
+    if home is None:
+        return None
+    for rel in TOOL_PATHS.get(name, ()):
+        candidate = home / rel
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
 def probe_cann() -> Probe:
     try:
         home = cann_home()
@@ -56,14 +93,7 @@ def probe_cann() -> Probe:
                 f"{', '.join(DEFAULT_CANN_HOMES)} exists (install the toolkit from hiascend.com, then "
                 f"{SET_ENV_HINT})",
             )
-        missing = []
-        if not (home / "bin" / "bisheng").exists() and shutil.which("bisheng") is None:
-            missing.append("bisheng")
-        if (
-            not (home / "python" / "site-packages" / "bin" / "msopgen").exists()
-            and shutil.which("msopgen") is None
-        ):
-            missing.append("msopgen")
+        missing = [tool for tool in ("bisheng", "msopgen") if resolve_tool(tool, home) is None]
         if not any((home / d).is_dir() for d in KERNEL_CMAKE_DIRS):
             missing.append("ascendc_kernel_cmake (" + " | ".join(KERNEL_CMAKE_DIRS) + ")")
         if missing:
@@ -113,6 +143,41 @@ def npu_device_nodes() -> list[str]:
     return sorted(glob.glob("/dev/davinci[0-9]*")) + [p for p in NPU_DEVICE_NODES if os.path.exists(p)]
 
 
+def host_binds() -> list[str]:
+    """The NPU host files present here (NPU_HOST_FILES), for read-only binds into the sandbox."""
+    return [p for p in NPU_HOST_FILES if os.path.exists(p)]
+
+
+_SOC_IN_TEXT = re.compile(r"\b(?:Ascend)?(910B[1-4](?:C|-1)?|910_93[0-9]{2}|310P[1357])\b", re.I)
+
+
+@lru_cache(maxsize=1)
+def detect_soc(timeout_s: float = 60.0) -> str | None:
+    """The SoC this machine's NPU reports, or None (no NPU device node, or nothing readable).
+
+    torch_npu's `torch.npu.get_device_name(0)` first (it is `aclrtGetSocName`), then `npu-smi info`
+    (its Name column, e.g. `910B2`). Probed only where /dev/davinci<N> exists, so a CPU-only
+    machine never starts a subprocess for it."""
+    if not probe_npu().ok:
+        return None
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    attempts = (
+        [sys.executable, "-c", "import torch, torch_npu; print(torch.npu.get_device_name(0))"],
+        [resolve_tool("npu-smi") or "npu-smi", "info"],
+    )
+    for argv in attempts:
+        try:
+            out = subprocess.run(
+                argv, capture_output=True, text=True, env=env, timeout=timeout_s, check=False
+            )
+        except (OSError, subprocess.SubprocessError):
+            continue
+        m = _SOC_IN_TEXT.search(out.stdout)
+        if out.returncode == 0 and m:
+            return "Ascend" + m.group(1).upper()
+    return None
+
+
 def probe_npu() -> Probe:
     nodes = npu_device_nodes()
     if not any(Path(p).name.startswith("davinci") and Path(p).name[7:].isdigit() for p in nodes):
@@ -151,6 +216,21 @@ def doctor() -> list[tuple[str, bool, str]]:
     ]
     torch_npu = probe_torch_npu() if cann.ok else Probe(False, "not probed: importing torch_npu needs CANN")
     rows.append(("torch_npu", torch_npu.ok, torch_npu.detail))
+    for tool in ("msopgen", "bisheng", "mssanitizer", "msprof", "ccache"):
+        where = resolve_tool(tool)
+        rows.append(
+            (f"tool {tool}", where is not None, where or "not found (PATH, then the toolkit's own places)")
+        )
+    detected = detect_soc()
+    try:
+        from sagekernel.targets.ascendc.config import AscendConfig
+
+        config = AscendConfig.from_env()
+        rows.append(
+            ("SoC", True, f"configured {config.soc} ({config.soc_source}); detected {detected or 'none'}")
+        )
+    except ValueError as exc:
+        rows.append(("SoC", False, f"{exc}; detected {detected or 'none'}"))
     for device in ("npu", "cpu-twin"):
         ok, why = available(device)
         rows.append((f"device {device}", ok, why))
@@ -161,10 +241,13 @@ __all__ = [
     "Probe",
     "available",
     "cann_home",
+    "detect_soc",
     "doctor",
+    "host_binds",
     "npu_device_nodes",
     "probe_cann",
     "probe_npu",
     "probe_torch_npu",
     "probe_twin_library",
+    "resolve_tool",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -44,6 +45,21 @@ def _edit_presets(project: Path, detail: dict[str, str]) -> None:
             else:
                 cache[key] = {"type": "STRING", "value": detail[key]}
     path.write_text(json.dumps(data, indent=4) + "\n", encoding="utf-8")
+
+
+def _reuse_skeleton(detail: dict[str, str]) -> None:
+    """Publish a freshly generated msOpGen skeleton to the cache (atomic rename; a parallel worker
+    that got there first wins and the fresh copy is dropped), then copy the cached one into the
+    project. msOpGen's output depends only on the op prototype and the SoC, so one generation
+    serves every candidate of the task."""
+    cache, fresh, project = Path(detail["cache"]), Path(detail["fresh"]), Path(detail["project"])
+    if fresh.is_dir():
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.rename(fresh, cache)
+        except OSError:
+            shutil.rmtree(fresh, ignore_errors=True)
+    shutil.copytree(cache, project, symlinks=True, dirs_exist_ok=True)
 
 
 def _run_step(step: Step, plan: BuildPlan, log_path: Path) -> tuple[int | None, str]:
@@ -109,6 +125,12 @@ def execute(plan: BuildPlan, model_files: set[str]) -> BuildResult:
         t = time.perf_counter()
         if step.internal == "write":
             write_files(wd, {k: v for k, v in plan.files.items() if k in step.detail["files"]})
+            continue
+        if step.internal == "skeleton":
+            _reuse_skeleton(step.detail)
+            continue
+        if step.creates and Path(step.creates).exists():
+            steps.append({"name": step.name, "returncode": 0, "seconds": 0.0, "reused": step.creates})
             continue
         if step.internal == "presets":
             _edit_presets(Path(step.cwd), step.detail)

@@ -5,10 +5,11 @@ An element fails only where BOTH its absolute error exceeds atol AND its relativ
 NaN is expected, the same infinity where an infinity is expected; any non-finite value where a
 finite one is expected fails). Integer and bool outputs must match exactly.
 
-Where the harness calls it: in its correctness stage, once per returned output of each checked
-call, when `task_settings(task).compare == "elementwise_both"` (a task opts in with
-`SAGE_ASCENDC = {"compare": "elementwise_both"}`); otherwise it keeps its own allclose rule.
-`AscendCTarget.comparison(task)` returns the rule and the tolerances to use.
+Who calls it (audit T4): the calibration step (calibrate.py) for a task that opts in with
+`SAGE_ASCENDC = {"compare": "elementwise_both", "atol": ..., "rtol": ...}`. The harness's
+correctness stage does NOT call it yet: it judges every target with its own comparator and the
+task's atol / rtol. `AscendCTarget.comparison(task)` states the rule and tolerances a harness
+that honours per-target rules would use; wiring it is a harness change (harness/compare.py).
 """
 
 from __future__ import annotations

@@ -33,7 +33,9 @@ DTYPES: dict[str, tuple[str, str, str]] = {
     "int16": ("int16", "ge::DT_INT16", "int16_t"),
     "int8": ("int8", "ge::DT_INT8", "int8_t"),
     "uint8": ("uint8", "ge::DT_UINT8", "uint8_t"),
-    "bool": ("bool", "ge::DT_BOOL", "bool"),
+    # bool keeps DT_BOOL in the prototype, but travels as one byte (0 / 1) in the kernel: A2/A3's
+    # DataCopy / DataCopyPad have no bool overload (asc-devkit DataCopy docs, A2 type list).
+    "bool": ("bool", "ge::DT_BOOL", "uint8_t"),
 }
 
 #: Planning fields of the kernel-only template's fixed tiling struct (after sizes and attrs).
@@ -119,8 +121,9 @@ def _tensor_lines(task: Task) -> list[str]:
     for kind, specs in (("input ", task.inputs), ("output", task.outputs)):
         for t in specs:
             dims = "[" + ", ".join(t.dims) + "]" if t.dims else "[] (one element)"
+            note = " as one byte, 0 or 1: declare it uint8_t, never bool" if t.dtype == "bool" else ""
             lines.append(
-                f"- {kind} `{t.name}`: {t.dtype} ({DTYPES[t.dtype][2]} in the kernel) {dims}, "
+                f"- {kind} `{t.name}`: {t.dtype} ({DTYPES[t.dtype][2]} in the kernel{note}) {dims}, "
                 "ND format, contiguous row-major"
             )
     for s, v in task.sizes.items():
@@ -143,6 +146,16 @@ def _struct_text(names: OpNames, fields: list[TilingField]) -> str:
         decl = f"{f.ctype} {f.name}" + (f"[{f.count}]" if f.count else "") + ";"
         body.append(f"    {decl:<28}// {f.note}" if f.note else f"    {decl}")
     return f"struct {names.tiling_struct} {{\n" + "\n".join(body) + "\n};"
+
+
+def _renamed_note(task: Task) -> str:
+    """Prototype names that differ from the task's (names.PROTOTYPE_RESERVED), as the OpDef uses them."""
+    from sagekernel.targets.ascendc.skeleton import op_attrs, prototype  # skeleton imports this module
+
+    given = [t.name for t in (*task.inputs, *task.outputs)] + [a for a, _, _ in op_attrs(task)]
+    proto = [*prototype(task)["Input"], *prototype(task)["Output"], *prototype(task)["Attr"]]
+    renamed = [f'"{p}" for {g}' for g, p in zip(given, proto, strict=True) if g != p]
+    return f" (named {', '.join(renamed)}: msOpGen reserves the original names)" if renamed else ""
 
 
 def contract_text(task: Task, config: AscendConfig) -> str:
@@ -191,7 +204,7 @@ def contract_text(task: Task, config: AscendConfig) -> str:
             f"{n.tiling_struct})` inside `namespace optiling`.",
             f"Host: `optiling::TilingFunc(gert::TilingContext*)` (SetBlockDim, SaveToBuffer, "
             f"SetDataSize, workspace size), InferShape / InferDataType, `class {n.op_type} : public "
-            f"OpDef` with every input, output and attribute above in this order, "
+            f"OpDef` with every input, output and attribute above in this order{_renamed_note(task)}, "
             f'`AICore().SetTiling(optiling::TilingFunc)`, `AICore().AddConfig("{config.add_config}")`, '
             f"`OP_ADD({n.op_type});`.",
             f"Kernel: `GET_TILING_DATA(tilingData, tiling);` then read only fields your header defines, "

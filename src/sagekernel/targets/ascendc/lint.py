@@ -5,13 +5,21 @@ Rules (each finding names one):
 - `names`: op type <-> files <-> kernel entry <-> tiling struct <-> OpDef agree (names.py).
 - `tiling_fields`: host definition vs kernel reads (tiling_check.py).
 - `forbidden_api` (paper C.3, no equivalent high-level substitution): a task can name the Ascend C
-  APIs that would implement its core (settings.py); calling one is rejected with the reason.
-- `framework_call`: no aclnn / torch / torch_npu / ACL runtime calls inside the operator: the
-  operator is measured, so it must not hand the work to another implementation.
+  APIs that would implement its core (settings.py); any reference to one or to its
+  implementation family -- a call, a macro, an alias, a function pointer, `*Impl` -- is
+  rejected, and so is token pasting (integrity.py).
+- `framework_call`: no reference to aclnn / torch / torch_npu / ACL runtime names, nor to the
+  dynamic loader (dlopen / dlsym) inside the operator: it is measured, so it must not hand the
+  work to another implementation.
 - `include` (no expert-implementation leakage): includes come from an allow-list per role; no
-  absolute or parent-relative paths, nothing from operator libraries.
-- `hardcoded_shape` (no hard-coded tiling): integer literals equal to an evaluation size (not a
-  power of two, above 16) or to a product of sizes. Held-out shapes at evaluation catch the rest.
+  absolute or parent-relative paths, nothing from operator libraries, and not the high-level
+  API header that implements a forbidden API (`lib/activation/sigmoid.h` for mul_sigmoid).
+- `hardcoded_shape` (no hard-coded tiling): a constant expression equal to an evaluation size or a
+  product of sizes, where it specialises the code: compared with a run-time value, a case label,
+  or stored into a tiling field (integrity.specialisations). Elsewhere such a constant is fine.
+- `tiling_behaviour` (kernel-only, where a host compiler exists): the model's tiling function run
+  on the evaluation shapes and on shapes next to them; its plan must cover every element
+  (tiling_probe.py).
 - `host_device_memory` (the paper's GatherV3 case): host tiling reading tensor data
   (`GetInputTensor(..)->GetData`) of an input the OpDef does not declare `ValueDepend`: that
   pointer is device memory, and the host would read garbage or fault.
@@ -20,72 +28,120 @@ Reduced precision is not a static rule: the harness's tolerance judges it at run
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
+
 from sagekernel.candidate import Candidate
 from sagekernel.harness.verdict import LintFinding
-from sagekernel.targets.ascendc import tiling_check
+from sagekernel.targets.ascendc import integrity, tiling_check
 from sagekernel.targets.ascendc.config import AscendConfig
-from sagekernel.targets.ascendc.contract import files_for, kernel_only_fields, kernel_parameters, template_of
+from sagekernel.targets.ascendc.contract import (
+    TilingField,
+    files_for,
+    kernel_only_fields,
+    kernel_parameters,
+    template_of,
+)
 from sagekernel.targets.ascendc.cparse import Source
 from sagekernel.targets.ascendc.names import OpNames, op_names
 from sagekernel.targets.ascendc.settings import task_settings
-from sagekernel.targets.ascendc.skeleton import op_attrs
+from sagekernel.targets.ascendc.skeleton import prototype
+from sagekernel.targets.base import FileSpec
 from sagekernel.tasks.task import Task
 
-KERNEL_INCLUDES = ("kernel_operator.h", "kernel_tiling/kernel_tiling.h")
-KERNEL_INCLUDE_PREFIXES = ("lib/",)  # Ascend C high-level API headers (lib/matmul_intf.h, ...)
-HOST_INCLUDE_PREFIXES = ("register/", "tiling/", "graph/", "exe_graph/")
+KERNEL_INCLUDES = ("kernel_operator.h", "kernel_tiling/kernel_tiling.h", "kernel_utils.h", "acl/acl.h")
+#: Ascend C API headers: high-level (lib/matmul_intf.h, ...), the basic API's per-architecture
+#: implementation (impl/dav_c220/...), and the kernel_* API headers.
+KERNEL_INCLUDE_PREFIXES = ("lib/", "impl/dav_", "kernel_")
+#: CANN infrastructure for host code: op registration, tiling, graph, platform queries, logging
+#: and error reporting. Not operator implementations: aclnnop/, aclnn_kernels/, op_api/, ops-*.
+HOST_INCLUDE_PREFIXES = (
+    "register/", "tiling/", "graph/", "exe_graph/", "platform/", "error/", "log/", "toolchain/",
+    "experiment/metadef/", "aclnn/opdev/op_log.h", "opdev/op_log.h", "opdev/op_def.h",
+)  # fmt: skip
+#: The C++ and C standard library headers (declarations only: they carry no operator code).
 STD_HEADERS = frozenset(
-    (
-        "cstdint",
-        "cstddef",
-        "cstring",
-        "cmath",
-        "climits",
-        "cfloat",
-        "algorithm",
-        "limits",
-        "type_traits",
-        "utility",
-        "numeric",
-        "array",
-        "vector",
-        "string",
-        "stdint.h",
-        "stddef.h",
-        "string.h",
-        "math.h",
-    )
+    """
+    algorithm any array atomic bitset cassert cctype cerrno cfenv cfloat charconv chrono cinttypes
+    climits clocale cmath complex condition_variable cstdarg cstddef cstdint cstdio cstdlib cstring
+    ctime cwchar deque exception forward_list fstream functional initializer_list iomanip ios
+    iosfwd iostream istream iterator limits list locale map memory mutex new numeric optional
+    ostream queue random ratio regex set sstream stack stdexcept streambuf string string_view
+    system_error thread tuple type_traits typeindex typeinfo unordered_map unordered_set utility
+    valarray variant vector assert.h ctype.h errno.h float.h inttypes.h limits.h math.h stdarg.h
+    stdbool.h stddef.h stdint.h stdio.h stdlib.h string.h time.h
+    """.split()  # noqa: SIM905 (one word list, kept compact)
 )
-FRAMEWORK_CALL_PREFIXES = ("aclnn", "aclop", "aclrt", "EXEC_NPU_CMD", "npu_")
-FRAMEWORK_QUALIFIERS = ("at::", "torch::", "c10::", "c10_npu::", "torch_npu", "op_api::", "l0op::")
 _POW2 = {1 << k for k in range(64)}
+HELPER_SUFFIXES = (".cpp", ".h", ".hpp", ".cc")
 
 
 def _finding(rule: str, reason: str, src: Source | None = None, line: int | None = None) -> LintFinding:
     return LintFinding(rule, reason, line, src.line_text(line) if src is not None and line else "")
 
 
-def check_file_set(candidate: Candidate, task: Task, config: AscendConfig) -> list[LintFinding]:
-    expected = [f.path for f in files_for(task, config)]
+@dataclass(frozen=True)
+class LintSpec:
+    """What one operator's files are checked against: built from a task and the configuration
+    (`spec_for_task`), or from another contract with the same shape (expert_corpus.py)."""
+
+    names: OpNames
+    template: str  # "full" | "kernel-only"
+    files: tuple[FileSpec, ...]  # the files the contract names
+    forbidden: tuple[str, ...] = ()
+    suspicious: dict[int, str] = field(default_factory=dict)  # constant value -> which size it is
+    prototype: dict[str, list[str]] | None = None  # OpDef Input / Output / Attr names; None: unchecked
+    kernel_params: tuple[str, ...] | None = None  # the kernel entry's parameter names; None: unchecked
+    plain_fields: tuple[TilingField, ...] = ()  # kernel-only: the fixed struct
+    helper_files: bool = False  # further files under op_host/ and op_kernel/ are allowed (and checked)
+    #: tiling fields that carry a size (kernel-only: the size symbols and totalLength); the full
+    #: template's are found by data flow from the host's shape queries (integrity.py)
+    size_fields: tuple[str, ...] = ()
+
+
+def spec_for_task(task: Task, config: AscendConfig) -> LintSpec:
+    return LintSpec(
+        names=op_names(task),
+        template=template_of(task, config),
+        files=tuple(files_for(task, config)),
+        forbidden=task_settings(task).forbidden_apis,
+        suspicious=suspicious_literals(task),
+        prototype=prototype(task),
+        kernel_params=tuple(p.split()[-1] for p in kernel_parameters(task)),
+        plain_fields=tuple(kernel_only_fields(task)),
+        size_fields=(*task.sizes, "totalLength"),
+    )
+
+
+def role_of(path: str, spec: LintSpec) -> str | None:
+    """kernel | host for a file the spec accepts, else None."""
+    for f in spec.files:
+        if f.path == path:
+            return "kernel" if f.role == "kernel" else "host"
+    if spec.helper_files and path.startswith(("op_kernel/", "op_host/")) and path.endswith(HELPER_SUFFIXES):
+        return "kernel" if path.startswith("op_kernel/") else "host"
+    return None
+
+
+def check_file_set(files: dict[str, str], spec: LintSpec) -> list[LintFinding]:
+    expected = [f.path for f in spec.files]
     out = [
         _finding("file_set", f"missing file {p} (the contract names: {', '.join(expected)})")
         for p in expected
-        if p not in candidate.files
+        if p not in files
     ]
     out += [
         _finding("file_set", f"unexpected file {p}: write only {', '.join(expected)}")
-        for p in candidate.files
-        if p not in expected
+        for p in files
+        if role_of(p, spec) is None
     ]
-    out += [
-        _finding("file_set", f"{p} is empty")
-        for p in expected
-        if p in candidate.files and not candidate.files[p].strip()
-    ]
+    out += [_finding("file_set", f"{p} is empty") for p in expected if p in files and not files[p].strip()]
     return out
 
 
-def check_kernel_entry(kernel: Source, path: str, task: Task, names: OpNames) -> list[LintFinding]:
+def check_kernel_entry(
+    kernel: Source, path: str, want: tuple[str, ...] | None, names: OpNames
+) -> list[LintFinding]:
     defined = dict(kernel.function_names())
     if names.kernel_entry not in defined:
         return [
@@ -104,9 +160,8 @@ def check_kernel_entry(kernel: Source, path: str, task: Task, names: OpNames) ->
             continue
         params = decl.child_by_field_name("parameters")
         got = [kernel.node_text(p).split()[-1].lstrip("*&") for p in params.named_children] if params else []
-        want = [p.split()[-1] for p in kernel_parameters(task)]
         line = node.start_point[0] + 1
-        if len(got) != len(want):
+        if want is not None and len(got) != len(want):
             out.append(
                 _finding(
                     "names",
@@ -116,7 +171,7 @@ def check_kernel_entry(kernel: Source, path: str, task: Task, names: OpNames) ->
                     line,
                 )
             )
-        if 'extern "C"' not in kernel.text:
+        if not re.search(r'extern\s*"C"', kernel.text):
             out.append(
                 _finding(
                     "names",
@@ -128,28 +183,41 @@ def check_kernel_entry(kernel: Source, path: str, task: Task, names: OpNames) ->
     return out
 
 
-def check_opdef(host: Source, path: str, task: Task, names: OpNames) -> list[LintFinding]:
+def check_opdef(
+    host: Source | list[Source], path: str, proto: dict[str, list[str]] | None, names: OpNames
+) -> list[LintFinding]:
+    """The OpDef class, its OP_ADD and its Input / Output / Attr names, over every host file."""
+    hosts = host if isinstance(host, list) else [host]
     out = []
-    classes = {
-        host.node_text(n.child_by_field_name("name"))
-        for n in host.of_type("class_specifier")
+    defining = [
+        h
+        for h in hosts
+        for n in h.of_type("class_specifier")
         if n.child_by_field_name("name") is not None
-    }
-    if names.op_type not in classes:
+        and h.node_text(n.child_by_field_name("name")) == names.op_type
+    ]
+    if not defining:  # a class the parser lost among unknown macros: read it from the tokens
+        pattern = re.compile(
+            rf"\bclass\s+{re.escape(names.op_type)}\s*(?:final\s*)?:\s*public\s+(?:ops::)?OpDef\b"
+        )
+        defining = [h for h in hosts if pattern.search(" ".join(t.text for t in h.tokens()))]
+    if not defining:
         out.append(_finding("names", f"{path} must define class {names.op_type} : public OpDef"))
-    added = [a[0] for a, _ in host.macro_invocations("OP_ADD") if a]
+    added = [a[0] for h in hosts for a, _ in h.macro_invocations("OP_ADD") if a]
     if names.op_type not in added:
         out.append(
             _finding(
                 "names", f"{path} must register OP_ADD({names.op_type}) (found {', '.join(added) or 'none'})"
             )
         )
-    for kind, want in (
-        ("Input", [t.name for t in task.inputs]),
-        ("Output", [t.name for t in task.outputs]),
-        ("Attr", [a for a, _, _ in op_attrs(task)]),
-    ):
-        got = [a[0].strip('"') for a, _ in host.macro_invocations(kind) if a and a[0].startswith('"')]
+    source = defining[0] if defining else hosts[0]
+    for kind, want in (proto or {}).items():
+        # a name listed twice is one prototype entry declared for several configurations
+        got = list(
+            dict.fromkeys(
+                a[0].strip('"') for a, _ in source.macro_invocations(kind) if a and a[0].startswith('"')
+            )
+        )
         if got != want:
             out.append(
                 _finding(
@@ -161,22 +229,50 @@ def check_opdef(host: Source, path: str, task: Task, names: OpNames) -> list[Lin
     return out
 
 
-def check_includes(src: Source, path: str, role: str, own: set[str]) -> list[LintFinding]:
+def _own_relative(path: str, inc: str, own: set[str]) -> bool:
+    """`#include "../x_base.h"` or `"erf/x.h"` naming one of the candidate's own files, resolved
+    against the including file's folder (never above op_host/ or op_kernel/)."""
+    parts = path.split("/")[:-1]
+    for piece in inc.split("/"):
+        if piece == "..":
+            if len(parts) <= 1:
+                return False
+            parts.pop()
+        elif piece not in ("", "."):
+            parts.append(piece)
+    return "/".join(parts) in own
+
+
+def check_includes(
+    src: Source, path: str, role: str, own: set[str], forbidden: tuple[str, ...] = ()
+) -> list[LintFinding]:
     out = []
     for inc, line in src.includes():
         base = inc.rsplit("/", 1)[-1]
-        if inc.startswith("/") or ".." in inc.split("/"):
+        if inc.startswith("/") or (".." in inc.split("/") and not _own_relative(path, inc, own)):
             out.append(
                 _finding("include", f'#include "{inc}": absolute and parent paths are not allowed', src, line)
             )
             continue
-        if inc in own or (base in own and "/" not in inc):
+        if inc in own or (base in own and "/" not in inc) or _own_relative(path, inc, own):
             continue
         if role == "kernel":
-            ok = inc in KERNEL_INCLUDES or inc.startswith(KERNEL_INCLUDE_PREFIXES)
+            ok = inc in KERNEL_INCLUDES or inc.startswith(KERNEL_INCLUDE_PREFIXES) or inc in STD_HEADERS
         else:
             ok = inc.startswith(HOST_INCLUDE_PREFIXES) or inc in STD_HEADERS
-        if not ok:
+        stem = re.sub(r"[^a-z0-9]", "", base.rsplit(".", 1)[0].lower())
+        api = next((a for a in forbidden if stem and stem == re.sub(r"[^a-z0-9]", "", a.lower())), None)
+        if ok and api is not None:
+            out.append(
+                _finding(
+                    "include",
+                    f'#include "{inc}" is the library header of AscendC::{api}, which this operator '
+                    "may not use (it is the operator itself)",
+                    src,
+                    line,
+                )
+            )
+        elif not ok:
             allowed = (
                 ", ".join(KERNEL_INCLUDES) + ", lib/..."
                 if role == "kernel"
@@ -194,30 +290,49 @@ def check_includes(src: Source, path: str, role: str, own: set[str]) -> list[Lin
     return out
 
 
-def check_calls(src: Source, path: str, forbidden: tuple[str, ...], task: Task) -> list[LintFinding]:
+def check_calls(
+    src: Source, path: str, forbidden: tuple[str, ...], task_name: str, own: set[str] | None = None
+) -> list[LintFinding]:
+    """Forbidden APIs and framework / loader names, by every reference (integrity.py); `own`:
+    the names every file of the candidate defines (default: this file's)."""
     out = []
-    for call in src.calls():
-        if call.name in forbidden:
-            out.append(
-                _finding(
-                    "forbidden_api",
-                    f"{path} calls {call.qualified}: for {task.name} that API is "
-                    "the operator itself (equivalent high-level substitution); compose it from "
-                    "basic vector instructions",
-                    src,
-                    call.line,
-                )
+    for ref, api in integrity.forbidden_references(src, forbidden, own):
+        how = "in a macro" if ref.in_macro else "by name"
+        shown = f"{ref.qualified_by}::{ref.name}" if ref.qualified_by else ref.name
+        out.append(
+            _finding(
+                "forbidden_api",
+                f"{path} reaches {shown} ({how}; the AscendC::{api} family): for {task_name} that API is "
+                "the operator itself (equivalent high-level substitution); compose it from "
+                "basic vector instructions",
+                src,
+                ref.line,
             )
-        elif call.name.startswith(FRAMEWORK_CALL_PREFIXES) or call.qualified.startswith(FRAMEWORK_QUALIFIERS):
-            out.append(
-                _finding(
-                    "framework_call",
-                    f"{path} calls {call.qualified}: the operator must do the work "
-                    "itself, not call aclnn, torch, torch_npu or the ACL runtime",
-                    src,
-                    call.line,
-                )
+        )
+    out += [
+        _finding(
+            "forbidden_api",
+            f"{path} pastes tokens (##) in a macro: names built that way cannot be checked; write them out",
+            src,
+            line,
+        )
+        for line in integrity.token_pasting(src, forbidden)
+    ]
+    seen: set[int] = set()
+    for ref, why in integrity.framework_references(src):
+        if ref.line in seen:  # `at::softmax` is two names, one use
+            continue
+        seen.add(ref.line)
+        shown = f"{ref.qualified_by}::{ref.name}" if ref.qualified_by else ref.name
+        out.append(
+            _finding(
+                "framework_call",
+                f"{path} uses {shown} ({why}): the operator must do the work itself, not reach aclnn, "
+                "torch, torch_npu, the ACL runtime or a loaded library",
+                src,
+                ref.line,
             )
+        )
     return out
 
 
@@ -235,18 +350,18 @@ def suspicious_literals(task: Task) -> dict[int, str]:
     return values
 
 
-def check_literals(src: Source, path: str, task: Task) -> list[LintFinding]:
-    bad = suspicious_literals(task)
+def check_literals(
+    src: Source, path: str, suspicious: dict[int, str], shape_fields: set[str] | None = None
+) -> list[LintFinding]:
     return [
         _finding(
             "hardcoded_shape",
-            f"{path}: the literal {text} equals {bad[v]}; read shapes from the "
-            "tiling data (held-out shapes are evaluated)",
+            f"{path}: a constant equal to {suspicious[s.value]} is {s.how}: the code is specialised "
+            "to that shape; read shapes from the tiling data (held-out shapes are evaluated)",
             src,
-            line,
+            s.line,
         )
-        for v, line, text in src.number_literals()
-        if v in bad
+        for s in integrity.specialisations(src, suspicious, shape_fields)
     ]
 
 
@@ -267,45 +382,68 @@ def check_host_device_memory(host: Source, path: str) -> list[LintFinding]:
     ]
 
 
-def lint_candidate(candidate: Candidate, task: Task, config: AscendConfig) -> list[LintFinding]:
-    findings = check_file_set(candidate, task, config)
-    n = op_names(task)
-    settings = task_settings(task)
-    specs = files_for(task, config)
-    own = {s.path.rsplit("/", 1)[-1] for s in specs} | {f"{n.snake}_tiling.h"}
+def lint_candidate(
+    candidate: Candidate, task: Task, config: AscendConfig, *, run_tiling: bool = False
+) -> list[LintFinding]:
+    """The static checks; with `run_tiling`, the kernel-only tiling function is also run on the
+    evaluation shapes and their neighbours (tiling_probe.py: needs only a host C++ compiler)."""
+    spec = spec_for_task(task, config)
+    findings = lint_files(candidate.files, spec)
+    source = candidate.files.get(spec.names.tiling_func_file, "")
+    if run_tiling and spec.template == "kernel-only" and source.strip() and not findings:
+        from sagekernel.targets.ascendc import tiling_probe
+
+        assigned = tiling_check.assigned_fields(Source(source))
+        findings += tiling_probe.check_tiling_behaviour(task, source, assigned, spec.names.tiling_func_file)
+    return findings
+
+
+def lint_files(files: dict[str, str], spec: LintSpec) -> list[LintFinding]:
+    """Every static check on one operator's files (no toolchain)."""
+    findings = check_file_set(files, spec)
+    n = spec.names
+    own = {p.rsplit("/", 1)[-1] for p in files} | {f.path.rsplit("/", 1)[-1] for f in spec.files}
+    own |= set(files)
+    own.add(f"{n.snake}_tiling.h")
     parsed: dict[str, Source] = {}
-    for spec in specs:
-        text = candidate.files.get(spec.path, "")
-        if not text.strip():
-            continue
-        src = parsed[spec.path] = Source(text)
-        role = "kernel" if spec.role == "kernel" else "host"
-        findings += check_includes(src, spec.path, role, own)
-        findings += check_calls(src, spec.path, settings.forbidden_apis, task)
-        findings += check_literals(src, spec.path, task)
-    kernel = parsed.get(n.kernel_file)
-    if kernel is not None:
-        findings += check_kernel_entry(kernel, n.kernel_file, task, n)
-    if template_of(task, config) == "full":
-        header, host = parsed.get(n.tiling_header), parsed.get(n.host_file)
-        if host is not None:
-            findings += check_opdef(host, n.host_file, task, n)
-            findings += check_host_device_memory(host, n.host_file)
-        if header is not None and host is not None and kernel is not None:
-            findings += tiling_check.check_full(
-                header, n.tiling_header, host, n.host_file, kernel, n.kernel_file, n
-            )
+    for path, text in sorted(files.items()):
+        if role_of(path, spec) is not None and text.strip():
+            parsed[path] = Source(text)
+    defined = set().union(*(integrity.defined_names(src) for src in parsed.values())) if parsed else set()
+    shape_fields = integrity.shape_derived_fields(list(parsed.values()), spec.size_fields)
+    for path, src in parsed.items():
+        role = role_of(path, spec) or "host"
+        findings += check_includes(src, path, role, own, spec.forbidden)
+        findings += check_calls(src, path, spec.forbidden, n.op_type, defined)
+        findings += check_literals(src, path, spec.suspicious, shape_fields)
+    kernels = [(src, p) for p, src in parsed.items() if role_of(p, spec) == "kernel"]
+    kernels.sort(key=lambda kp: kp[1] != n.kernel_file)
+    if kernels:
+        entry = next(((s, p) for s, p in kernels if n.kernel_entry in dict(s.function_names())), kernels[0])
+        findings += check_kernel_entry(entry[0], entry[1], spec.kernel_params, n)
+    hosts = [(src, p) for p, src in parsed.items() if role_of(p, spec) == "host"]
+    hosts.sort(key=lambda hp: hp[1] != n.host_file)
+    if spec.template == "full":
+        headers = [(s, p) for s, p in hosts if p == n.tiling_header]
+        others = [(s, p) for s, p in hosts if p != n.tiling_header]
+        if others:
+            findings += check_opdef([s for s, _ in others], n.host_file, spec.prototype, n)
+            for s, p in others:
+                findings += check_host_device_memory(s, p)
+        if headers and others and kernels:
+            findings += tiling_check.check_full_files(headers, others, kernels, n)
     else:
         tiling = parsed.get(n.tiling_func_file)
+        kernel = parsed.get(n.kernel_file)
         if tiling is not None:
-            entry = f"Compute{n.op_type}Tiling"
-            if entry not in dict(tiling.function_names()):
-                findings.append(_finding("names", f"{n.tiling_func_file} must define {entry}"))
+            entry_fn = f"Compute{n.op_type}Tiling"
+            if entry_fn not in dict(tiling.function_names()):
+                findings.append(_finding("names", f"{n.tiling_func_file} must define {entry_fn}"))
         if tiling is not None and kernel is not None:
             findings += tiling_check.check_kernel_only(
-                tiling, n.tiling_func_file, kernel, n.kernel_file, n, kernel_only_fields(task)
+                tiling, n.tiling_func_file, kernel, n.kernel_file, n, list(spec.plain_fields)
             )
     return findings
 
 
-__all__ = ["lint_candidate", "suspicious_literals"]
+__all__ = ["LintSpec", "lint_candidate", "lint_files", "role_of", "spec_for_task", "suspicious_literals"]

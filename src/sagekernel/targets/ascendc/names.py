@@ -17,6 +17,40 @@ from sagekernel.tasks.task import Task
 OP_SUFFIX = "Custom"
 
 
+#: Names msOpGen's generated Python op implementation uses for its own locals, keywords and
+#: modules (asc-devkit `cmake/asc/fwk_modules/util/opdesc_parser.py`, CONFLICT_KEYWORDS; the
+#: generated impl is `def <op>(<inputs>, <outputs>, ...)` and later assigns `src = ...`). msOpGen
+#: checks only attribute names against it; a tensor named `src` (scatter_add) would be clobbered.
+PROTOTYPE_RESERVED = frozenset(
+    """
+    and as assert break class continue def del elif else except finally for from global if
+    import in is lambda not or pass raise return try while with yield False None True nonlocal
+    arg __inputs__ __outputs__ options bisheng bisheng_path tikcpp_path impl_mode
+    custom_compile_options custom_all_compile_options soc_version soc_short
+    custom_compile_options_soc custom_all_compile_options_soc origin_func_name
+    ascendc_src_dir_ex ascendc_src_dir ascendc_src_file src op_type code_channel op_info
+    compile_op get_code_channel result __attrs__ isinstance attr get_current_build_config
+    _build_args get_dtype_fmt_options shutil os get_kernel_source kernel_name impl_mode_str
+    """.split()  # noqa: SIM905 (one word list, kept compact)
+)
+
+
+def prototype_names(names: list[str]) -> list[str]:
+    """The op prototype's names for the task's tensors and attributes, in order: a reserved name
+    gets the suffix `_t` (then `_t2`, ... until unique). Every file that names a prototype entry
+    (op JSON, OpDef, the contract, the lint) goes through here."""
+    out: list[str] = []
+    taken = set(names)
+    for name in names:
+        new, k = name, 1
+        while new in PROTOTYPE_RESERVED or (new != name and new in taken):
+            new = f"{name}_t" if k == 1 else f"{name}_t{k}"
+            k += 1
+        taken.add(new)
+        out.append(new)
+    return out
+
+
 def camel_from_snake(name: str) -> str:
     """`cast_f32_f16_sat` -> `CastF32F16Sat`."""
     return "".join(part[:1].upper() + part[1:] for part in re.split(r"[_\W]+", name) if part)
@@ -87,4 +121,12 @@ def op_names(task: Task) -> OpNames:
     )
 
 
-__all__ = ["OP_SUFFIX", "OpNames", "camel_from_snake", "op_names", "snake_from_camel"]
+__all__ = [
+    "OP_SUFFIX",
+    "PROTOTYPE_RESERVED",
+    "OpNames",
+    "camel_from_snake",
+    "op_names",
+    "prototype_names",
+    "snake_from_camel",
+]

@@ -18,15 +18,10 @@ from typing import Any
 
 from sagekernel.candidate import Candidate
 from sagekernel.targets.ascendc.plans import describe
+from sagekernel.targets.ascendc.runtime.ascendc_runtime import protocol_text
 from sagekernel.targets.ascendc.target import AscendCTarget
 from sagekernel.targets.base import BuildResult
 from sagekernel.tasks.task import Task
-
-TIMING_PROTOCOL = (
-    "torch.npu.Event(enable_timing=True); 5 warm-up calls per side; per call: synchronise, "
-    "L2 flush, record, call, record, synchronise; candidate and torch_npu reference in the same "
-    "process, interleaved per round in random order (paper C.4)"
-)
 
 
 def load_task_spec(spec: str) -> Task:
@@ -99,7 +94,9 @@ def plan_report(
             "device_nodes": spec.device_nodes,
             "reference_in_process": spec.reference_in_process,
             "timed": device == "npu",
-            "timing": TIMING_PROTOCOL if device == "npu" else "not timed (CPU twin debug is functional only)",
+            "timing": protocol_text(target.timing_protocol)
+            if device == "npu"
+            else "not timed (CPU twin debug is functional only)",
         },
     }
 

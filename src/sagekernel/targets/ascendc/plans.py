@@ -8,8 +8,10 @@ once (MultiKernelBench serialises on one global reinstall instead). The vendor n
 candidate digest, so two installs never share a name either.
 
 Paths:
-- framework (msOpGen): op JSON -> `msopgen gen` -> project files -> `build.sh` -> install the
-  .run package into workdir/opp -> build the aclnn-calling extension.
+- framework (msOpGen): op JSON -> `msopgen gen` (once per op prototype and SoC: the skeleton is
+  cached and copied) -> project files -> `build.sh` -> install the .run package into workdir/opp
+  -> the aclnn-calling extension (built once per task and reused: it links libcust_opapi.so by
+  name without an rpath, and each candidate's run environment puts its own op_api/lib first).
 - direct (kernel launch): project files -> CMake (`ascendc_library`, bisheng) -> build the
   ACLRT_LAUNCH_KERNEL extension. Needs the kernel-only template (no OpDef on this path).
 - twin (device cpu-twin): project files -> CMake with RUN_MODE=cpu (tikicpulib) -> a host
@@ -18,6 +20,7 @@ Paths:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -27,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from sagekernel.candidate import Candidate
-from sagekernel.targets.ascendc.availability import DEFAULT_CANN_HOMES, cann_home
+from sagekernel.targets.ascendc import bindings
+from sagekernel.targets.ascendc.availability import DEFAULT_CANN_HOMES, cann_home, resolve_tool
 from sagekernel.targets.ascendc.config import AscendConfig
 from sagekernel.targets.ascendc.contract import template_of
 from sagekernel.targets.ascendc.names import op_names
@@ -59,6 +63,7 @@ class Step:
     timeout_s: float = 600.0
     internal: str = ""  # "write" (project files) | "presets" (CMakePresets.json edits) | ""
     glob: bool = False  # argv[1] is a glob resolved in cwd when the step runs
+    creates: str = ""  # skip the step when this path already exists (a cached product)
     detail: dict[str, Any] = field(default_factory=dict)
 
     def shell(self) -> str:
@@ -87,6 +92,35 @@ class BuildPlan:
         data = asdict(self)
         data["files"] = sorted(self.files)
         return data
+
+
+def cache_root() -> Path:
+    """Where products shared by candidates live (msOpGen skeletons, per-task extensions)."""
+    configured = os.environ.get("SAGE_ASCENDC_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "sagekernel" / "ascendc"
+
+
+def build_jobs() -> int:
+    """Parallel compile jobs per build (SAGE_ASCENDC_JOBS): parallel workers each build, so the
+    default is a small share of the machine rather than every core."""
+    try:
+        return max(1, int(os.environ.get("SAGE_ASCENDC_JOBS", "")))
+    except ValueError:
+        return max(1, min(4, (os.cpu_count() or 2) // 2))
+
+
+def compile_env() -> dict[str, str]:
+    """The job cap for every build system a step uses (CMake, ninja through torch's cpp_extension,
+    make), and ccache as the CMake compiler launcher when it is installed."""
+    jobs = str(build_jobs())
+    env = {"CMAKE_BUILD_PARALLEL_LEVEL": jobs, "MAX_JOBS": jobs, "MAKEFLAGS": f"-j{jobs}"}
+    if resolve_tool("ccache"):
+        env["CMAKE_CXX_COMPILER_LAUNCHER"] = env["CMAKE_C_COMPILER_LAUNCHER"] = "ccache"
+    return env
+
+
+def digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:16]
 
 
 def _cann_root() -> str:
@@ -133,8 +167,12 @@ def build_plan(
     steps: list[Step] = []
     artifacts: dict[str, str] = {}
     run_env: dict[str, str] = {}
+    jobs_env = compile_env()
     if path == "framework":
         vendor_dir = wd / "opp" / "vendors" / vendor
+        from sagekernel.targets.ascendc.skeleton import op_json
+
+        skeleton = cache_root() / "skeletons" / digest(op_json(task), config.compute_unit, root)
         steps += [
             Step(
                 "write-spec",
@@ -146,7 +184,7 @@ def build_plan(
             Step(
                 "msopgen",
                 (
-                    "msopgen",
+                    resolve_tool("msopgen") or "msopgen",
                     "gen",
                     "-i",
                     str(wd / "spec" / n.op_json),
@@ -155,10 +193,22 @@ def build_plan(
                     "-lan",
                     "cpp",
                     "-out",
-                    str(proj),
+                    f"{skeleton}.tmp-{candidate.digest}",
                 ),
                 str(wd),
                 unset=("ASCEND_CUSTOM_OPP_PATH",),
+                creates=str(skeleton),
+            ),
+            Step(
+                "skeleton",
+                (),
+                str(wd),
+                internal="skeleton",
+                detail={
+                    "cache": str(skeleton),
+                    "fresh": f"{skeleton}.tmp-{candidate.digest}",
+                    "project": str(proj),
+                },
             ),
             Step(
                 "write-project",
@@ -181,7 +231,12 @@ def build_plan(
                 },
             ),
             Step(
-                "build", ("bash", "build.sh"), str(proj), unset=("ASCEND_CUSTOM_OPP_PATH",), timeout_s=1200.0
+                "build",
+                ("bash", "build.sh"),
+                str(proj),
+                env=jobs_env,
+                unset=("ASCEND_CUSTOM_OPP_PATH",),
+                timeout_s=1200.0,
             ),
             Step(
                 "install",
@@ -194,23 +249,25 @@ def build_plan(
                 "extension",
                 (py, str(ext / "build_ext.py"), str(ext_spec)),
                 str(ext),
-                env={"ASCEND_CUSTOM_OPP_PATH": str(vendor_dir)},
+                env={"ASCEND_CUSTOM_OPP_PATH": str(vendor_dir), **jobs_env},
             ),
         ]
-        artifacts = {"module": str(ext / "build" / f"{n.python_module}.so"), "vendor": str(vendor_dir)}
+        assert spec is not None  # the framework path always has an extension
+        artifacts = {"module": f"{spec['build_directory']}/{n.python_module}.so", "vendor": str(vendor_dir)}
         run_env = {
             "ASCEND_CUSTOM_OPP_PATH": str(vendor_dir),
             "LD_LIBRARY_PATH": f"{vendor_dir}/op_api/lib:" + env.get("LD_LIBRARY_PATH", f"{root}/lib64"),
         }
     else:
         build_dir = wd / "build"
+        cmake = resolve_tool("cmake") or "cmake"
         mode = "cpu" if path == "twin" else "npu"
         steps += [
             Step("write-project", (), str(wd), internal="write", detail={"files": sorted(files)}),
             Step(
                 "configure",
                 (
-                    "cmake",
+                    cmake,
                     "-S",
                     str(proj),
                     "-B",
@@ -221,11 +278,20 @@ def build_plan(
                     "-DCMAKE_BUILD_TYPE=" + ("Debug" if mode == "cpu" else "Release"),
                 ),
                 str(wd),
+                env=jobs_env,
             ),
-            Step("compile", ("cmake", "--build", str(build_dir), "-j", "4"), str(wd), timeout_s=1200.0),
+            Step(
+                "compile",
+                (cmake, "--build", str(build_dir), "-j", str(build_jobs())),
+                str(wd),
+                env=jobs_env,
+                timeout_s=1200.0,
+            ),
         ]
         if path == "direct":
-            steps.append(Step("extension", (py, str(ext / "build_ext.py"), str(ext_spec)), str(ext)))
+            steps.append(
+                Step("extension", (py, str(ext / "build_ext.py"), str(ext_spec)), str(ext), env=jobs_env)
+            )
             artifacts = {"module": str(ext / "build" / f"{n.python_module}.so"), "library": str(build_dir)}
         else:
             artifacts = {"library": str(build_dir / "libsage_kernels.so")}
@@ -245,14 +311,25 @@ def extension_spec(task: Task, path: str, wd: Path, root: str, vendor_dir: Path)
         "cflags": ["-O2", "-std=c++17"],
     }
     if path == "framework":
+        # One build per task: everything below is the same for every candidate of the task (the
+        # binding text depends on the task only), so cpp_extension.load finds its own build and
+        # reuses it. The candidate's aclnn header and libcust_opapi.so are copied in once, for
+        # compiling and linking; at run time the loader takes libcust_opapi.so from the
+        # candidate's own op_api/lib (the plan's run_env), since the module has no rpath to it.
+        shared = cache_root() / "extensions" / digest(bindings.framework_binding(task), root, sys.executable)
         vendor = str(vendor_dir)
         return {
             **common,
-            "sources": [str(wd / "ext" / f"{n.snake}_aclnn.cpp")],
-            "include_paths": [f"{vendor}/op_api/include", f"{root}/include", f"{root}/include/aclnn"],
+            "build_directory": str(shared / "build"),
+            "sources": [str(shared / f"{n.snake}_aclnn.cpp")],
+            "copy": [
+                [str(wd / "ext" / f"{n.snake}_aclnn.cpp"), str(shared / f"{n.snake}_aclnn.cpp")],
+                [f"{vendor}/op_api/include/{n.aclnn_header}", str(shared / "include" / n.aclnn_header)],
+                [f"{vendor}/op_api/lib/libcust_opapi.so", str(shared / "lib" / "libcust_opapi.so")],
+            ],
+            "include_paths": [str(shared / "include"), f"{root}/include", f"{root}/include/aclnn"],
             "ldflags": [
-                f"-L{vendor}/op_api/lib",
-                f"-Wl,-rpath,{vendor}/op_api/lib",
+                f"-L{shared / 'lib'}",
                 "-lcust_opapi",
                 f"-L{root}/lib64",
                 "-lascendcl",
@@ -298,7 +375,10 @@ __all__ = [
     "BuildPlan",
     "Step",
     "base_env",
+    "build_jobs",
     "build_plan",
+    "cache_root",
+    "compile_env",
     "describe",
     "extension_spec",
     "path_for",

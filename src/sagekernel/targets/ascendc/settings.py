@@ -27,26 +27,37 @@ COMPARE_RULES = ("allclose", "elementwise_both")
 
 #: task name -> Ascend C APIs (unqualified; `AscendC::` is implied) that would implement its core.
 BUILTIN_FORBIDDEN: dict[str, tuple[str, ...]] = {
+    # Completed against CANN's high-level API set (asc-devkit include/adv_api/...: activation,
+    # normalization, reduce, math, index, quantization). A name also forbids its implementation
+    # family (`SigmoidImpl`, `SoftMaxV2`: integrity.in_family).
     "swish": ("Sigmoid", "Swish", "Silu"),
     "mul_sigmoid": ("Sigmoid", "Swish", "Silu"),
-    "softmax": ("SoftMax", "SimpleSoftMax", "SoftmaxFlash", "SoftmaxFlashV2", "SoftmaxFlashV3"),
-    "log_softmax": ("LogSoftMax", "SoftMax", "SimpleSoftMax"),
-    "cross_entropy": ("LogSoftMax", "SoftMax", "SimpleSoftMax"),
-    "gelu": ("Gelu", "FasterGelu", "FasterGeluV2"),
-    "fast_gelu": ("Gelu", "FasterGelu", "FasterGeluV2"),
-    "geglu": ("GeGLU", "Gelu", "FasterGelu", "FasterGeluV2"),
+    "softmax": ("SoftMax", "SimpleSoftMax", "SoftmaxFlash", "LogSoftMax", "AdjustSoftMaxRes"),
+    "log_softmax": ("LogSoftMax", "SoftMax", "SimpleSoftMax", "SoftmaxFlash"),
+    "cross_entropy": ("LogSoftMax", "SoftMax", "SimpleSoftMax", "SoftmaxFlash"),
+    "gelu": ("Gelu", "FasterGelu"),
+    "fast_gelu": ("Gelu", "FasterGelu"),
+    "geglu": ("GeGLU", "Gelu", "FasterGelu"),
     "swiglu": ("SwiGLU", "Swish", "Silu", "Sigmoid"),
-    "swiglu_quant": ("SwiGLU", "Swish", "Silu", "Sigmoid", "AscendQuant"),
-    "layer_norm": ("LayerNorm", "Normalize"),
-    "add_layer_norm": ("LayerNorm", "Normalize"),
+    "swiglu_quant": ("SwiGLU", "Swish", "Silu", "Sigmoid", "AscendQuant", "Quantize"),
+    "layer_norm": ("LayerNorm", "Normalize", "WelfordUpdate", "WelfordFinalize", "DeepNorm"),
+    "add_layer_norm": ("LayerNorm", "Normalize", "WelfordUpdate", "WelfordFinalize", "DeepNorm"),
     "rms_norm": ("RmsNorm",),
     "rms_norm_rope": ("RmsNorm",),
-    "group_norm": ("GroupNorm", "Normalize"),
+    "group_norm": ("GroupNorm", "Normalize", "WelfordUpdate", "WelfordFinalize"),
+    "mean_var": ("Mean", "WelfordUpdate", "WelfordFinalize", "LayerNorm", "Normalize"),
+    "reduce_sum": ("Sum",),  # ReduceSum is the basic instruction, like Abs for abs
+    "argmax": ("ArgMax",),  # ReduceMax(..., calIndex=true) is not told apart statically
+    "isfinite": ("IsFinite",),
+    "isinf": ("IsInf",),
+    "arange": ("ArithProgression",),
+    "linspace": ("ArithProgression",),
+    "clip_by_value": ("ClampMax", "ClampMin", "Clamp"),
     "cumsum": ("CumSum",),
-    "quantize_per_channel": ("AscendQuant",),
-    "dequantize_per_channel": ("AscendDequant", "AscendAntiQuant"),
-    "matmul_bias_gelu": ("Gelu", "FasterGelu", "FasterGeluV2"),
-    "attention": ("SoftMax", "SimpleSoftMax", "SoftmaxFlash", "SoftmaxFlashV2", "SoftmaxFlashV3"),
+    "quantize_per_channel": ("AscendQuant", "Quantize"),
+    "dequantize_per_channel": ("AscendDequant", "AscendAntiQuant", "Dequantize", "AntiQuantize"),
+    "matmul_bias_gelu": ("Gelu", "FasterGelu"),
+    "attention": ("SoftMax", "SimpleSoftMax", "SoftmaxFlash", "LogSoftMax"),
 }
 
 

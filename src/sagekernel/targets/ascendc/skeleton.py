@@ -11,7 +11,7 @@ import json
 
 from sagekernel.targets.ascendc.config import AscendConfig
 from sagekernel.targets.ascendc.contract import DTYPES, kernel_only_fields
-from sagekernel.targets.ascendc.names import op_names
+from sagekernel.targets.ascendc.names import op_names, prototype_names
 from sagekernel.tasks.task import Task
 
 
@@ -34,21 +34,33 @@ def op_attrs(task: Task) -> list[tuple[str, str, object]]:
     return out
 
 
+def prototype(task: Task) -> dict[str, list[str]]:
+    """The op prototype's Input / Output / Attr names, in order (names.prototype_names: a name
+    msOpGen's generated code uses itself is renamed). The op JSON, the OpDef, the contract and the
+    lint all read them from here."""
+    tensors_in, tensors_out = [t.name for t in task.inputs], [t.name for t in task.outputs]
+    attrs = [a for a, _, _ in op_attrs(task)]
+    renamed = prototype_names([*tensors_in, *tensors_out, *attrs])
+    k, m = len(tensors_in), len(tensors_in) + len(tensors_out)
+    return {"Input": renamed[:k], "Output": renamed[k:m], "Attr": renamed[m:]}
+
+
 def op_json(task: Task) -> str:
     """The op prototype msOpGen reads (`msopgen gen -i <op>.json ...`)."""
     n = op_names(task)
+    proto = prototype(task)
 
-    def desc(t):
-        return {"name": t.name, "param_type": "required", "format": ["ND"], "type": [DTYPES[t.dtype][0]]}
+    def desc(name, t):
+        return {"name": name, "param_type": "required", "format": ["ND"], "type": [DTYPES[t.dtype][0]]}
 
     spec = {
         "op": n.op_type,
         "language": "cpp",
-        "input_desc": [desc(t) for t in task.inputs],
-        "output_desc": [desc(t) for t in task.outputs],
+        "input_desc": [desc(p, t) for p, t in zip(proto["Input"], task.inputs, strict=True)],
+        "output_desc": [desc(p, t) for p, t in zip(proto["Output"], task.outputs, strict=True)],
         "attr": [
-            {"name": a, "param_type": "optional", "type": kind, "default_value": str(default)}
-            for a, kind, default in op_attrs(task)
+            {"name": p, "param_type": "optional", "type": kind, "default_value": str(default)}
+            for p, (_, kind, default) in zip(proto["Attr"], op_attrs(task), strict=True)
         ],
     }
     return json.dumps([spec], indent=4) + "\n"
@@ -69,7 +81,9 @@ def plain_tiling_header(task: Task, *, kernel_side: bool) -> str:
         f"#ifndef {guard}",
         f"#define {guard}",
         "",
-        "#include <cstdint>",
+        # Kernel side: GM_ADDR and __aicore__ (SageCopyTiling) come from kernel_operator.h, so the
+        # header brings it itself and any include order compiles.
+        '#include "kernel_operator.h"' if kernel_side else "#include <cstdint>",
         "",
         "// Fixed by the kernel-only template: do not redefine.",
         f"struct {n.tiling_struct} {{",
@@ -126,17 +140,27 @@ def kernel_only_host(task: Task, config: AscendConfig) -> str:
         f"    context->SetOutputDataType({k}, {DTYPES[o.dtype][1]});" for k, o in enumerate(task.outputs)
     ]
     opdef = []
+    proto = prototype(task)
     for kind, specs in (("Input", task.inputs), ("Output", task.outputs)):
-        for t in specs:
+        for name, t in zip(proto[kind], specs, strict=True):
             opdef.append(
-                f'        this->{kind}("{t.name}").ParamType(REQUIRED).DataType({{{DTYPES[t.dtype][1]}}})'
+                f'        this->{kind}("{name}").ParamType(REQUIRED).DataType({{{DTYPES[t.dtype][1]}}})'
                 ".Format({ge::FORMAT_ND});"
             )
-    for a, kind, default in attrs:
+    for name, (_, kind, default) in zip(proto["Attr"], attrs, strict=True):
         value = f"{float(str(default))!r}f" if kind == "float" else f"{int(str(default))}"
-        opdef.append(
-            f'        this->Attr("{a}").AttrType(OPTIONAL).{"Float" if kind == "float" else "Int"}({value});'
+        setter = "Float" if kind == "float" else "Int"
+        opdef.append(f'        this->Attr("{name}").AttrType(OPTIONAL).{setter}({value});')
+    fields = kernel_only_fields(task)
+    registered = f"{n.op_type}SageTiling"
+    mirror = [
+        (
+            f"TILING_DATA_FIELD_DEF_ARR({f.ctype}, {f.count}, {f.name});"
+            if f.count
+            else f"TILING_DATA_FIELD_DEF({f.ctype}, {f.name});"
         )
+        for f in fields
+    ]
     attrs_line = ["    const gert::RuntimeAttrs* attrs = context->GetAttrs();"] if needs_attrs else []
     infer_attrs = attrs_line if any(s is None for s in sources.values()) else []
     return "\n".join(
@@ -145,7 +169,17 @@ def kernel_only_host(task: Task, config: AscendConfig) -> str:
             f'#include "{n.snake}_tiling.h"',
             "#include <cstring>",
             '#include "register/op_def_registry.h"',
+            '#include "register/tilingdata_base.h"',
             '#include "tiling/platform/platform_ascendc.h"',
+            "",
+            "namespace optiling {",
+            "// The plain struct, registered with the framework (it sizes the kernel's tiling buffer",
+            "// from the registered class; an unregistered op gets a buffer of 0 bytes).",
+            f"BEGIN_TILING_DATA_DEF({registered})",
+            *mirror,
+            "END_TILING_DATA_DEF;",
+            f"REGISTER_TILING_DATA_CLASS({n.op_type}, {registered})",
+            "}  // namespace optiling",
             "",
             f"void Compute{n.op_type}Tiling({n.tiling_struct}& t, uint32_t coreNum, uint64_t ubBytes);",
             "",
@@ -165,12 +199,16 @@ def kernel_only_host(task: Task, config: AscendConfig) -> str:
             "        return ge::GRAPH_FAILED;",
             "    }",
             "    context->SetBlockDim(t.usedCoreNum);",
+            # The registered mirror sizes the framework's tiling buffer (K1); same fields, same
+            # order, no padding holes, so its bytes are the plain struct's (checked here).
+            f"    {registered} reg;",
+            *[f"    reg.set_{f.name}(t.{f.name});" for f in fields],
             "    auto raw = context->GetRawTilingData();",
-            "    if (raw->GetCapacity() < sizeof(t)) {",
+            "    if (reg.GetDataSize() != sizeof(t) || raw->GetCapacity() < sizeof(t)) {",
             "        return ge::GRAPH_FAILED;",
             "    }",
-            "    std::memcpy(raw->GetData(), &t, sizeof(t));",
-            "    raw->SetDataSize(sizeof(t));",
+            "    reg.SaveToBuffer(raw->GetData(), raw->GetCapacity());",
+            "    raw->SetDataSize(reg.GetDataSize());",
             "    size_t* workspace = context->GetWorkspaceSizes(1);",
             "    workspace[0] = platform.GetLibApiWorkSpaceSize();",
             "    return ge::GRAPH_SUCCESS;",
@@ -218,4 +256,4 @@ def _infer_dim(task: Task, sym: str) -> str:
     return f"context->GetInputShape({i})->GetDim({j})"
 
 
-__all__ = ["kernel_only_host", "op_attrs", "op_json", "plain_tiling_header", "size_sources"]
+__all__ = ["kernel_only_host", "op_attrs", "op_json", "plain_tiling_header", "prototype", "size_sources"]

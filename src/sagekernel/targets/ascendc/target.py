@@ -8,6 +8,7 @@ running need the toolkit (and torch_npu plus an NPU for `npu`), and say which pi
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -17,8 +18,11 @@ from sagekernel.targets.ascendc import availability
 from sagekernel.targets.ascendc.build import execute
 from sagekernel.targets.ascendc.config import AscendConfig
 from sagekernel.targets.ascendc.contract import contract_text, files_for
+from sagekernel.targets.ascendc.contract import template_of as contract_template
 from sagekernel.targets.ascendc.lint import lint_candidate
+from sagekernel.targets.ascendc.names import op_names
 from sagekernel.targets.ascendc.plans import BuildPlan, build_plan
+from sagekernel.targets.ascendc.runtime.ascendc_runtime import protocol_text
 from sagekernel.targets.ascendc.settings import task_settings
 from sagekernel.targets.ascendc.skeleton import op_attrs
 from sagekernel.targets.base import (
@@ -30,12 +34,16 @@ from sagekernel.targets.base import (
     RuntimeSpec,
     load_knowledge,
 )
+from sagekernel.targets.diagnostics import DiagnosticProbe, DiagnosticSection, TargetDiagnostics
 from sagekernel.tasks.task import Task
 
 HERE = Path(__file__).resolve().parent
 RUNTIME_DIR = HERE / "runtime"
 WIRE_DIR = HERE.parent.parent / "harness" / "children"
 BOX_RUNTIME, BOX_WIRE = "/box/ascendc", "/box/wire"
+#: H3: CANN's error detail on the runtime's stderr (the harness keeps it), not in plog files under
+#: a sandbox HOME that is thrown away; level 3 = errors only.
+RUNTIME_LOG_ENV = {"ASCEND_SLOG_PRINT_TO_STDOUT": "1", "ASCEND_GLOBAL_LOG_LEVEL": "3"}
 DEVICES = (DeviceInfo("npu", Evidence.HARDWARE, True), DeviceInfo("cpu-twin", Evidence.EMULATED, False))
 
 
@@ -43,8 +51,19 @@ class AscendCTarget:
     name = "ascendc"
     language = "cpp"
 
-    def __init__(self, config: AscendConfig | None = None) -> None:
+    def __init__(self, config: AscendConfig | None = None, timing_protocol: str | None = None) -> None:
         self._config = config
+        self._protocol = timing_protocol
+
+    @property
+    def timing_protocol(self) -> str:
+        """`batched` (the paper's C.4, the default) or `cold-l2` (SAGE_ASCENDC_TIMING overrides)."""
+        from sagekernel.targets.ascendc.runtime.ascendc_runtime import DEFAULT_PROTOCOL, PROTOCOLS
+
+        chosen = self._protocol or os.environ.get("SAGE_ASCENDC_TIMING") or DEFAULT_PROTOCOL
+        if chosen not in PROTOCOLS:
+            raise ValueError(f"SAGE_ASCENDC_TIMING={chosen!r}: use one of {', '.join(PROTOCOLS)}")
+        return chosen
 
     @property
     def config(self) -> AscendConfig:
@@ -66,7 +85,7 @@ class AscendCTarget:
         return load_knowledge(HERE / "knowledge")
 
     def lint(self, candidate: Candidate, task: Task) -> list[LintFinding]:
-        return lint_candidate(candidate, task, self.config)
+        return lint_candidate(candidate, task, self.config, run_tiling=True)
 
     def seed_memory_path(self) -> Path:
         return HERE / "knowledge" / "seed_memory.jsonl"
@@ -90,7 +109,11 @@ class AscendCTarget:
         plan = self.plan(candidate, task, workdir, device=device)
         if timeout_s:
             plan = _with_timeouts(plan, timeout_s)
-        return execute(plan, {f.path for f in self.files(task)})
+        result = execute(plan, {f.path for f in self.files(task)})
+        result.info["timing_protocol"] = (  # the verdict records which protocol its figures come from
+            protocol_text(self.timing_protocol) if device == "npu" else "not timed (CPU twin debug)"
+        )
+        return result
 
     def runtime(self, built: BuildResult, task: Task, device: str) -> RuntimeSpec:
         """The Python runtime in the sandbox; the evaluation's directory is bound at the same path
@@ -100,12 +123,25 @@ class AscendCTarget:
         plan = built.info.get("plan", {})
         workdir = plan.get("workdir", str(Path(artifact).parent))
         root = plan.get("base_env", {}).get("ASCEND_HOME_PATH") or str(availability.cann_home() or "")
-        env = {**plan.get("base_env", {}), **plan.get("run_env", {}), "TORCH_DEVICE_BACKEND_AUTOLOAD": "1"}
+        env = {
+            **plan.get("base_env", {}),
+            **plan.get("run_env", {}),
+            **RUNTIME_LOG_ENV,
+            "TORCH_DEVICE_BACKEND_AUTOLOAD": "1",
+        }
+        # T1: the worker's device slot (experiment/devices.py sets it per worker process); the
+        # sandbox rebuilds the environment from this spec, so it must be carried here.
+        env.update({k: os.environ[k] for k in availability.DEVICE_SELECT_VARS if k in os.environ})
         if mode == "twin":
             env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # plain CPU torch: never load torch_npu
         binds = [(str(RUNTIME_DIR), BOX_RUNTIME), (str(WIRE_DIR), BOX_WIRE), (workdir, workdir)]
+        module_dir = str(Path(artifact).parent)
+        if not module_dir.startswith(workdir.rstrip("/") + "/"):  # the per-task extension cache
+            binds.append((module_dir, module_dir))
         if root:
             binds.append((root, root))
+        if mode == "npu":  # T3: the files the NPU runtime reads at start-up, as container recipes bind them
+            binds += [(p, p) for p in availability.host_binds() if not p.startswith(root or "\0")]
         argv = [
             sys.executable,
             f"{BOX_RUNTIME}/ascendc_runtime.py",
@@ -121,6 +157,8 @@ class AscendCTarget:
             json.dumps(list(task.sizes)),
             "--dims",
             json.dumps([list(t.dims) for t in (*task.inputs, *task.outputs)]),
+            "--protocol",
+            self.timing_protocol,
         ]
         return RuntimeSpec(
             argv=argv,
@@ -131,6 +169,54 @@ class AscendCTarget:
             address_space_bytes=None if mode == "npu" else 8 << 30,
             reference_in_process=mode == "npu",
             name=f"ascendc-{'npu' if mode == 'npu' else 'cpu-twin'}",
+        )
+
+    def diagnose(
+        self,
+        candidate: Candidate,
+        task: Task,
+        probe: DiagnosticProbe,
+        workdir: Path,
+        *,
+        device: str = "npu",
+        sandbox_kind: str = "auto",
+        timeout_s: float = 600.0,
+        profile: bool | None = None,
+    ) -> TargetDiagnostics:
+        """printf / DumpTensor capture, mssanitizer and (profile) msprof op on the probe
+        (diagnose.py); where CANN is missing, the static findings and the tiling plans."""
+        from sagekernel.targets.ascendc import diagnose as diag
+        from sagekernel.targets.ascendc import tiling_probe
+
+        if profile is None:  # the optimiser's server sets it: msprof op on the board
+            profile = os.environ.get("SAGE_ASCENDC_PROFILE", "") not in ("", "0")
+        static = [f"[{f.rule}] {f.reason}" for f in self.lint(candidate, task)]
+        tiling = candidate.files.get(f"op_host/{op_names(task).snake}_tiling_func.cpp", "")
+        if tiling.strip() and contract_template(task, self.config) == "kernel-only":
+            plans, why = tiling_probe.run_tiling(task, tiling)
+            static += [
+                f"tiling at {p.shape}: usedCoreNum={p.used}, formerNum={p.former_num} x {p.former_len}, "
+                f"tail {p.tail_len} ({p.total} elements)"
+                for p in plans or []
+            ] or [f"tiling function not run: {why}"]
+        if device == "npu" and not self.available("npu")[0] and self.available("cpu-twin")[0]:
+            device = "cpu-twin"  # no board: the CPU twin still prints
+        ok, why = self.available(device)
+        if not ok:
+            return diag.not_here(f"{device} is not available here: {why}", static)
+        built = self.build(candidate, task, workdir / "build", device=device, sandbox_kind=sandbox_kind,
+                           timeout_s=timeout_s)  # fmt: skip
+        if not built.ok:
+            return TargetDiagnostics(tools=["build"], sections=[DiagnosticSection("build", built.message)])
+        mode = "twin" if device == "cpu-twin" else "npu"
+        spec = self.runtime(built, task, device)
+        probe_dir = workdir / "probe"
+        diag.write_probe(probe, probe_dir)
+        artifact = str(built.artifacts["library" if mode == "twin" else "module"])
+        runs = diag.tool_runs(mode, diag.child_argv(mode, artifact, probe_dir), str(workdir), profile=profile)
+        binds = [*spec.ro_binds, (str(diag.CHILD.parent), str(diag.CHILD.parent))]
+        return diag.run_tools(
+            runs, binds, spec.env, spec.device_nodes, probe_dir, workdir, sandbox_kind, timeout_s
         )
 
     def comparison(self, task: Task) -> tuple[str, float, float]:

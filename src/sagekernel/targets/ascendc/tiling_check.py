@@ -10,6 +10,7 @@ model's tiling computation (kernel-only); the kernel-only struct is never redefi
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from sagekernel.harness.verdict import LintFinding
@@ -47,8 +48,10 @@ _FLOAT = {"float", "double", "half", "float16_t", "bfloat16_t"}
 class TilingDef:
     struct: str | None
     fields: dict[str, TilingField]
-    registered: tuple[str, str] | None  # REGISTER_TILING_DATA_CLASS(op, struct)
+    registered: tuple[str, str] | None  # REGISTER_TILING_DATA_CLASS(op, struct): the first
     line: int | None
+    registrations: tuple[tuple[str, str], ...] = ()  # every one in the file
+    structs: tuple[str, ...] = ()  # every BEGIN_TILING_DATA_DEF in the file
 
 
 def parse_macro_definition(src: Source) -> TilingDef:
@@ -64,12 +67,14 @@ def parse_macro_definition(src: Source) -> TilingDef:
     for args, _ in src.macro_invocations("TILING_DATA_FIELD_DEF_STRUCT"):
         if len(args) == 2:
             fields[args[1]] = TilingField(args[0], args[1])
-    reg = src.macro_invocations("REGISTER_TILING_DATA_CLASS")
+    reg = [(a[0], a[1]) for a, _ in src.macro_invocations("REGISTER_TILING_DATA_CLASS") if len(a) == 2]
     return TilingDef(
         begin[0][0][0] if begin and begin[0][0] else None,
         fields,
-        (reg[0][0][0], reg[0][0][1]) if reg and len(reg[0][0]) == 2 else None,
+        reg[0] if reg else None,
         begin[0][1] if begin else None,
+        tuple(reg),
+        tuple(args[0] for args, _ in begin if args),
     )
 
 
@@ -92,6 +97,24 @@ def tiling_variables(src: Source, struct: str) -> set[str]:
                 names.add(src.node_text(ident))
                 break
     return names
+
+
+def reads_raw_tiling(kernel: Source) -> bool:
+    """The kernel reads its `tiling` bytes without a typed struct (`*(__gm__ uint32_t*)tilingGm`):
+    the entry's last parameter is used past its declaration, and some read of GM through a cast
+    exists. Typed reads are checked field by field; raw ones only this far."""
+    names = []
+    for node in kernel.of_type("function_definition"):
+        decl = node.child_by_field_name("declarator")
+        while decl is not None and decl.type != "function_declarator":
+            decl = decl.child_by_field_name("declarator")
+        params = decl.child_by_field_name("parameters") if decl is not None else None
+        if params is not None and params.named_child_count >= 2:
+            last = kernel.node_text(params.named_children[-1]).split()[-1].lstrip("*&")
+            if "tiling" in last.lower():
+                names.append(last)
+    idents = [t.text for t in kernel.tokens() if t.kind == "identifier"]
+    return any(idents.count(n) > 1 for n in names)
 
 
 def _type_problem(field: TilingField, declared: str) -> str | None:
@@ -118,43 +141,48 @@ def assigned_fields(src: Source) -> set[str]:
 
 
 def check_kernel_reads(kernel: Source, kernel_path: str, definition: TilingDef) -> list[LintFinding]:
+    return _kernel_reads([(kernel, kernel_path)], definition)
+
+
+def _kernel_reads(kernels: list[tuple[Source, str]], definition: TilingDef) -> list[LintFinding]:
     if definition.struct is None:
         return []
     findings = []
-    variables = tiling_variables(kernel, definition.struct)
-    if not variables:
+    bound = [(src, path, tiling_variables(src, definition.struct)) for src, path in kernels]
+    if not any(v for _, _, v in bound) and not any(reads_raw_tiling(src) for src, _ in kernels):
         findings.append(
             LintFinding(
                 RULE,
                 f"the kernel never reads its tiling data ({definition.struct}); "
                 "shapes must come from the tiling, not from constants",
                 None,
-                kernel_path,
+                kernels[0][1] if kernels else "",
             )
         )
-    for var in sorted(variables):
-        for read in kernel.field_reads(var):
-            field = definition.fields.get(read.field)
-            if field is None:
-                findings.append(
-                    LintFinding(
-                        RULE,
-                        f"{kernel_path} reads {var}.{read.field}, but {definition.struct} defines no field "
-                        f"{read.field} (fields: {', '.join(definition.fields) or 'none'})",
-                        read.line,
-                        kernel.line_text(read.line),
+    for kernel, kernel_path, variables in bound:
+        for var in sorted(variables):
+            for read in kernel.field_reads(var):
+                field = definition.fields.get(read.field)
+                if field is None:
+                    findings.append(
+                        LintFinding(
+                            RULE,
+                            f"{kernel_path} reads {var}.{read.field}, but {definition.struct} defines no "
+                            f"field {read.field} (fields: {', '.join(definition.fields) or 'none'})",
+                            read.line,
+                            kernel.line_text(read.line),
+                        )
                     )
-                )
-            elif read.declared_type and (problem := _type_problem(field, read.declared_type)):
-                findings.append(
-                    LintFinding(
-                        RULE,
-                        f"{kernel_path}: {problem} ({var}.{read.field}); declare the "
-                        "local with the field's type",
-                        read.line,
-                        kernel.line_text(read.line),
+                elif read.declared_type and (problem := _type_problem(field, read.declared_type)):
+                    findings.append(
+                        LintFinding(
+                            RULE,
+                            f"{kernel_path}: {problem} ({var}.{read.field}); declare the "
+                            "local with the field's type",
+                            read.line,
+                            kernel.line_text(read.line),
+                        )
                     )
-                )
     return findings
 
 
@@ -171,49 +199,88 @@ def check_full(
     kernel_path: str,
     names: OpNames,
 ) -> list[LintFinding]:
-    definition = parse_macro_definition(header)
+    return check_full_files([(header, header_path)], [(host, host_path)], [(kernel, kernel_path)], names)
+
+
+def check_full_files(
+    headers: list[tuple[Source, str]],
+    hosts: list[tuple[Source, str]],
+    kernels: list[tuple[Source, str]],
+    names: OpNames,
+) -> list[LintFinding]:
+    """The full template over every file of each role (an operator may split its host side into
+    a tiling header, a tiling .cpp and an OpDef .cpp, and its kernel over headers): the definition
+    is the registered struct wherever it is written, the host sets are all set_ calls."""
+    header_path = headers[0][1] if headers else names.tiling_header
+    host_path = hosts[0][1] if hosts else names.host_file
     findings: list[LintFinding] = []
-    if definition.struct != names.tiling_struct:
+    candidates = [parse_macro_definition(src) for src, _ in [*headers, *hosts]]
+    registered = [r for d in candidates for r in d.registrations]
+    own = [r for r in registered if _registers_op(r[0], names.op_type)]
+    struct = own[0][1] if own else names.tiling_struct
+    merged: dict[str, TilingField] = {}
+    for d in candidates:
+        merged.update(d.fields)
+    begun = [d for d in candidates if d.struct is not None]
+    if not any(struct in d.structs for d in begun):
         findings.append(
             LintFinding(
                 "names",
-                f"{header_path} must define BEGIN_TILING_DATA_DEF("
-                f"{names.tiling_struct}), found {definition.struct or 'none'}",
-                definition.line,
+                f"{header_path} must define BEGIN_TILING_DATA_DEF({struct}), found "
+                f"{', '.join(str(d.struct) for d in begun) or 'none'}",
+                begun[0].line if begun else None,
                 "",
             )
         )
-    if definition.registered != (names.op_type, names.tiling_struct):
+    if not own:
         findings.append(
             LintFinding(
                 "names",
-                f"{header_path} must register REGISTER_TILING_DATA_CLASS("
-                f"{names.op_type}, {names.tiling_struct}), found "
-                f"{', '.join(definition.registered) if definition.registered else 'none'}",
+                f"{header_path} must register REGISTER_TILING_DATA_CLASS({names.op_type}, {struct}), found "
+                f"{'; '.join(', '.join(r) for r in registered) if registered else 'none'}",
                 None,
                 "",
             )
         )
-    if not definition.fields:
+    if not merged:
         findings.append(LintFinding(RULE, f"{header_path} defines no tiling fields", None, ""))
-    definition = TilingDef(names.tiling_struct, definition.fields, definition.registered, definition.line)
-    findings += check_kernel_reads(kernel, kernel_path, definition)
-    set_fields = {}
-    for call in host.calls():
-        if call.name.startswith("set_") and ("." in call.qualified or "->" in call.qualified):
-            set_fields[call.name[4:]] = call.line
+    # the kernel may read any registered struct (tiling keys register several); fields are merged
+    definition = TilingDef(struct, merged, own[0] if own else None, None)
+    structs = {struct} | {r[1] for r in own}
+    used = [n for n in sorted(structs) if any(tiling_variables(src, n) for src, _ in kernels)]
+    for s_name in used or [struct]:  # none bound: one "never reads" finding for the registered struct
+        findings += _kernel_reads(kernels, TilingDef(s_name, merged, None, None))
+    set_fields: dict[str, int] = {}
+    got_fields: set[str] = set()  # filled through a pointer or a reference: get_X(), tiling.X
+    for host, _ in [*hosts, *headers]:
+        for call in host.calls():
+            # tiling.set_x(...) on the struct itself; tiling.mm.set_x(...) is a nested CANN struct
+            member = re.fullmatch(r"\s*\w+\s*(\.|->)\s*\w+\s*", call.qualified) is not None
+            if member and re.fullmatch(r"set_\w+", call.name):
+                set_fields.setdefault(call.name[4:], call.line)
+            elif member and re.fullmatch(r"get_\w+", call.name):
+                got_fields.add(call.name[4:])
+        for node in host.of_type("field_expression"):
+            fld = node.child_by_field_name("field")
+            if fld is not None and (node.parent is None or node.parent.type != "call_expression"):
+                got_fields.add(host.node_text(fld))
+    host_text = hosts[0][0] if hosts else None
     for fname, line in sorted(set_fields.items()):
         if fname not in definition.fields:
             findings.append(
                 LintFinding(
                     RULE,
-                    f"{host_path} sets {fname}, which {names.tiling_struct} does not define",
+                    f"{host_path} sets {fname}, which {struct} does not define",
                     line,
-                    host.line_text(line),
+                    host_text.line_text(line) if host_text is not None else "",
                 )
             )
-    for fname in sorted(kernel_read_fields(kernel, names.tiling_struct) & set(definition.fields)):
-        if fname not in set_fields:
+    read = set()
+    for s_name in structs:
+        for src, _ in kernels:
+            read |= kernel_read_fields(src, s_name)
+    for fname in sorted(read & set(definition.fields)):
+        if fname not in set_fields and fname not in got_fields:
             findings.append(
                 LintFinding(
                     RULE,
@@ -224,6 +291,13 @@ def check_full(
                 )
             )
     return findings
+
+
+def _registers_op(registered_op: str, op_type: str) -> bool:
+    """`Op` or a tiling-key registration `Op_<key>` (REGISTER_TILING_DATA_CLASS(Op_1, ...))."""
+    return registered_op == op_type or (
+        registered_op.startswith(op_type + "_") and registered_op[len(op_type) + 1 :].isdigit()
+    )
 
 
 def names_filled_by_skeleton(task_fields: list[TilingField]) -> list[str]:
@@ -292,6 +366,7 @@ __all__ = [
     "TilingDef",
     "assigned_fields",
     "check_full",
+    "check_full_files",
     "check_kernel_only",
     "check_kernel_reads",
     "kernel_only_fields",

@@ -1,0 +1,131 @@
+"""Calibration: does the task's own reference, run on the device, pass the harness's comparator?
+
+Before any candidate is blamed on an NPU, run the task's `Model` there (torch_npu, the task's
+declared dtypes) on the harness's own trials -- the same inputs, the same float64-derived
+expected outputs and the same tolerances a candidate faces (harness/trials.py, harness/compare.py)
+-- and name the tasks whose reference itself fails. Transcendental functions on NPU hardware can
+miss tolerances tuned on a CPU; such a task is unsolvable until its tolerance changes. A task
+that opts into NPUKernelBench's rule (`SAGE_ASCENDC = {"compare": "elementwise_both", ...}`) is
+also judged by that rule with its own tolerances (AscendCTarget.comparison).
+
+    python -m sagekernel.targets.ascendc.calibrate [TASK ...] --device npu [--json]
+
+`--device cpu` runs the same steps on the CPU (what CI can check); `npu` needs torch_npu and a board.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from sagekernel.harness.compare import compare
+from sagekernel.harness.config import HarnessConfig
+from sagekernel.harness.trials import Trial, plan_trials
+from sagekernel.targets.ascendc.compare import compare_both_exceed
+from sagekernel.targets.ascendc.settings import task_settings
+from sagekernel.tasks.task import Task
+
+
+@dataclass
+class TaskCalibration:
+    task: str
+    device: str
+    trials: int = 0
+    failures: list[str] = field(default_factory=list)  # one line per failing trial and output
+    error: str = ""  # the reference could not run on the device
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and not self.error
+
+
+def device_reference(task: Task, trial: Trial, device: str) -> list[torch.Tensor]:
+    """The task's Model on `device` in its declared dtypes, under the trial's parameter seed."""
+    from sagekernel.tasks.inputs import assemble_call, call_forward, instantiate, torch_dtype
+    from sagekernel.tasks.modules import bound_sizes, task_module
+    from sagekernel.tasks.params import load_params
+
+    module = task_module(task)
+    with (
+        bound_sizes(module, task.binding(dict(trial.sizes))),
+        torch.random.fork_rng(devices=[]),
+        torch.no_grad(),
+    ):
+        torch.manual_seed(trial.param_seed)
+        model = instantiate(module, task.source_path, trial.param_seed)
+        if task.params:
+            load_params(task, model, trial.params)
+        model = model.to(device)
+        args = assemble_call(task, [t.detach().clone().to(device) for t in trial.inputs])
+        outputs = call_forward(model, args, task.source_path)
+    return [
+        o.detach().to("cpu").to(torch_dtype(spec.dtype)).contiguous()
+        for spec, o in zip(task.outputs, outputs, strict=True)
+    ]
+
+
+def calibrate_task(task: Task, device: str, config: HarnessConfig | None = None) -> TaskCalibration:
+    result = TaskCalibration(task.name, device)
+    rule, atol, rtol = _rule(task)
+    try:
+        trials = plan_trials(task, config or HarnessConfig())
+        for trial in trials:
+            got = device_reference(task, trial, device)
+            result.trials += 1
+            for spec, actual, expected in zip(task.outputs, got, trial.expected, strict=True):
+                mism = compare(actual, expected, trial.atol, task.rtol, spec.dtype)
+                if mism is not None:
+                    result.failures.append(f"{trial.describe()}: output {spec.name}: {mism.detail}")
+                if rule == "elementwise_both":
+                    both = compare_both_exceed(_np(actual), _np(expected), atol, rtol)
+                    if not both.ok:
+                        result.failures.append(f"{trial.describe()}: output {spec.name}: {both.reason}")
+    except Exception as exc:  # the reference itself cannot run there: that is the finding
+        result.error = f"{type(exc).__name__}: {exc}"
+    return result
+
+
+def _rule(task: Task) -> tuple[str, float, float]:
+    s = task_settings(task)
+    return s.compare, s.atol if s.atol is not None else task.atol, s.rtol if s.rtol is not None else task.rtol
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return (t.to(torch.float32) if t.dtype == torch.bfloat16 else t).numpy()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m sagekernel.targets.ascendc.calibrate", description=__doc__)
+    p.add_argument("tasks", nargs="*", help="task names (default: the built-in suite)")
+    p.add_argument("--device", default="npu", help="npu (torch_npu) or cpu")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args(argv)
+    if a.device.startswith("npu"):
+        import torch_npu  # noqa: F401  (registers the npu device)
+    from sagekernel.tasks.suites import find_task, load_suite
+
+    tasks = [find_task(t) for t in a.tasks] if a.tasks else load_suite("builtin")
+    results = [calibrate_task(t, a.device) for t in tasks]
+    failing = [r for r in results if not r.ok]
+    if a.json:
+        print(json.dumps([{**asdict(r), "ok": r.ok} for r in results], indent=2))
+    else:
+        print(f"{len(results) - len(failing)} of {len(results)} references pass on {a.device}")
+        for r in failing:
+            print(
+                f"  {r.task}: {r.error or r.failures[0]}"
+                + (f" (+{len(r.failures) - 1})" if len(r.failures) > 1 else "")
+            )
+    return 0 if not failing else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["TaskCalibration", "calibrate_task", "device_reference"]
