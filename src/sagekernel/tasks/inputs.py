@@ -112,10 +112,29 @@ def checked_args(raw: object, what: str) -> list[Any]:
             continue
         if isinstance(a, (list, tuple)) and all(isinstance(x, (bool, int, float)) for x in a):
             continue
+        if isinstance(a, str) or is_tensor_list(a):  # a string attribute; a list of input tensors
+            continue
         raise TaskError(f"{what} item {i} is a {type(a).__name__}; a forward argument must be a tensor, "
-                        "a Python number, a list of numbers or None (wrap other data in a tensor, or "
-                        "move it to get_init_inputs())")
+                        "a list of tensors, a Python number, a string, a list of numbers or None (wrap "
+                        "other data in a tensor, or move it to get_init_inputs())")
     return list(raw)
+
+
+def is_tensor_list(value: object) -> bool:
+    """A non-empty list/tuple of tensors: one forward argument, several kernel inputs."""
+    return isinstance(value, (list, tuple)) and bool(value) and all(
+        isinstance(x, torch.Tensor) for x in value)
+
+
+def flat_tensors(args: Sequence[Any]) -> list[torch.Tensor]:
+    """The tensors among forward arguments, a tensor list contributing each of its tensors."""
+    found: list[torch.Tensor] = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            found.append(a)
+        elif is_tensor_list(a):
+            found.extend(a)
+    return found
 
 
 def call_init_inputs(module: ModuleType, path: object) -> list[Any]:
@@ -320,7 +339,8 @@ def tensor_args(task: Task, raw: Sequence[Any]) -> list[torch.Tensor]:
     if len(raw) != len(task.forward_args):
         raise TaskError(f"{task.source_path}: the inputs have {len(raw)} arguments, the task was "
                         f"loaded with {len(task.forward_args)}")
-    return [a for a, spec in zip(raw, task.forward_args, strict=True) if spec.kind == "tensor"]
+    return flat_tensors([a for a, spec in zip(raw, task.forward_args, strict=True)
+                         if spec.kind in ("tensor", "tensors")])
 
 
 def assemble_call(task: Task, tensors: Sequence[torch.Tensor]) -> list[Any]:
@@ -333,6 +353,8 @@ def assemble_call(task: Task, tensors: Sequence[torch.Tensor]) -> list[Any]:
     for spec in task.forward_args:
         if spec.kind == "tensor":
             call.append(next(it))
+        elif spec.kind == "tensors":
+            call.append([next(it) for _ in range(int(spec.value or 0))])
         elif spec.kind == "list":
             call.append(list(spec.value) if isinstance(spec.value, tuple) else spec.value)
         else:  # scalar or none
