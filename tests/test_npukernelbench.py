@@ -282,7 +282,7 @@ def test_a_stream_over_a_level1_and_a_level2_operator_reports_the_benchmark_scor
     assert {o["operator"]: (o["cases"], o["passed"]) for o in bench["operators"]} == {
         "SqrtX": (2, 2), "SwishX": (2, 2)}
     assert bench["final"] == pytest.approx(0.2 * 100 + 0.3 * 100)
-    table = CliRunner().invoke(app, ["report", str(ws)])
+    table = CliRunner().invoke(app, ["report", str(ws)], env={"COLUMNS": "300"})
     assert "NPUKB score" in table.output and "NPUKernelBench score" in table.output
 
     # nothing of answer/ reached the workspace: database (prompts, memory, traces), logs, files

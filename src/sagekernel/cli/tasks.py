@@ -167,7 +167,9 @@ def check_tasks(
     entries: list[dict[str, Any]] = [
         {"path": str(t.source_path), "status": "loaded", "name": t.name, "level": t.level,
                 "category": t.category, "groups": len(t.groups), "params": len(t.params),
-                "sizes": t.sizes, "published_sizes": t.published_sizes, "size_note": t.size_note}
+                "sizes": t.sizes, "published_sizes": t.published_sizes, "size_note": t.size_note,
+                **({"benchmark": {"format": t.benchmark.format, "cases": t.benchmark.case_count,
+                                  "left_out": t.benchmark.left_out}} if t.benchmark is not None else {})}
         for t in report.tasks]
     entries += [{"path": str(p.path), "status": p.kind, "device": p.device or None, "reason": p.message}
                 for p in report.problems]

@@ -157,6 +157,12 @@ def import_task_module(path: Path) -> ModuleType:
                                   "(run it where that device and its package are installed)",
                                   device=device) from exc
         raise TaskError(f"{path}: import failed: {type(exc).__name__}: {exc}") from exc
+    if not operator:  # KernelBench-style argument kinds (tasks/forward_call.py, tasks/npukb_shim.py)
+        from sagekernel.tasks.forward_call import accept_positional_keywords
+        from sagekernel.tasks.npukb_shim import use_device_torch
+
+        accept_positional_keywords(module)
+        use_device_torch(module)
     with MODULE_LOCK:
         old = _CACHE.get(path)
         if old is not None:

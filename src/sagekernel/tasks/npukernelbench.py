@@ -45,7 +45,7 @@ import torch
 
 from sagekernel.errors import TaskError
 from sagekernel.tasks.npukb_cases import CaseRow, read_cases, root_tolerances
-from sagekernel.tasks.npukb_shim import benchmark_imports, torch_npu_installed, use_device_torch
+from sagekernel.tasks.npukb_shim import benchmark_imports, use_device_torch
 from sagekernel.tasks.task import BenchmarkSpec, Task
 
 BENCHMARK = "npukernelbench"
@@ -154,9 +154,12 @@ def _signature_names(fn: Any, skip_self: bool = True) -> list[str]:
 
 
 def encode_init(value: Any) -> Any:
-    """An init argument as a forward argument: a ``torch.dtype`` becomes ``"torch.<name>"``."""
+    """An init argument as a forward argument: a ``torch.dtype`` becomes ``"torch.<name>"``, a
+    numpy scalar (``np.int64(n)``) the Python number it holds."""
     if isinstance(value, torch.dtype):
         return str(value)
+    if type(value).__module__ == "numpy" and hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        return value.item()
     return value
 
 
@@ -210,8 +213,7 @@ def import_operator(path: Path, name: str) -> ModuleType:
         reference = _exec_file(path, name + "_module")
         prepare = reference if hasattr(reference, "get_init_inputs") else \
             _exec_file(folder / INPUTS_FILE, name + "_prepare_inputs")
-    if not torch_npu_installed():
-        use_device_torch(prepare)
+    use_device_torch(prepare)  # its builders run on CPU here, whatever device the machine has
     for needed in ("get_inputs", "get_init_inputs"):
         if not callable(getattr(prepare, needed, None)):
             raise TaskError(f"{folder / INPUTS_FILE}: defines no {needed}(param, device=None)")
@@ -230,30 +232,101 @@ def import_operator(path: Path, name: str) -> ModuleType:
                             f"{type(exc).__name__}: {exc}") from exc
     n_init = len(first_init)
 
+    def make_case(k: int, base: int, device: str | None = None) -> dict[str, Any]:
+        row = cases[k]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(base + k)
+            init = _as_args(prepare.get_init_inputs(row, device=device))
+            inputs = _as_args(prepare.get_inputs(row, device=device))
+        if len(init) != n_init:
+            raise TaskError(f"{folder / INPUTS_FILE}: get_init_inputs(case {row.case_id}) returns "
+                            f"{len(init)} arguments, case {cases[0].case_id} returned {n_init}")
+        return {"name": f"case{row.case_id}", "inputs": [encode_init(a) for a in init] + inputs}
+
+    usable = CaseFilter(folder, cases, make_case)
+
     def get_input_groups() -> list[dict[str, Any]]:
         base = int(torch.randint(0, 2**31 - 1, ()))  # from the caller's seed
-        groups = []
-        for k, row in enumerate(cases):
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(base + k)
-                init = _as_args(prepare.get_init_inputs(row, device=None))
-                inputs = _as_args(prepare.get_inputs(row, device=None))
-            if len(init) != n_init:
-                raise TaskError(f"{folder / INPUTS_FILE}: get_init_inputs(case {row.case_id}) returns "
-                                f"{len(init)} arguments, case {cases[0].case_id} returned {n_init}")
-            groups.append({"name": f"case{row.case_id}", "inputs": [encode_init(a) for a in init] + inputs})
-        return groups
+        return [make_case(k, base) for k in usable.kept()]
+
+    def get_input_group(index: int) -> dict[str, Any]:
+        """Group `index` of get_input_groups() alone (the same values, one case built)."""
+        base = int(torch.randint(0, 2**31 - 1, ()))
+        return make_case(usable.kept()[index], base)
 
     composite = ModuleType(name, inspect.getdoc(reference) or "")
     composite.__file__ = str(path)
     composite.Model = _case_model_class(ref_model, n_init, _signature_names(ref_model.__init__),
                                         _signature_names(ref_model.forward))
     composite.get_input_groups = get_input_groups
+    composite.get_input_group = get_input_group
+    composite.NPUKB_LEFT_OUT = usable.left_out
     composite.get_init_inputs = lambda: []
     composite.NPUKB_CASES = cases
     composite.NPUKB_CUSTOM_CHECK = getattr(prepare, "custom_check_precision", None)
     composite.NPUKB_REFERENCE = reference
     return composite
+
+
+def _tensors_of(args: list[Any]) -> list[torch.Tensor]:
+    found: list[torch.Tensor] = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            found.append(a)
+        elif isinstance(a, (list, tuple)):
+            found += [x for x in a if isinstance(x, torch.Tensor)]
+    return found
+
+
+class CaseFilter:
+    """Which cases this machine can run: a case whose tensors exceed the size budget
+    (`sizepolicy.max_bytes`) or use a dtype no kernel contract carries (complex64 ...) is left out,
+    with the reason, and counts as not passed in the benchmark's score. Sizes and dtypes are read on
+    PyTorch's ``meta`` device when the case's builder honours ``device`` (no memory), else from one
+    real build, one case at a time. Decided once per process, the same way in every process."""
+
+    def __init__(self, folder: Path, cases: list[CaseRow], make_case: Any) -> None:
+        self.folder, self.cases, self.make_case = folder, cases, make_case
+        self._kept: list[int] | None = None
+        self.left_out: list[str] = []
+
+    def _measure(self, k: int) -> tuple[int, set[str]]:
+        for device in ("meta", None):
+            try:
+                with torch.random.fork_rng(devices=[]):
+                    tensors = _tensors_of(self.make_case(k, 0, device)["inputs"])
+            except TaskError:
+                raise
+            except Exception:
+                if device is None:
+                    raise
+                continue
+            dtypes = {str(t.dtype).removeprefix("torch.") for t in tensors}
+            return sum(t.numel() * t.element_size() for t in tensors), dtypes
+        raise AssertionError("unreachable")
+
+    def kept(self) -> list[int]:
+        if self._kept is not None:
+            return self._kept
+        from sagekernel.tasks.sizepolicy import budget_text, max_bytes
+        from sagekernel.tasks.task import SUPPORTED_DTYPES
+
+        kept, left = [], []
+        for k, row in enumerate(self.cases):
+            nbytes, dtypes = self._measure(k)
+            odd = sorted(d for d in dtypes if d not in SUPPORTED_DTYPES)
+            if odd:
+                left.append(f"case{row.case_id} (dtype {', '.join(odd)}: no kernel contract carries it)")
+            elif nbytes > max_bytes():
+                left.append(f"case{row.case_id} ({nbytes / 2**20:.1f} MiB of inputs, over the CPU budget "
+                            f"{budget_text()}; SAGE_TASK_MAX_BYTES raises it)")
+            else:
+                kept.append(k)
+        self.left_out[:] = left  # in place: the composite module exposes this list
+        if not kept:
+            raise TaskError(f"{self.folder / CASES_FILE}: no case can run here: {'; '.join(left)}")
+        self._kept = kept
+        return kept
 
 
 # ----------------------------------------------------------------------------- the task
@@ -282,7 +355,6 @@ def load_operator(path: Path, root: Path | None = None) -> Task:
         task.description = task.description or first
     tolerances = root_tolerances(repository_root(op))
     rows: list[CaseRow] = module.NPUKB_CASES
-    kept = {g.name for g in task.groups}
     task.benchmark = BenchmarkSpec(
         format=BENCHMARK,
         cases={f"case{r.case_id}": dict(r) for r in rows},
@@ -291,6 +363,6 @@ def load_operator(path: Path, root: Path | None = None) -> Task:
         custom_check=module.NPUKB_CUSTOM_CHECK is not None,
         kernel_op=kernel_op_name(path.read_text(encoding="utf-8", errors="replace")),
         skeleton={rel: str(p) for rel, p in skeleton_files(op).items()},
-        left_out=[f"case{r.case_id}" for r in rows if f"case{r.case_id}" not in kept],
+        left_out=list(module.NPUKB_LEFT_OUT),
     )
     return task
