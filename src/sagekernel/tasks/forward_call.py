@@ -28,7 +28,7 @@ def keyword_only_names(cls: type) -> tuple[list[str], list[str]]:
 
 
 def accept_positional_keywords(module: ModuleType) -> None:
-    """Replace ``module.Model`` by a subclass taking its keyword-only arguments positionally (module
+    """Give ``module.Model`` a forward taking its keyword-only arguments positionally (module
     docstring); files whose forward has no keyword-only parameter are left alone."""
     cls = getattr(module, "Model", None)
     if not isinstance(cls, type):
@@ -38,17 +38,18 @@ def accept_positional_keywords(module: ModuleType) -> None:
                            for p in inspect.signature(cls.forward).parameters.values()):
         return
     n = len(positional)
+    original = cls.forward  # type: ignore[attr-defined]
 
     def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
         extra = dict(zip(keywords, args[n:], strict=False))
-        return cls.forward(self, *args[:n], **extra, **kwargs)
+        return original(self, *args[:n], **extra, **kwargs)
 
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     params += [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in positional]
     params += [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
                for name in keywords]
     forward.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    forward.__doc__ = cls.forward.__doc__  # type: ignore[attr-defined]
-    adapted = type(cls.__name__, (cls,), {"forward": forward, "__doc__": cls.__doc__,
-                                          "__module__": cls.__module__})
-    module.Model = adapted  # type: ignore[attr-defined]
+    forward.__doc__ = original.__doc__
+    # The class itself is patched (this module object is private to the loader): a subclass under
+    # the name Model would recurse through the file's own ``super(Model, self).__init__()``.
+    cls.forward = forward  # type: ignore[attr-defined]
