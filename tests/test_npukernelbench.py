@@ -309,3 +309,59 @@ def test_the_published_operators_of_the_paper_subset_load() -> None:
     levels = [t.level for t in report.tasks]
     assert len(report.tasks) + len(report.problems) == 88
     assert levels.count(1) >= 18 and levels.count(3) >= 15
+
+
+# ----------------------------------------------------------------------------- KernelBench-style kinds
+
+LEVEL4_STYLE = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super(Model, self).__init__()
+
+    def forward(self, query, keys, *, lengths=None, layout="BSND", scale=1.0):
+        assert isinstance(layout, str) and isinstance(keys, list)
+        out = query * scale + sum(keys)
+        if lengths is not None:
+            out = out + lengths.to(out.dtype).sum()
+        return out.transpose(0, 1) if layout == "SBND" else out
+
+
+def get_input_groups():
+    groups = []
+    for layout, n in (("BSND", 2), ("SBND", 3)):
+        q = torch.randn(4, 6)
+        keys = [torch.randn(4, 6) for _ in range(n)]
+        lengths = torch.randn(3, dtype=torch.int32)  # an integer tensor from a float sampler
+        groups.append([q, keys, lengths, layout, 0.5])
+    return groups
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_strings_tensor_lists_keyword_only_and_integer_draws_load(tmp_path: Path) -> None:
+    folder = tmp_path / "npukernelbench_level4"
+    folder.mkdir()
+    (folder / "1_sparse_like.py").write_text(LEVEL4_STYLE, encoding="utf-8")
+    report = load_dir(tmp_path)
+    assert not report.problems, report.problems
+    [task] = report.tasks
+    g1 = task.group_task(1)
+    kinds = [(a.kind, a.name, a.value) for a in g1.forward_args]
+    assert kinds == [("tensor", "in0", None), ("tensors", "keys", 3), ("tensor", "in4", None),
+                     ("string", "layout", "SBND"), ("scalar", "scale", 0.5)]
+    assert g1.attrs == {"scale": 0.5} and [i.dtype for i in g1.inputs][-1] == "int32"
+    ins = build_inputs(g1, seed=2)
+    [out] = reference_outputs(g1, ins)
+    want = (ins[0].double() * 0.5 + sum(t.double() for t in ins[1:4]) + ins[4].double().sum()).transpose(0, 1)
+    assert torch.allclose(out.double(), want.float().double(), atol=1e-5)
+    from sagekernel.targets.cpu.contract import contract_text
+
+    text = contract_text(g1)
+    assert "string layout = 'SBND'" in text and "list   keys: 3 tensors" in text

@@ -19,7 +19,7 @@ from typing import Any
 def keyword_only_names(cls: type) -> tuple[list[str], list[str]]:
     """(positional parameter names after self, keyword-only parameter names) of ``cls.forward``."""
     try:
-        params = list(inspect.signature(cls.forward).parameters.values())  # type: ignore[attr-defined]
+        params = list(inspect.signature(getattr(cls, "forward")).parameters.values())  # noqa: B009
     except (TypeError, ValueError, AttributeError):
         return [], []
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][1:]
@@ -34,11 +34,11 @@ def accept_positional_keywords(module: ModuleType) -> None:
     if not isinstance(cls, type):
         return
     positional, keywords = keyword_only_names(cls)
-    if not keywords or any(p.kind is p.VAR_POSITIONAL
-                           for p in inspect.signature(cls.forward).parameters.values()):
+    original = getattr(cls, "forward")  # noqa: B009 (a type has no declared forward)
+    kinds = [p.kind for p in inspect.signature(original).parameters.values()] if keywords else []
+    if not keywords or inspect.Parameter.VAR_POSITIONAL in kinds:
         return
     n = len(positional)
-    original = cls.forward  # type: ignore[attr-defined]
 
     def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
         extra = dict(zip(keywords, args[n:], strict=False))

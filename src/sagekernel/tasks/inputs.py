@@ -365,7 +365,8 @@ def assemble_call(task: Task, tensors: Sequence[torch.Tensor]) -> list[Any]:
         if spec.kind == "tensor":
             call.append(next(it))
         elif spec.kind == "tensors":
-            call.append([next(it) for _ in range(int(spec.value or 0))])
+            count = spec.value if isinstance(spec.value, int) else 0
+            call.append([next(it) for _ in range(count)])
         elif spec.kind == "list":
             call.append(list(spec.value) if isinstance(spec.value, tuple) else spec.value)
         else:  # scalar or none

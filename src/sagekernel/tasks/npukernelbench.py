@@ -256,15 +256,14 @@ def import_operator(path: Path, name: str) -> ModuleType:
 
     composite = ModuleType(name, inspect.getdoc(reference) or "")
     composite.__file__ = str(path)
-    composite.Model = _case_model_class(ref_model, n_init, _signature_names(ref_model.__init__),
-                                        _signature_names(ref_model.forward))
-    composite.get_input_groups = get_input_groups
-    composite.get_input_group = get_input_group
-    composite.NPUKB_LEFT_OUT = usable.left_out
-    composite.get_init_inputs = lambda: []
-    composite.NPUKB_CASES = cases
-    composite.NPUKB_CUSTOM_CHECK = getattr(prepare, "custom_check_precision", None)
-    composite.NPUKB_REFERENCE = reference
+    members: dict[str, Any] = {
+        "Model": _case_model_class(ref_model, n_init, _signature_names(vars(ref_model).get("__init__")),
+                                   _signature_names(getattr(ref_model, "forward", None))),
+        "get_input_groups": get_input_groups, "get_input_group": get_input_group,
+        "get_init_inputs": lambda: [], "NPUKB_LEFT_OUT": usable.left_out, "NPUKB_CASES": cases,
+        "NPUKB_CUSTOM_CHECK": getattr(prepare, "custom_check_precision", None), "NPUKB_REFERENCE": reference,
+    }
+    vars(composite).update(members)
     return composite
 
 
