@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from npukb_fixture import ANSWER_MARKER, OPERATORS, SQRT_INPUTS, SQRT_MODULE, write_benchmark
 from typer.testing import CliRunner
 
+from npukb_fixture import ANSWER_MARKER, OPERATORS, SQRT_INPUTS, SQRT_MODULE, write_benchmark
 from sagekernel.tasks.inputs import build_inputs, reference_outputs
 from sagekernel.tasks.loader import load_dir
 from sagekernel.tasks.npukb_cases import read_cases, root_tolerances
@@ -67,6 +67,11 @@ def test_root_loads_one_task_per_operator_folder(bench: Path, loaded) -> None:
     assert tasks["SqrtX"].benchmark.kernel_op == "sqrt_x"
     assert sorted(tasks["SqrtX"].benchmark.skeleton) == ["op_host/sqrt_x.cpp", "op_kernel/sqrt_x.cpp"]
     assert tasks["SqrtX"].specification.startswith("# SqrtX")
+    from sagekernel.tasks.npukernelbench import skeleton_sources
+
+    assert skeleton_sources(tasks["SqrtX"]) == {
+        "op_host/sqrt_x.cpp": "// skeleton of sqrt_x (op_host): complete me\n",
+        "op_kernel/sqrt_x.cpp": "// skeleton of sqrt_x (op_kernel): complete me\n"}
 
 
 def test_a_broken_operator_is_rejected_naming_what_is_missing(loaded) -> None:
@@ -233,9 +238,10 @@ def test_no_answer_text_reaches_records_show_or_prompts(bench: Path, loaded) -> 
 
 
 E2E_OPERATORS = {
-    "level1/Math/SqrtX": OPERATORS["level1/Math/SqrtX"][:3] + ("case_id;shape;dtype\n0;[4, 8];float32\n"
-                                                               "1;[3, 5];float32\n",),
-    "level2/Activation/SwishX": ("swish_x", SQRT_MODULE.replace("torch.sqrt(x)", "x * torch.sigmoid(x * self.beta)")
+    "level1/Math/SqrtX": (*OPERATORS["level1/Math/SqrtX"][:3], "case_id;shape;dtype\n0;[4, 8];float32\n"
+                                                                "1;[3, 5];float32\n"),
+    "level2/Activation/SwishX": ("swish_x", SQRT_MODULE.replace("torch.sqrt(x)",
+                                                                "x * torch.sigmoid(x * self.beta)")
                                  .replace("def __init__(self):\n        super(Model, self).__init__()",
                                           "def __init__(self, beta):\n        super(Model, self).__init__()\n"
                                           "        self.beta = beta"),
@@ -258,7 +264,8 @@ def test_a_stream_over_a_level1_and_a_level2_operator_reports_the_benchmark_scor
     n = "IN0_D0 * IN0_D1"
     replies = [
         {"match": f"(?m)^# Operator: {name} ", "on": "prompt",
-         "text": f"DIAGNOSIS: one loop.\nADOPTION:\nRULES USED: NONE\n```c\n{_kernel(tasks[name], body)}```\n"}
+         "text": "DIAGNOSIS: one loop.\nADOPTION:\nRULES USED: NONE\n"
+                 f"```c\n{_kernel(tasks[name], body)}```\n"}
         for name, body in (("SqrtX", f"  for (int64_t i = 0; i < {n}; ++i) out0[i] = sqrtf(in0[i]);"),
                            ("SwishX", f"  for (int64_t i = 0; i < {n}; ++i) "
                                       "out0[i] = in0[i] / (1.0f + expf(-in0[i] * beta));"))]
@@ -289,10 +296,13 @@ def test_a_stream_over_a_level1_and_a_level2_operator_reports_the_benchmark_scor
     for path in ws.rglob("*"):
         if path.is_file():
             assert ANSWER_MARKER.encode() not in path.read_bytes(), path
-    with sqlite3.connect(ws / "sage.db") if (ws / "sage.db").exists() else sqlite3.connect(":memory:") as conn:
-        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'"):
-            for row in conn.execute(f"SELECT * FROM {name}"):
-                assert ANSWER_MARKER not in repr(row)
+    databases = [p for p in ws.rglob("*") if p.suffix in (".db", ".sqlite", ".sqlite3")]
+    assert databases
+    for db_path in databases:
+        with sqlite3.connect(db_path) as conn:
+            for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'"):
+                for row in conn.execute(f'SELECT * FROM "{name}"'):
+                    assert ANSWER_MARKER not in repr(row)
 
 
 # ----------------------------------------------------------------------------- the published benchmark

@@ -365,3 +365,18 @@ def load_operator(path: Path, root: Path | None = None) -> Task:
         left_out=list(module.NPUKB_LEFT_OUT),
     )
     return task
+
+
+def skeleton_sources(task: Task) -> dict[str, str]:
+    """The ``question/`` project of an NPUKernelBench task as text, by path relative to
+    ``question/`` (``op_host/<op>.cpp``, ``op_kernel/<op>.cpp``): the ``ascendc`` target's starting
+    project. Empty for other tasks. Only files inside a ``question`` folder are ever read."""
+    if task.benchmark is None:
+        return {}
+    found = {}
+    for rel, where in sorted(task.benchmark.skeleton.items()):
+        path = Path(where)
+        if SKELETON_DIR not in path.parts or ANSWER_DIR in path.parts or not path.is_file():
+            continue
+        found[rel] = path.read_text(encoding="utf-8", errors="replace")
+    return found
