@@ -375,3 +375,47 @@ def test_strings_tensor_lists_keyword_only_and_integer_draws_load(tmp_path: Path
 
     text = contract_text(g1)
     assert "string layout = 'SBND'" in text and "list   keys: 3 tensors" in text
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not REAL, reason="set SAGE_NPUKERNELBENCH to an NPUKernelBench checkout to run this")
+def test_a_stream_over_published_sqrt_and_swish_scores_what_the_kernels_cover(tmp_path: Path) -> None:
+    """A float32 kernel per operator passes the float32 cases of one rank: Sqrt 1/5, Swish 3/6."""
+    import shutil
+
+    from sagekernel.cli import app
+    from sagekernel.targets.cpu.contract import c_signature
+
+    root = tmp_path / "bench"
+    for rel in ("level1/Math/Sqrt", "level2/Activation/Swish"):
+        for part in ("api_desc.md", "question", "validation"):  # never answer/
+            src, dst = Path(REAL) / "tasks" / rel / part, root / "tasks" / rel / part
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            (shutil.copytree if src.is_dir() else shutil.copy)(src, dst)
+    shutil.copy(Path(REAL) / "base_config.yaml", root / "base_config.yaml")
+    tasks = by_name(load_dir(root))
+    kernels = {
+        "Sqrt": (tasks["Sqrt"].group_task(2), "out0[i] = sqrtf(in0[i]);", "IN0_D0*IN0_D1*IN0_D2"),
+        "Swish": (tasks["Swish"].group_task(0), "out0[i] = in0[i] / (1.0f + expf(-in0[i] * scale));",
+                  "IN0_D0*IN0_D1"),
+    }
+    replies = [{"match": f"(?m)^# Operator: {name} ", "on": "prompt",
+                "text": "DIAGNOSIS: one loop.\nADOPTION:\nRULES USED: NONE\n```c\n#include <stdint.h>\n"
+                        f"#include <math.h>\n{c_signature(g)} {{\n"
+                        f"  for (int64_t i = 0; i < {n}; ++i) {body}\n}}\n```\n"}
+               for name, (g, body, n) in kernels.items()]
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"replies": replies, "fallback": "NONE"}), encoding="utf-8")
+    ws = tmp_path / "ws"
+    args = ["run", "--workspace", str(ws), "--suite", str(root), "--target", "cpu", "--model",
+            f"scripted:{script}", "--method", "sage", "--budget", "1", "--embedder", "none", "--no-progress",
+            "--json"]
+    for key, value in {"warmup": 1, "iters": 4, "rounds": 2, "trials": 1, "variant_trials": 1,
+                       "held_out_shape": False, "canaries": False}.items():
+        args += ["--harness", f"{key}={json.dumps(value)}"]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    [data] = json.loads(CliRunner().invoke(app, ["report", str(ws), "--json"]).stdout)["runs"]
+    bench = data["npukernelbench"]
+    assert {o["operator"]: (o["passed"], o["cases"]) for o in bench["operators"]} == {
+        "Sqrt": (1, 5), "Swish": (3, 6)}
+    assert bench["final"] == pytest.approx(0.2 * 20 + 0.3 * 50)
