@@ -279,7 +279,8 @@ def _tensors_of(args: list[Any]) -> list[torch.Tensor]:
 
 class CaseFilter:
     """Which cases this machine can run: a case whose tensors exceed the size budget
-    (`sizepolicy.max_bytes`) or use a dtype no kernel contract carries (complex64 ...) is left out,
+    (`sizepolicy.max_bytes`), use a dtype no kernel contract carries (complex64 ...) or are not
+    dense (a sparse COO tensor) is left out,
     with the reason, and counts as not passed in the benchmark's score. Sizes and dtypes are read on
     PyTorch's ``meta`` device when the case's builder honours ``device`` (no memory), else from one
     real build, one case at a time. Decided once per process, the same way in every process."""
@@ -290,6 +291,7 @@ class CaseFilter:
         self.left_out: list[str] = []
 
     def _measure(self, k: int) -> tuple[int, set[str]]:
+        """(input bytes of dense tensors, {"dtype <name>", "<layout> layout"}) of case `k`."""
         for device in ("meta", None):
             try:
                 with torch.random.fork_rng(devices=[]):
@@ -300,8 +302,10 @@ class CaseFilter:
                 if device is None:
                     raise
                 continue
-            dtypes = {str(t.dtype).removeprefix("torch.") for t in tensors}
-            return sum(t.numel() * t.element_size() for t in tensors), dtypes
+            kinds = {"dtype " + str(t.dtype).removeprefix("torch.") for t in tensors}
+            kinds |= {str(t.layout).removeprefix("torch.") + " layout" for t in tensors
+                      if t.layout != torch.strided}
+            return sum(t.numel() * t.element_size() for t in tensors if t.layout == torch.strided), kinds
         raise AssertionError("unreachable")
 
     def kept(self) -> list[int]:
@@ -312,10 +316,11 @@ class CaseFilter:
 
         kept, left = [], []
         for k, row in enumerate(self.cases):
-            nbytes, dtypes = self._measure(k)
-            odd = sorted(d for d in dtypes if d not in SUPPORTED_DTYPES)
+            nbytes, kinds = self._measure(k)
+            odd = sorted(x for x in kinds if x.endswith(" layout")
+                         or x.removeprefix("dtype ") not in SUPPORTED_DTYPES)
             if odd:
-                left.append(f"case{row.case_id} (dtype {', '.join(odd)}: no kernel contract carries it)")
+                left.append(f"case{row.case_id} ({', '.join(odd)}: no kernel contract carries it)")
             elif nbytes > max_bytes():
                 left.append(f"case{row.case_id} ({nbytes / 2**20:.1f} MiB of inputs, over the CPU budget "
                             f"{budget_text()}; SAGE_TASK_MAX_BYTES raises it)")
