@@ -9,6 +9,8 @@ Operators, in the benchmark's layout (tasks/level<N>/<Category>/<Op>/...):
 - level2/Activation/ScaledGelu: init arguments (a float, a string mode, a dtype), a
   ``custom_check_precision`` built on ``framework.utils.check_precision``.
 - level2/Foreach/ForeachAddScalarX: a list of tensors plus a scalar tensor.
+- level2/Activation/SquareGrad: a gradient operator (torch.autograd.grad of an input built with
+  requires_grad=True), as the benchmark's *Grad operators are.
 - level1/Math/Broken: prepare_inputs.py lacks get_inputs (must be rejected, naming it).
 
 Every operator has ``answer/0/...`` files carrying `ANSWER_MARKER`; the loader must never read them.
@@ -154,6 +156,28 @@ def get_init_inputs(param, device=None):
     return []
 '''
 
+GRAD_MODULE = HEADER + '''
+
+class Model(nn.Module):
+    def forward(self, x, dy):
+        with torch.enable_grad():
+            y = x * x
+            return torch.autograd.grad(outputs=y, inputs=x, grad_outputs=dy)[0]
+'''
+
+GRAD_INPUTS = '''import torch
+
+
+def get_inputs(param, device=None):
+    shape = eval(param['shape'])
+    x = torch.rand(shape, device=device, dtype=torch.float32, requires_grad=True)
+    return [x, torch.randn(shape, device=device, dtype=torch.float32)]
+
+
+def get_init_inputs(param, device=None):
+    return []
+'''
+
 BROKEN_INPUTS = '''import torch
 
 
@@ -172,6 +196,7 @@ OPERATORS = {
     "level2/Foreach/ForeachAddScalarX": ("foreach_add_scalar_x", FOREACH_MODULE, FOREACH_INPUTS,
                                          "case_id;input_shape;scalar\n0;[[4, 3], [5]];2.5\n"
                                          "1;[[2, 2], [3, 1], [6]];-1.0\n"),
+    "level2/Activation/SquareGrad": ("square_grad", GRAD_MODULE, GRAD_INPUTS, "case_id;shape\n0;[3, 4]\n"),
     "level1/Math/Broken": ("broken", SQRT_MODULE, BROKEN_INPUTS, "case_id;shape\n0;[2]\n"),
 }
 

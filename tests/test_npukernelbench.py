@@ -52,7 +52,7 @@ def by_name(report) -> dict:
 def test_root_loads_one_task_per_operator_folder(bench: Path, loaded) -> None:
     tasks = by_name(loaded)
     assert loaded.root == (bench / "tasks").resolve()
-    assert set(tasks) == {"SqrtX", "EqualX", "ScaledGelu", "ForeachAddScalarX"}
+    assert set(tasks) == {"SqrtX", "EqualX", "ScaledGelu", "ForeachAddScalarX", "SquareGrad"}
     assert (tasks["SqrtX"].level, tasks["SqrtX"].category) == (1, "math")
     assert (tasks["ScaledGelu"].level, tasks["ScaledGelu"].category) == (2, "activation")
     # each CSV row is an input group, its parameters recorded
@@ -107,6 +107,14 @@ def test_init_arguments_strings_dtypes_and_tensor_lists_reach_the_kernel(loaded)
     outs = reference_outputs(g, ins)
     assert len(ins) == 4 and len(outs) == 3
     assert all(torch.allclose(o, i - 1.0) for o, i in zip(outs, ins[:3], strict=True))
+
+
+def test_gradient_operators_get_their_inputs_back_as_leaves_requiring_grad(loaded) -> None:
+    grad = by_name(loaded)["SquareGrad"]
+    x, dy = build_inputs(grad, seed=5)  # detached, as every kernel input is
+    assert not x.requires_grad
+    [out] = reference_outputs(grad, [x, dy])
+    assert torch.allclose(out, 2 * x * dy, atol=1e-6)
 
 
 def test_integer_cases_drawn_with_a_float_sampler_load(loaded) -> None:
@@ -202,7 +210,7 @@ def test_paper_eval_suite_selects_from_a_checkout(bench: Path, monkeypatch: pyte
         load_suite("paper_eval")
     report = suite_report(f"paper_eval:{bench}", isolate=False)
     # the fixture has none of the paper's Level-1 operators and no Level 3: its Level 2 is selected
-    assert {t.name for t in report.tasks} == {"ScaledGelu", "ForeachAddScalarX"}
+    assert {t.name for t in report.tasks} == {"ScaledGelu", "ForeachAddScalarX", "SquareGrad"}
     missing = {p.path.name for p in report.problems}
     assert set(PAPER_LEVEL1) <= missing
 
@@ -214,7 +222,7 @@ def test_tasks_check_json_counts_and_reasons(bench: Path) -> None:
 
     result = CliRunner().invoke(app, ["tasks", "check", str(bench), "--json"])
     data = json.loads(result.stdout)
-    assert data["counts"] == {"loaded": 4, "rejected": 1}
+    assert data["counts"] == {"loaded": 5, "rejected": 1}
     [bad] = [f for f in data["files"] if f["status"] != "loaded"]
     assert "get_inputs" in bad["reason"]
 

@@ -178,14 +178,20 @@ def _as_args(raw: Any) -> list[Any]:
 
 
 def _case_model_class(reference: type, n_init: int, init_names: list[str],
-                      forward_names: list[str]) -> type:
+                      forward_names: list[str], grad_positions: frozenset[int] = frozenset()) -> type:
     """`Model` of the composite: the benchmark's Model built from the leading `n_init` arguments,
-    run on the rest. A float64 call (the harness's wide reference) widens the built model too."""
+    run on the rest. A float64 call (the harness's wide reference) widens the built model too.
+    Arguments at `grad_positions` were built with ``requires_grad=True`` (gradient operators take
+    ``torch.autograd.grad`` of them); inputs reach a kernel detached, so they are made leaves that
+    require grad again here."""
 
     class Model(torch.nn.Module):
         __doc__ = reference.__doc__
 
         def forward(self, *args: Any) -> Any:
+            args = tuple(a.detach().requires_grad_(True)
+                         if k in grad_positions and isinstance(a, torch.Tensor) and a.is_floating_point()
+                         else a for k, a in enumerate(args))
             init = [decode_init(a) for a in args[:n_init]]
             inner = reference(*init)
             if isinstance(inner, torch.nn.Module):
@@ -244,6 +250,7 @@ def import_operator(path: Path, name: str) -> ModuleType:
         return {"name": f"case{row.case_id}", "inputs": [encode_init(a) for a in init] + inputs}
 
     usable = CaseFilter(folder, cases, make_case)
+    grad_positions = _grad_positions(make_case)
 
     def get_input_groups() -> list[dict[str, Any]]:
         base = int(torch.randint(0, 2**31 - 1, ()))  # from the caller's seed
@@ -258,13 +265,26 @@ def import_operator(path: Path, name: str) -> ModuleType:
     composite.__file__ = str(path)
     members: dict[str, Any] = {
         "Model": _case_model_class(ref_model, n_init, _signature_names(vars(ref_model).get("__init__")),
-                                   _signature_names(getattr(ref_model, "forward", None))),
+                                   _signature_names(getattr(ref_model, "forward", None)), grad_positions),
         "get_input_groups": get_input_groups, "get_input_group": get_input_group,
         "get_init_inputs": lambda: [], "NPUKB_LEFT_OUT": usable.left_out, "NPUKB_CASES": cases,
         "NPUKB_CUSTOM_CHECK": getattr(prepare, "custom_check_precision", None), "NPUKB_REFERENCE": reference,
     }
     vars(composite).update(members)
     return composite
+
+
+def _grad_positions(make_case: Any) -> frozenset[int]:
+    """Forward-argument positions whose tensors the first case builds with ``requires_grad``
+    (read on the meta device when its builder honours ``device``, else from one real build)."""
+    for device in ("meta", None):
+        try:
+            with torch.random.fork_rng(devices=[]):
+                args = make_case(0, 0, device)["inputs"]
+        except Exception:
+            continue
+        return frozenset(k for k, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad)
+    return frozenset()
 
 
 def _tensors_of(args: list[Any]) -> list[torch.Tensor]:
