@@ -131,7 +131,23 @@ def show_task(
         meta.add_row("attrs", escape(", ".join(f"{k}={v}" for k, v in task.attrs.items())))
     meta.add_row("tolerance", f"atol={task.atol:g} rtol={task.rtol:g}")
     meta.add_row("kernels", escape(", ".join(task.reference_kernels) or "none"))
+    strings = [f"{a.name}={a.value!r}" for a in task.forward_args if a.kind == "string"]
+    if strings:
+        meta.add_row("string attrs", escape(", ".join(strings)))
+    bench = task.benchmark
+    if bench is not None:
+        rule = "custom_check_precision" if bench.custom_check else (
+            f"abs<={bench.max_abs_error:g} or rel<={bench.max_rel_error:g}")
+        meta.add_row("benchmark", escape(f"{bench.format}: {bench.case_count} cases, rule {rule}, "
+                                         f"kernel_gen_ops.{bench.kernel_op or '?'}"))
+        if bench.left_out:
+            meta.add_row("left out", escape(", ".join(bench.left_out)))
+        if bench.skeleton:
+            meta.add_row("skeleton", escape(", ".join(sorted(bench.skeleton))))
     console.print(meta)
+    if task.specification:
+        console.rule("specification")
+        console.print(escape(task.specification))
     console.rule("CPU contract")
     console.print(Syntax(contract, "c", word_wrap=True))
     console.rule("reference")
@@ -151,7 +167,9 @@ def check_tasks(
     entries: list[dict[str, Any]] = [
         {"path": str(t.source_path), "status": "loaded", "name": t.name, "level": t.level,
                 "category": t.category, "groups": len(t.groups), "params": len(t.params),
-                "sizes": t.sizes, "published_sizes": t.published_sizes, "size_note": t.size_note}
+                "sizes": t.sizes, "published_sizes": t.published_sizes, "size_note": t.size_note,
+                **({"benchmark": {"format": t.benchmark.format, "cases": t.benchmark.case_count,
+                                  "left_out": t.benchmark.left_out}} if t.benchmark is not None else {})}
         for t in report.tasks]
     entries += [{"path": str(p.path), "status": p.kind, "device": p.device or None, "reason": p.message}
                 for p in report.problems]

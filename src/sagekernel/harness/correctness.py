@@ -101,6 +101,23 @@ def judge_call(task: Task, trial: Trial, call: Any) -> str | None:
     return None
 
 
+def benchmark_check(task: Task, trial: Trial, call: Any) -> dict[str, Any]:
+    """The benchmark's own rule (NPUKernelBench: tasks/npukb_rule.py) on this case's own inputs,
+    recorded beside the harness's verdict; it never replaces it."""
+    from sagekernel.tasks.npukb_rule import case_check
+
+    outputs = []
+    for k, spec in enumerate(task.outputs):
+        exp = trial.expected[k]
+        dtype = torch.bool if spec.dtype == "bool" else exp.dtype
+        raw = call.outputs[k] if call.outputs and k < len(call.outputs) else b""
+        outputs.append(tensor_from_bytes(raw, torch.uint8 if dtype == torch.bool else dtype,
+                                         tuple(exp.shape)).to(dtype))
+    check = case_check(task, trial.inputs, outputs, trial.expected, trial.sizes, seed=trial.param_seed)
+    return {"rule_passed": check.passed, "rule": check.rule, "max_abs_error": check.max_abs_error,
+            "max_rel_error": check.max_rel_error, "error": check.error}
+
+
 def run_correctness(
     task: Task, trials: list[Trial], spec: RuntimeSpec, config: HarnessConfig, kind: str, scratch: Path
 ) -> Outcome:
@@ -132,6 +149,9 @@ def run_correctness(
         if isinstance(result, Failure):
             return out(result.stage, result.message, result.flags)
         for trial, call in zip(group, result.calls, strict=True):
+            if task.benchmark is not None and label == "default" and trial.distribution == "default" \
+                    and "benchmark" not in checks:
+                checks["benchmark"] = benchmark_check(task, trial, call)
             problem = judge_call(task, trial, call)
             if problem:
                 return out(Stage.CORRECTNESS, problem)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sagekernel.candidate import Candidate
 from sagekernel.errors import SageError, TaskError
@@ -29,6 +30,7 @@ from sagekernel.harness.trials import Trial, plan_trials
 from sagekernel.harness.verdict import Stage, Verdict
 from sagekernel.protocols import Target
 from sagekernel.targets.base import Evidence
+from sagekernel.tasks.npukb_rule import score_record
 from sagekernel.tasks.task import Task
 
 __all__ = ["HarnessConfig", "as_candidate", "evaluate"]
@@ -58,7 +60,7 @@ def evaluate(
     """Judge one candidate for `task` on `target` (its first device unless `device` is given).
     A task with input groups (NPUKernelBench's `get_input_groups()`) is judged group by group."""
     config = config or HarnessConfig()
-    if len(task.groups) > 1 and task.group_index is None:
+    if (len(task.groups) > 1 or task.benchmark is not None) and task.group_index is None:
         return _evaluate_groups(task, source, target, config, device)
     t_start = time.perf_counter()
     candidate = as_candidate(target, task, source)
@@ -303,13 +305,23 @@ def _evaluate_groups(
     geometric mean of the groups' speedups, each group's timing is kept."""
     t_start = time.perf_counter()
     verdicts: list[Verdict] = []
+    failed: Verdict | None = None
+    cases: list[dict[str, Any]] = []
     for i, group in enumerate(task.group_tasks()):
         v = evaluate(group, source, target, config, device)
         name = getattr(task.groups[i], "name", "") or f"group {i}"
+        if task.benchmark is not None:  # its score counts every case: judge them all
+            cases.append(_benchmark_case(name, v))
         if not v.ok:
             v.message = f"input group {i} ({name}): {v.message}"
-            return v
+            failed = failed or v
+            if task.benchmark is None:
+                return v
+            continue
         verdicts.append(v)
+    if failed is not None:
+        failed.checks["benchmark"] = score_record(task.benchmark.case_count if task.benchmark else 0, cases)
+        return failed
     first = verdicts[0]
     combined = Verdict(
         stage=Stage.OK,
@@ -322,6 +334,8 @@ def _evaluate_groups(
         lint=[],
     )
     combined.checks = {"groups": [v.checks for v in verdicts]}
+    if task.benchmark is not None:
+        combined.checks["benchmark"] = score_record(task.benchmark.case_count, cases)
     combined.flags = sorted({f for v in verdicts for f in v.flags})
     combined.suspect = any(v.suspect for v in verdicts)
     combined.quarantine = sorted({q for v in verdicts for q in v.quarantine})
@@ -354,6 +368,20 @@ def _evaluate_groups(
     combined.message = f"correct on all {len(verdicts)} input groups{geo} ({parts})"
     combined.durations_s = {"total": round(time.perf_counter() - t_start, 4)}
     return combined
+
+
+def _benchmark_case(name: str, v: Verdict) -> dict[str, Any]:
+    """One case of a benchmark task: its rule's result (recorded by the correctness stage) and the
+    harness's. A case whose kernel never produced outputs fails both."""
+    from sagekernel.tasks.npukb_rule import CaseCheck, case_record
+
+    raw = v.checks.get("benchmark") if isinstance(v.checks, dict) else None
+    check = None
+    if isinstance(raw, dict) and "rule_passed" in raw:
+        check = CaseCheck(bool(raw["rule_passed"]), str(raw.get("rule", "")),
+                          float(raw.get("max_abs_error") or 0.0), float(raw.get("max_rel_error") or 0.0),
+                          str(raw.get("error", "")))
+    return case_record(name, check, v.ok and v.correct)
 
 
 def _finish(verdict: Verdict, t_start: float) -> Verdict:

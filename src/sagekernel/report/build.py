@@ -16,6 +16,8 @@ from sagekernel.records import OperatorResult
 from sagekernel.report.load import Loaded, RunInfo
 from sagekernel.report.memory_metrics import MemoryMetrics, summarize_memory
 from sagekernel.report.metrics import RunMetrics, summarize
+from sagekernel.report.npukb_score import BenchmarkScore
+from sagekernel.report.npukb_score import score as benchmark_score
 
 # Table 1 order of methods (sage_spec.md §9), then the ablations; unknown methods go last.
 METHOD_LABELS = {
@@ -46,6 +48,8 @@ class RunReport:
     memory: MemoryMetrics | None
     label: str = ""  # "Method (model)", made unique across the reported runs
     suffix: str = ""  # " [run_id]" when another reported run has the same method and model
+    #: NPUKernelBench's own score over the run's benchmark operators (None: none of them).
+    benchmark: BenchmarkScore | None = None
 
     @property
     def method(self) -> str:
@@ -59,7 +63,8 @@ def build(loaded: Loaded, p: float = 1.0) -> list[RunReport]:
         memory = None
         if run.memory is not None:
             memory = summarize_memory(run.memory.items, run.memory.adoptions, run.memory.snapshots)
-        reports.append(RunReport(run.info, run.results, summarize(run.results, p), memory))
+        reports.append(RunReport(run.info, run.results, summarize(run.results, p), memory,
+                                 benchmark=benchmark_score(run.benchmark)))
     model_order: dict[str, int] = {}
     for rep in reports:
         model_order.setdefault(rep.info.model, len(model_order))
@@ -129,6 +134,7 @@ def to_json(reports: Sequence[RunReport], notes: Sequence[str] = ()) -> dict[str
                       "unfinished_attempt_tokens": max(0, r.info.spend_tokens - r.metrics.tokens_total)},
             "metrics": r.metrics.to_dict(),
             "memory": r.memory.to_dict() if r.memory is not None else None,
+            "npukernelbench": r.benchmark.to_dict() if r.benchmark is not None else None,
             "operators": [
                 {"position": o.position, "operator": o.operator, "level": o.level, "category": o.category,
                  "compiled": o.compiled, "correct": o.correct, "rounds_used": o.rounds_used,
@@ -148,6 +154,7 @@ def csv_columns(reports: Sequence[RunReport]) -> list[str]:
              "speedup_geomean", "speedup_min", "speedup_max", "rounds_to_first_correct_median",
              "tokens_per_solved", "cost_per_solved_usd", "items", "items_cold", "items_validated",
              "items_consolidated", "resident_entries", "resident_tokens", "adoption_rate", "utility_mean"]
+    cols += ["NPUKB_score", "NPUKB_rule_only_score"]
     return cols
 
 
@@ -163,6 +170,8 @@ def csv_row(r: RunReport, levels: Sequence[int]) -> list[object]:
     row += ([mem.n_items, mem.by_state.get("cold", 0), mem.by_state.get("validated", 0),
              mem.by_state.get("consolidated", 0), now.n_entries if now else 0, now.total_tokens if now else 0,
              mem.adoption_rate, mem.utility.mean] if mem is not None else [None] * 8)
+    bench = r.benchmark
+    row += [bench.final, bench.rule_final] if bench is not None else [None, None]
     return row
 
 

@@ -20,11 +20,13 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sagekernel import db
 from sagekernel.errors import SageError
 from sagekernel.records import OperatorResult
 from sagekernel.report.memory_metrics import AdoptionView, ItemView, SnapshotView
+from sagekernel.report.npukb_score import OperatorCases, best_cases, verdict_record
 
 LATEST = "latest"
 MEMORY_TABLES = ("items", "adoptions", "hot_snapshots")
@@ -79,6 +81,8 @@ class RunData:
     info: RunInfo
     results: list[OperatorResult]
     memory: MemoryData | None  # None: the workspace has no memory tables
+    #: NPUKernelBench's per-operator cases (report/npukb_score.py); empty for other tasks.
+    benchmark: list[OperatorCases] = field(default_factory=list)
 
 
 @dataclass
@@ -172,7 +176,7 @@ def _load_ref(conn: sqlite3.Connection, ref: RunRef, notes: list[str]) -> list[R
             notes.append(msg + "; skipped")
             continue
         memory = _memory(conn, run_id, tables) if memory_ok else None
-        out.append(RunData(info, results, memory))
+        out.append(RunData(info, results, memory, _benchmark(conn, run_id, results, tables)))
     return out
 
 
@@ -233,6 +237,24 @@ def _results(conn: sqlite3.Connection, run_id: str) -> list[OperatorResult]:
         t_ref_ms=_latency(r["t_ref_ms"]),
         prompt_tokens=int(r["prompt_tokens"] or 0), completion_tokens=int(r["completion_tokens"] or 0),
         cost_usd=r["cost_usd"], wall_s=float(r["wall_s"] or 0.0)) for r in rows]
+
+
+def _benchmark(conn: sqlite3.Connection, run_id: str, results: Sequence[OperatorResult],
+               tables: set[str]) -> list[OperatorCases]:
+    """Each finished operator's best benchmark record, from its rounds' verdicts."""
+    if "round_traces" not in tables:
+        return []
+    records: dict[str, list[Any]] = {}
+    for row in conn.execute("SELECT operator, trace_json FROM round_traces WHERE run_id = ?", (run_id,)):
+        try:
+            verdict = json.loads(row[1]).get("verdict")
+        except (ValueError, AttributeError):
+            continue
+        record = verdict_record(verdict)
+        if record is not None:
+            records.setdefault(row[0], []).append(record)
+    found = [best_cases(r.operator, r.level, records.get(r.operator, [])) for r in results]
+    return [f for f in found if f is not None]
 
 
 def _latency(value: object) -> float | None:

@@ -48,8 +48,9 @@ def comparison_rows(reports: Sequence[RunReport]) -> Rows:
     """Table 1: Model | Method | L1 ER ... | CR | ER | Fast_p | S_self | Solved."""
     levels = report_levels(reports)
     p = reports[0].metrics.p if reports else 1.0
-    header = ["Model", "Method", *[f"L{lv} ER" for lv in levels], "CR", "ER", f"Fast_{p_label(p)}",
-              "S_self", "Solved"]
+    bench = any(r.benchmark is not None for r in reports)
+    header = ["Model", "Method", *[f"L{lv} ER" for lv in levels], "CR", "ER",
+              *(["NPUKB score"] if bench else []), f"Fast_{p_label(p)}", "S_self", "Solved"]
     rows = []
     previous_model = None
     for r in reports:
@@ -59,8 +60,27 @@ def comparison_rows(reports: Sequence[RunReport]) -> Rows:
         solved = f"{m.n_solved}/{m.n_operators}"
         if r.info.planned and r.info.planned != m.n_operators:
             solved += f" (of {r.info.planned} planned)"
+        score = [fmt_rate(r.benchmark.final if r.benchmark else None)] if bench else []
         rows.append([model, r.method + r.suffix, *[fmt_rate(m.er_by_level.get(lv)) for lv in levels],
-                     fmt_rate(m.cr), fmt_rate(m.er), fmt_rate(m.fast_solved), fmt_x(m.s_self), solved])
+                     fmt_rate(m.cr), fmt_rate(m.er), *score, fmt_rate(m.fast_solved), fmt_x(m.s_self),
+                     solved])
+    return header, rows
+
+
+def benchmark_rows(reports: Sequence[RunReport]) -> Rows:
+    """NPUKernelBench's own score (report/npukb_score.py): level means, the weighted final score,
+    and the same counting the benchmark's rule alone (never credited without the harness)."""
+    levels = sorted({lv for r in reports if r.benchmark for lv in r.benchmark.levels})
+    header = ["Run", "Operators", *[f"L{lv} score" for lv in levels], "Final (0.2/0.3/0.5)",
+              "Rule-only final", "Cases passed"]
+    rows = []
+    for r in reports:
+        b = r.benchmark
+        if b is None:
+            continue
+        cases = f"{sum(o.passed for o in b.operators)}/{sum(o.cases for o in b.operators)}"
+        rows.append([r.label, str(len(b.operators)), *[fmt_rate(b.by_level.get(lv)) for lv in levels],
+                     fmt_rate(b.final), fmt_rate(b.rule_final), cases])
     return header, rows
 
 
@@ -132,6 +152,8 @@ def render_terminal(console: Console, reports: Sequence[RunReport], notes: Seque
     title = "Comparison (Table 1 shape)" if len(reports) > 1 else f"Run {reports[0].info.key}"
     console.print(_rich(title, comparison_rows(reports), left=2))
     console.print(_rich("Speedups and spend", detail_rows(reports)))
+    if any(r.benchmark is not None for r in reports):
+        console.print(_rich("NPUKernelBench score (per task: passed cases / cases)", benchmark_rows(reports)))
     if any(r.memory is not None for r in reports):
         console.print(_rich("Memory", memory_rows(reports)))
         for r in reports:

@@ -32,10 +32,25 @@ from sagekernel.tasks.infer import (
     forward_param_names,
     forward_specs,
 )
-from sagekernel.tasks.inputs import call_forward, call_init_inputs, call_input_groups, instantiate
+from sagekernel.tasks.inputs import (
+    call_forward,
+    call_init_inputs,
+    call_input_groups,
+    flat_tensors,
+    instantiate,
+)
 from sagekernel.tasks.params import model_tensors, param_specs
 from sagekernel.tasks.sizepolicy import budget_text, max_bytes, meta_footprint
 from sagekernel.tasks.task import InputGroup, Task, TensorSpec
+
+
+def _copy_arg(a: object) -> object:
+    """A forward argument the reference may modify in place, copied (tensors and tensor lists)."""
+    if isinstance(a, torch.Tensor):
+        return a.clone()
+    if isinstance(a, (list, tuple)) and a and all(isinstance(x, torch.Tensor) for x in a):
+        return [x.clone() for x in a]
+    return a
 
 
 def infer_group_task(path: Path, module: ModuleType, name: str, level: int, category: str,
@@ -52,12 +67,12 @@ def infer_group_task(path: Path, module: ModuleType, name: str, level: int, cate
         runs = []
         dropped = []
         for index, (gname, args) in enumerate(raw_groups):
-            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            tensors = flat_tensors(args)
             nbytes = sum(t.numel() * t.element_size() for t in tensors)
             if nbytes > max_bytes():
                 dropped.append(f"{gname} ({nbytes / 2**20:.1f} MiB)")
                 continue
-            outs = call_forward(model, [a.clone() if isinstance(a, torch.Tensor) else a for a in args], path)
+            outs = call_forward(model, [_copy_arg(a) for a in args], path)
             runs.append((index, gname, args, tensors, outs))
     if not runs:
         raise TaskError(f"{path}: every input group is over the CPU budget ({budget_text()}): "
@@ -73,11 +88,12 @@ def infer_group_task(path: Path, module: ModuleType, name: str, level: int, cate
         const_sizes.update({f"C{n}": n for n in shape})
 
     # Output dims that equal one input dim in every group share its symbol.
+    # Groups may differ in how many tensors they take and return (a Foreach list of 2 in one case,
+    # of 3 in another); output dims are linked to input dims only when every group returns as many.
     n_out = len(runs[0][4])
-    if any(len(r[4]) != n_out for r in runs):
-        raise TaskError(f"{path}: forward() returns a different number of outputs for different groups")
+    same_count = all(len(r[4]) == n_out for r in runs)
     out_links: dict[tuple[int, int], str] = {}
-    for i in range(n_out):
+    for i in range(n_out if same_count else 0):
         for j in range(runs[0][4][i].dim()):
             for si, t in enumerate(runs[0][3]):
                 found = None

@@ -32,7 +32,15 @@ from types import ModuleType
 import torch
 
 from sagekernel.errors import TaskError
-from sagekernel.tasks.inputs import call_forward, call_get_args, call_init_inputs, dtype_name, instantiate
+from sagekernel.tasks.inputs import (
+    call_forward,
+    call_get_args,
+    call_init_inputs,
+    dtype_name,
+    flat_tensors,
+    instantiate,
+    is_tensor_list,
+)
 from sagekernel.tasks.layout import category_of, level_of
 from sagekernel.tasks.modules import bound_sizes, module_ints
 from sagekernel.tasks.params import model_tensors, param_dims, param_specs
@@ -106,7 +114,7 @@ def _shapes(tensors: list[torch.Tensor]) -> list[tuple[int, ...]]:
 
 
 def _tensors(args: list[object]) -> list[torch.Tensor]:
-    return [a for a in args if isinstance(a, torch.Tensor)]
+    return flat_tensors(args)
 
 
 def forward_param_names(module: ModuleType) -> list[str]:
@@ -136,7 +144,12 @@ def forward_specs(args: list[object], param_names: list[str], taken: set[str]) -
             continue
         wanted = param_names[pos] if pos < len(param_names) else f"arg{pos}"
         name = safe_identifier(wanted, taken | set(attrs), f"arg{pos}")
-        if a is None:
+        if is_tensor_list(a):  # inputs in{k} .. in{k+n-1}, regrouped into one list for forward()
+            specs.append(ForwardArg("tensors", name, len(a)))  # type: ignore[arg-type]
+            k += len(a)  # type: ignore[arg-type]
+        elif isinstance(a, str):
+            specs.append(ForwardArg("string", name, a))
+        elif a is None:
             specs.append(ForwardArg("none", name))
         elif isinstance(a, (list, tuple)):
             specs.append(ForwardArg("list", name, tuple(a)))

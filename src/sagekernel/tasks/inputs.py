@@ -112,10 +112,29 @@ def checked_args(raw: object, what: str) -> list[Any]:
             continue
         if isinstance(a, (list, tuple)) and all(isinstance(x, (bool, int, float)) for x in a):
             continue
+        if isinstance(a, str) or is_tensor_list(a):  # a string attribute; a list of input tensors
+            continue
         raise TaskError(f"{what} item {i} is a {type(a).__name__}; a forward argument must be a tensor, "
-                        "a Python number, a list of numbers or None (wrap other data in a tensor, or "
-                        "move it to get_init_inputs())")
+                        "a list of tensors, a Python number, a string, a list of numbers or None (wrap "
+                        "other data in a tensor, or move it to get_init_inputs())")
     return list(raw)
+
+
+def is_tensor_list(value: object) -> bool:
+    """A non-empty list/tuple of tensors: one forward argument, several kernel inputs."""
+    return isinstance(value, (list, tuple)) and bool(value) and all(
+        isinstance(x, torch.Tensor) for x in value)
+
+
+def flat_tensors(args: Sequence[Any]) -> list[torch.Tensor]:
+    """The tensors among forward arguments, a tensor list contributing each of its tensors."""
+    found: list[torch.Tensor] = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            found.append(a)
+        elif is_tensor_list(a):
+            found.extend(a)
+    return found
 
 
 def call_init_inputs(module: ModuleType, path: object) -> list[Any]:
@@ -304,8 +323,19 @@ def raw_args(task: Task, module: ModuleType) -> list[Any]:
     """The file's forward arguments for `task` (its group, if any), under the current RNG and sizes."""
     path = task.source_path
     if task.groups:
-        groups = call_input_groups(module, path)
         index = task.groups[task.group_index or 0].index
+        one = getattr(module, "get_input_group", None)
+        if callable(one):  # builds only the group asked for (NPUKernelBench: tasks/npukernelbench.py)
+            try:
+                group = one(index)
+            except TaskError:
+                raise
+            except Exception as exc:
+                raise TaskError(f"{path}: get_input_group({index}) raised "
+                                f"{type(exc).__name__}: {exc}") from exc
+            return checked_args(group.get("inputs") if isinstance(group, dict) else group,
+                                f"{path}: get_input_group({index})")
+        groups = call_input_groups(module, path)
         if index >= len(groups):
             raise TaskError(f"{path}: get_input_groups() now returns {len(groups)} groups; "
                             f"the task was loaded with {len(task.groups)}")
@@ -320,7 +350,8 @@ def tensor_args(task: Task, raw: Sequence[Any]) -> list[torch.Tensor]:
     if len(raw) != len(task.forward_args):
         raise TaskError(f"{task.source_path}: the inputs have {len(raw)} arguments, the task was "
                         f"loaded with {len(task.forward_args)}")
-    return [a for a, spec in zip(raw, task.forward_args, strict=True) if spec.kind == "tensor"]
+    return flat_tensors([a for a, spec in zip(raw, task.forward_args, strict=True)
+                         if spec.kind in ("tensor", "tensors")])
 
 
 def assemble_call(task: Task, tensors: Sequence[torch.Tensor]) -> list[Any]:
@@ -333,6 +364,9 @@ def assemble_call(task: Task, tensors: Sequence[torch.Tensor]) -> list[Any]:
     for spec in task.forward_args:
         if spec.kind == "tensor":
             call.append(next(it))
+        elif spec.kind == "tensors":
+            count = spec.value if isinstance(spec.value, int) else 0
+            call.append([next(it) for _ in range(count)])
         elif spec.kind == "list":
             call.append(list(spec.value) if isinstance(spec.value, tuple) else spec.value)
         else:  # scalar or none

@@ -30,6 +30,7 @@ from sagekernel.tasks.inputs import (
 )
 from sagekernel.tasks.metadata import METADATA_NOTE, OPTIONAL_KEYS, REQUIRED_KEYS, task_from_metadata
 from sagekernel.tasks.modules import device_needed, import_task_module, track_opens
+from sagekernel.tasks.npukernelbench import benchmark_root, is_operator_module, load_operator, operator_files
 from sagekernel.tasks.task import Task, TaskNeedsDevice
 
 __all__ = [
@@ -114,6 +115,10 @@ def load_task(path: Path, root: Path | None = None) -> Task:
 def _load_uncached(path: Path, root: Path | None) -> Task:
     with track_opens(path) as opened:
         try:
+            if is_operator_module(path):  # NPUKernelBench as published (tasks/npukernelbench.py)
+                task = load_operator(path, root)
+                task.companion_files = sorted(opened)
+                return task
             module = import_task_module(path)
             if not hasattr(module, "Model"):
                 raise TaskError(f"{path}: defines no Model class (KernelBench convention: "
@@ -146,6 +151,7 @@ def load_dir(path: Path, *, isolate: bool = False) -> LoadReport:
     root = Path(path).resolve()
     if not root.is_dir():
         raise TaskError(f"{root}: not a directory")
+    root = benchmark_root(root) or root  # an NPUKernelBench repository loads from its tasks/
     report = LoadReport(root=root)
     if isolate:
         from sagekernel.tasks.isolate import load_files_isolated
@@ -207,6 +213,8 @@ def add_unique(report: LoadReport, task: Task, seen: dict[str, Path]) -> None:
 def task_files(root: Path) -> list[Path]:
     """Candidate task files: `*.py` not starting with `_` or `.`, outside hidden/underscore folders,
     and not a hand-written kernel (`<stem>.triton.py`)."""
+    if benchmark_root(root) is not None:  # one task per operator folder, not per .py file
+        return operator_files(benchmark_root(root) or root)
     kernel_suffixes = tuple(REFERENCE_KERNEL_SUFFIXES.values())
     files = []
     for file in sorted(root.rglob("*.py")):

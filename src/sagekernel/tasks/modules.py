@@ -131,14 +131,24 @@ def import_task_module(path: Path) -> ModuleType:
         raise TaskError(f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
                         "save the file as UTF-8") from None
     name = _module_name(path)
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
+    from sagekernel.tasks.npukernelbench import import_operator, is_operator_module
+
+    operator = is_operator_module(path)  # NPUKernelBench's validation/module.py: a composite module
+    spec = None if operator else importlib.util.spec_from_file_location(name, path)
+    if not operator and (spec is None or spec.loader is None):
         raise TaskError(f"{path}: cannot be imported as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     try:
         with MODULE_LOCK:
-            spec.loader.exec_module(module)
+            if operator:
+                module = import_operator(path, name)
+            else:
+                assert spec is not None and spec.loader is not None
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module
+                spec.loader.exec_module(module)
+    except TaskError:
+        sys.modules.pop(name, None)
+        raise
     except (Exception, SystemExit) as exc:
         sys.modules.pop(name, None)
         device = device_needed(exc)
@@ -147,6 +157,12 @@ def import_task_module(path: Path) -> ModuleType:
                                   "(run it where that device and its package are installed)",
                                   device=device) from exc
         raise TaskError(f"{path}: import failed: {type(exc).__name__}: {exc}") from exc
+    if not operator:  # KernelBench-style argument kinds (tasks/forward_call.py, tasks/npukb_shim.py)
+        from sagekernel.tasks.forward_call import accept_positional_keywords
+        from sagekernel.tasks.npukb_shim import use_device_torch
+
+        accept_positional_keywords(module)
+        use_device_torch(module)
     with MODULE_LOCK:
         old = _CACHE.get(path)
         if old is not None:

@@ -8,10 +8,11 @@ companion files onto a private copy of the task's folder (keeping their paths re
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from sagekernel.tasks.task import ForwardArg, InputGroup, Task, TensorSpec
+from sagekernel.tasks.task import BenchmarkSpec, ForwardArg, InputGroup, Task, TensorSpec
 
 RECORD_VERSION = 1
 
@@ -44,6 +45,8 @@ def task_to_json(task: Task) -> dict[str, Any]:
         "size_tuples": {k: list(v) for k, v in task.size_tuples.items()},
         "scaled_ints": dict(task.scaled_ints),
         "layout_note": task.layout_note,
+        "specification": task.specification,
+        "benchmark": asdict(task.benchmark) if task.benchmark is not None else None,
     }
 
 
@@ -90,4 +93,6 @@ def task_from_json(data: dict[str, Any], source_path: Path | None = None) -> Tas
         size_tuples={k: tuple(int(x) for x in v) for k, v in data.get("size_tuples", {}).items()},
         scaled_ints={k: int(v) for k, v in data.get("scaled_ints", {}).items()},
         layout_note=data.get("layout_note", ""),
+        specification=data.get("specification", ""),
+        benchmark=BenchmarkSpec(**data["benchmark"]) if data.get("benchmark") else None,
     )

@@ -3,12 +3,13 @@
 - ``builtin``: every task under ``tasks/suite/`` (levels as folders);
 - ``level1`` / ``level2`` / ``level3``: one level of the built-in suite;
 - ``demo``: three small operators a 1.5B model can solve (abs, swish, rms_norm);
-- ``paper_eval`` / ``paper_xccl``: the paper's evaluation subset (Table 3: 88 NPUKernelBench
-  operators, 20 L1 + 50 L2 + 18 L3) and its xCCL transfer set (Table 4: 16 operators). The design
-  spec (shared/design/sage_spec.md) gives their sizes and results but does not name the operators,
-  so their membership is unknown: `paper_suite_status` says so and asking for them is a `TaskError`
-  that says why, rather than a guessed list. When the names are known, they go in `PAPER_SUITES`
-  and the suite becomes the built-in tasks with those names, with the absent ones listed.
+- ``paper_eval``: the paper's evaluation subset of NPUKernelBench (Table 3: 88 operators, 20 L1 +
+  50 L2 + 18 L3; membership and the Level-2 rule in tasks/npukb_subset.py), selected from an
+  NPUKernelBench checkout: ``paper_eval:/path/to/NPUKernelBench``, or ``paper_eval`` with the
+  root in ``SAGE_NPUKERNELBENCH``. Only the selected operator folders are loaded.
+- ``paper_xccl``: the paper's xCCL transfer set (Table 4: 16 operators). The design spec gives its
+  size and results but not its operators, so its membership is unknown: `paper_suite_status` says
+  so and asking for it is a `TaskError` that says why, rather than a guessed list.
 
 `load_suite` also accepts a directory path (an external KernelBench-style task dir); such
 directories are loaded in a child process with time and memory limits (tasks/isolate.py).
@@ -16,11 +17,13 @@ directories are loaded in a child process with time and memory limits (tasks/iso
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from sagekernel.errors import TaskError
-from sagekernel.tasks.loader import LoadReport, load_dir, load_task
+from sagekernel.tasks.loader import LoadProblem, LoadReport, load_dir, load_task
+from sagekernel.tasks.npukb_subset import PAPER_LEVEL1, PAPER_LEVEL2_NAMED
 from sagekernel.tasks.task import Task
 
 SUITE_ROOT = Path(__file__).resolve().parent / "suite"
@@ -44,7 +47,7 @@ class PaperSuite:
 
 PAPER_SUITES = {
     "paper_eval": PaperSuite("paper_eval", "SAGE paper Table 3 / section 4.2: the NPUKernelBench subset",
-                             88, {1: 20, 2: 50, 3: 18}, None),
+                             88, {1: 20, 2: 50, 3: 18}, PAPER_LEVEL1 + PAPER_LEVEL2_NAMED),
     "paper_xccl": PaperSuite("paper_xccl", "SAGE paper Table 4 / section 4.3: xCCL transfer operators",
                              16, {}, None),
 }
@@ -58,15 +61,78 @@ def paper_suite_status(name: str) -> dict[str, object]:
                 "known": False, "present": [], "absent": [],
                 "note": "the design spec gives this suite's size and results but not its operator "
                         "names, so which built-in tasks belong to it is unknown"}
+    if name == "paper_eval":
+        return _paper_eval_status(suite)
     have = {t.name for t in load_dir(SUITE_ROOT).tasks}
     return {"name": name, "source": suite.source, "size": suite.size, "per_level": suite.per_level,
             "known": True, "present": [o for o in suite.operators if o in have],
             "absent": [o for o in suite.operators if o not in have], "note": ""}
 
 
+def _paper_eval_status(suite: PaperSuite) -> dict[str, object]:
+    """The named operators, and which of them the checkout in ``SAGE_NPUKERNELBENCH`` has (by folder)."""
+    from sagekernel.tasks.npukernelbench import benchmark_root, operator_files, operator_layout
+
+    text = os.environ.get(NPUKB_ROOT_ENV, "")
+    root = benchmark_root(Path(text).expanduser()) if text else None
+    have = {operator_layout(f)[0] for f in operator_files(root)} if root is not None else set()
+    named = suite.operators or ()
+    return {"name": suite.name, "source": suite.source, "size": suite.size, "per_level": suite.per_level,
+            "known": True, "present": [o for o in named if o in have],
+            "absent": [o for o in named if o not in have] if root is not None else [],
+            "note": "selected from an NPUKernelBench checkout (paper_eval:/path/to/NPUKernelBench, or "
+                    f"{NPUKB_ROOT_ENV}): the 20 named Level-1 operators, every Level-3 operator and 50 "
+                    "Level-2 operators by the rule in sagekernel/tasks/npukb_subset.py"}
+
+
+#: Where ``paper_eval`` finds the NPUKernelBench root when the suite name does not give it.
+NPUKB_ROOT_ENV = "SAGE_NPUKERNELBENCH"
+
+
+def paper_eval_report(root_text: str, *, isolate: bool = True) -> LoadReport:
+    """The ``paper_eval`` subset of the NPUKernelBench checkout at `root_text` (or the env's)."""
+    from sagekernel.tasks.loader import add_unique, load_one
+    from sagekernel.tasks.npukb_subset import Operator, paper_subset
+    from sagekernel.tasks.npukernelbench import benchmark_root, operator_files, operator_layout
+
+    text = root_text or os.environ.get(NPUKB_ROOT_ENV, "")
+    if not text:
+        raise TaskError(f"suite 'paper_eval' selects from NPUKernelBench: give its root as "
+                        f"paper_eval:/path/to/NPUKernelBench or set {NPUKB_ROOT_ENV}")
+    root = benchmark_root(Path(text).expanduser().resolve())
+    if root is None:
+        raise TaskError(f"suite 'paper_eval': {text} holds no NPUKernelBench operator folders "
+                        "(level<N>/<Category>/<Op>/validation/module.py)")
+    files = operator_files(root)
+    layout = {f: operator_layout(f) for f in files}
+    subset = paper_subset(Operator(n, lv, cat) for n, lv, cat, _ in layout.values())
+    wanted = set(subset.names)
+    chosen = [f for f in files if layout[f][0] in wanted]
+    report = LoadReport(root=root)
+    if isolate:
+        from sagekernel.tasks.isolate import load_files_isolated
+
+        results = load_files_isolated(chosen, root)
+    else:
+        results = [load_one(f, root) for f in chosen]
+    seen: dict[str, Path] = {}
+    for result in results:
+        if isinstance(result, LoadProblem):
+            report.problems.append(result)
+        else:
+            add_unique(report, result, seen)
+    for name in subset.missing:
+        report.problems.append(LoadProblem(root / name, f"{root}: the paper's operator {name} is not in "
+                                           "this checkout", "rejected"))
+    return report
+
+
 def suite_report(name: str, *, isolate: bool = True) -> LoadReport:
     """Load a named suite or a directory and return the full report (tasks and problems).
     A directory is loaded in limited child processes unless `isolate` is False."""
+    head, sep, tail = name.partition(":")
+    if head == "paper_eval" and (sep or name == "paper_eval"):
+        return paper_eval_report(tail, isolate=isolate)
     if name in PAPER_SUITES:
         status = paper_suite_status(name)
         if not status["known"]:

@@ -72,12 +72,38 @@ class ForwardArg:
     - ``tensor``: the input tensor named `name` (one of the task's inputs);
     - ``scalar``: a Python int/float/bool, passed to the kernel as the attr `name` (value `value`);
     - ``list``: a list/tuple of numbers, passed as the attrs ``name_0 .. name_{k-1}``;
-    - ``none``: an absent optional tensor (``None``); the kernel receives nothing for it.
+    - ``none``: an absent optional tensor (``None``); the kernel receives nothing for it;
+    - ``string``: a string (a layout such as ``"BSND"``, a reduction mode): a string attribute the
+      kernel is specialised for (`value`), not a numeric attr;
+    - ``tensors``: a list of `value` (an int) tensors, inputs ``name_0 .. name_{value-1}``, in order
+      among the task's inputs (the Foreach family, grouped matmuls).
     """
 
-    kind: str  # "tensor" | "scalar" | "list" | "none"
+    kind: str  # "tensor" | "scalar" | "list" | "none" | "string" | "tensors"
     name: str
-    value: int | float | bool | tuple[int | float, ...] | None = None
+    value: int | float | bool | str | tuple[int | float, ...] | None = None
+
+
+@dataclass
+class BenchmarkSpec:
+    """What a benchmark with its own scoring publishes about a task (NPUKernelBench:
+    tasks/npukernelbench.py). Only the benchmark's own files feed it, never its expert answers."""
+
+    format: str  # "npukernelbench"
+    #: Each case's parameters (one row of test_cases.csv), by input group name ("case0" ...).
+    cases: dict[str, dict[str, int | float | bool | str]] = field(default_factory=dict)
+    #: Cases the benchmark has (the score's denominator), including any left out here.
+    case_count: int = 0
+    max_abs_error: float = 0.001
+    max_rel_error: float = 0.001
+    #: The task defines custom_check_precision (used instead of the tolerances).
+    custom_check: bool = False
+    #: ``kernel_gen_ops.<op>``: the Python interface ModelNew calls.
+    kernel_op: str = ""
+    #: The starting project (``question/``): path relative to it -> file. Ascend C target only.
+    skeleton: dict[str, str] = field(default_factory=dict)
+    #: Cases over this machine's size budget (they count as not passed here).
+    left_out: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -141,6 +167,11 @@ class Task:
     size_note: str = ""
     #: Where level and category came from: "metadata", "folder", "guess" or "default".
     layout_note: str = ""
+    #: The operator's specification as its benchmark shows it to the model (NPUKernelBench's
+    #: api_desc.md); empty when the benchmark has none (the reference source is the spec).
+    specification: str = ""
+    #: The benchmark's own cases, rule and starting project (None for plain KernelBench files).
+    benchmark: BenchmarkSpec | None = None
 
     @property
     def source(self) -> str:

@@ -70,6 +70,12 @@ def contract_text(task: Task) -> str:
     for a in task.forward_args:
         if a.kind == "none":
             lines.append(f"// absent {a.name}: the reference is called with None here; no parameter")
+        elif a.kind == "string":
+            lines.append(f"// string {a.name} = {a.value!r}: a string attribute of this input set; no "
+                         "parameter, write the kernel for this value")
+        elif a.kind == "tensors":
+            lines.append(f"// list   {a.name}: {a.value} tensors, passed as consecutive inputs (one list "
+                         "argument of the reference)")
     if task.groups:
         lines.append(f"// groups {len(task.groups)} input sets; this contract is for group "
                      f"{task.group_index or 0} ({task.groups[task.group_index or 0].name})")
