@@ -26,7 +26,7 @@ from sagekernel.harness.compare import SENTINELS, compare, tensor_from_bytes
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.trials import Trial, make_trial, raw_bytes
 from sagekernel.protocols import Target
-from sagekernel.targets.diagnostics import DiagnosticProbe, ProbeTensor, TargetDiagnostics
+from sagekernel.diagnostics_seam import DiagnosticProbe, ProbeTensor, TargetDiagnostics
 from sagekernel.tasks.task import Task
 
 NEIGHBOURHOOD = 3  # elements shown on each side of the first mismatch

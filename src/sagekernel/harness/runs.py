@@ -3,7 +3,9 @@
 `RuntimeRun` starts the sandboxed runtime a target describes (`RuntimeSpec`), waits for it to
 load the artifact, then runs rounds: send the round's inputs, read exactly the frames the
 protocol allows (one `done` per call in order, `outputs` for distinct calls, `round_end`), and
-read the process's kernel-accounted CPU time around the round. Anything else -- a frame out of
+read the process's kernel-accounted CPU time around the round. The evidence a runtime reports
+beside its results (replaced functions, threads, output storage and type, refused host ops) is
+judged as the frames arrive (runtime_evidence.py). Anything else -- a frame out of
 order, a duplicate, a forbidden system call, a changed floating-point environment -- ends the run
 with a `Failure` naming what happened and which limit, if any, stopped it.
 """
@@ -16,11 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sagekernel.harness import runtime_evidence as evidence
 from sagekernel.harness import sandbox
 from sagekernel.harness.session import Exit, Session
 from sagekernel.harness.verdict import Stage
 from sagekernel.harness.wire import ALL, Plan, encode_binary, encode_json
-from sagekernel.targets.base import RuntimeSpec
+from sagekernel.seam import RuntimeSpec
 
 #: After a runtime reports a call done, how long to wait so that it is blocked on its stdin (a
 #: blocked task's accounted run time is exact; a running one's lags to the next scheduler tick).
@@ -90,6 +93,9 @@ class RuntimeRun:
         reference_in_process: bool = False,
     ) -> None:
         self.reference_in_process = reference_in_process
+        self.reports = spec.reports
+        self.baseline = evidence.Baseline()
+        self.expected_outputs = [(a.dtype, tuple(a.shape)) for a in plan.outputs]
         self.plan = plan
         self.what = what
         self.out_sizes = [a.nbytes for a in plan.outputs]
@@ -110,6 +116,7 @@ class RuntimeRun:
         self.hello: dict[str, object] = {}
         self.round_index = 0
         self.loaded = False
+        self.loaded_record: dict[str, object] = {}
         self.current: str = ""  # what the runtime was doing, for messages
 
     # ---- start ----------------------------------------------------------------------------------
@@ -143,6 +150,12 @@ class RuntimeRun:
                     )
                 return self._protocol_or_end(frame, "while loading", timeout_s)
             self.loaded = True
+            self.loaded_record = dict(frame.record)
+            if "seccomp" in frame.record:  # the state the candidate's calls run under
+                self.hello["seccomp"] = frame.record["seccomp"]
+            found = evidence.judge_loaded(frame.record, self.reports, self.what, self.baseline)
+            if found:
+                return self._finding(found)
         cpu_window: int | None = None
         windows: list[int | None] = []
         if self.hello.get("bracketed"):
@@ -199,6 +212,9 @@ class RuntimeRun:
                     "belong to the harness",
                     ["fp_environment"],
                 )
+            found = evidence.judge_done(rec, self.reports, self.what, self.current, self.baseline)
+            if found:
+                return self._finding(found)
             calls.append(
                 CallResult(
                     i,
@@ -224,6 +240,12 @@ class RuntimeRun:
             if not isinstance(c, int) or c in returned or not 0 <= c < len(calls):
                 return self._forged(f"outputs for call {c} arrived twice or out of range")
             returned.add(c)
+            where = describe_call[c] if c < len(describe_call) else f"call {c}"
+            found = evidence.judge_outputs(
+                frame.record, self.reports, self.expected_outputs, self.what, where, self.baseline
+            )
+            if found:
+                return self._finding(found)
             calls[c].outputs = self._split(frame.payload)
             if calls[c].outputs is None:
                 return self._forged(f"outputs for call {c} had the wrong size")
@@ -231,6 +253,9 @@ class RuntimeRun:
             return self._forged(
                 f"round {r} ended with {len(returned)} outputs where {expected_returned} were due"
             )
+        found = evidence.judge_round_end(frame.record, self.reports, self.what, self.baseline)
+        if found:
+            return self._finding(found)
         if cpu_window is not None or self.hello.get("bracketed"):
             cpu = cpu_window
         else:
@@ -250,6 +275,10 @@ class RuntimeRun:
             pieces.append(payload[pos : pos + n])
             pos += n
         return pieces
+
+    def _finding(self, found: evidence.Finding) -> Failure:
+        self.session.kill()
+        return Failure(found.stage, found.message, [found.flag])
 
     def _forged(self, what: str) -> Failure:
         self.session.kill()
@@ -276,6 +305,11 @@ class RuntimeRun:
             if frame.kind == "error":
                 self.session.kill()
                 return Failure(Stage.RUNTIME, f"the runtime failed {where}: {frame.record.get('error')}")
+            if frame.kind == "call_error":
+                self.session.kill()
+                side = frame.record.get("side", "candidate")
+                who = self.what if side == "candidate" else "the reference"
+                return Failure(Stage.RUNTIME, f"{who} raised {where}: {frame.record.get('error')}")
             return self._forged(f"a '{frame.kind}' frame arrived {where}")
         return self.ended(where, None, timeout_s)
 

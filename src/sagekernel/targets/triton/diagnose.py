@@ -10,7 +10,6 @@ import re
 from pathlib import Path
 
 from sagekernel.harness import sandbox
-from sagekernel.targets.devloop.direct import init_values
 from sagekernel.targets.diagnostics import (
     DiagnosticProbe,
     DiagnosticSection,
@@ -18,6 +17,7 @@ from sagekernel.targets.diagnostics import (
     TargetDiagnostics,
     read_log,
 )
+from sagekernel.tasks.inputs import init_arguments
 from sagekernel.tasks.task import Task
 
 CHILD = Path(__file__).resolve().parent / "diagnose_child.py"
@@ -50,7 +50,7 @@ def diagnose(
             for t in probe.tensors
             if t.role != "param"
         ],
-        "init": init_values(task, probe.sizes),
+        "init": init_arguments(task, probe.sizes),
         "seed": probe.param_seed,
     }
     (box / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
