@@ -4,7 +4,9 @@ than allocation, views and metadata is refused, outside kernel launches.
 Imports torch only (it runs inside the sandbox, beside loop.py). A static lint of host code can
 always be dodged by spelling (a builtin applied to a tensor, a name laundered through a container,
 a lambda in a decorator's arguments); every such spelling still reaches torch's dispatcher as an
-aten op, where a `TorchDispatchMode` sees it whatever the Python looked like. Kernel launches are
+aten op, where a `TorchDispatchMode` sees it whatever the Python looked like. The few tensor
+methods that reach data without an aten op (`numpy`, `tolist`, storages: CPU tensors on the
+interpreter) are wrapped to refuse likewise while the guard is active. Kernel launches are
 the one place aten ops may run (the interpreter and the JIT move argument data with them): the
 runtime wraps the launch entry points (`suspended()`) before the candidate is loaded.
 
@@ -78,8 +80,12 @@ ALLOWED_OPS = frozenset(
         "_to_copy",
     }
 )
-#: Copies allowed only when they keep the dtype (a changed dtype is a precision change).
+#: Copies allowed only when they keep the dtype (a changed dtype is a precision change) and the
+#: device (a copy to the host is a readback: on a GPU the only way host code can compute).
 LAYOUT_COPIES = frozenset({"copy_", "_to_copy"})
+#: Tensor methods that reach a tensor's data without an aten op (CPU tensors on the interpreter):
+#: refused in host code too, like the ops above.
+READBACK_METHODS = ("numpy", "tolist", "__array__", "__dlpack__", "untyped_storage", "storage")
 MAX_RECORDED = 20
 
 
@@ -88,14 +94,22 @@ def _name(func: Any) -> str:
     return str(getattr(packet, "__name__", None) or getattr(func, "__name__", func)).split(".")[-1]
 
 
-def _changes_dtype(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+def _changes_dtype_or_device(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     if name == "_to_copy":
         src = args[0] if args else None
-        dtype = kwargs.get("dtype")
-        return isinstance(src, torch.Tensor) and dtype is not None and dtype != src.dtype
+        if not isinstance(src, torch.Tensor):
+            return False
+        dtype, device = kwargs.get("dtype"), kwargs.get("device")
+        return (dtype is not None and dtype != src.dtype) or (
+            device is not None and torch.device(device) != src.device
+        )
     if name == "copy_" and len(args) >= 2:
         dst, src = args[0], args[1]
-        return isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor) and dst.dtype != src.dtype
+        return (
+            isinstance(dst, torch.Tensor)
+            and isinstance(src, torch.Tensor)
+            and (dst.dtype != src.dtype or dst.device != src.device)
+        )
     return False
 
 
@@ -105,19 +119,49 @@ class HostGuard(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.depth = 0  # > 0 inside a kernel launch
+        self.active = False  # between __enter__ and __exit__
         self.refused: list[str] = []
+        for method in READBACK_METHODS:
+            self._guard_method(method)
+
+    def __enter__(self) -> HostGuard:
+        super().__enter__()
+        self.active = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.active = False
+        super().__exit__(*exc)
+
+    def refuse(self, what: str) -> None:
+        if len(self.refused) < MAX_RECORDED:
+            self.refused.append(what)
+        raise RuntimeError(
+            f"host code ran {what} outside a kernel launch: ModelNew.forward may only allocate, take "
+            "views and launch @triton.jit kernels"
+        )
+
+    def _guard_method(self, method: str) -> None:
+        original = getattr(torch.Tensor, method, None)
+        if original is None:
+            return
+        guard = self
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            if guard.active and guard.depth == 0:
+                guard.refuse(f"Tensor.{method}")
+            return original(*args, **kwargs)
+
+        setattr(torch.Tensor, method, guarded)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         if self.depth == 0:
             name = _name(func)
-            if name not in ALLOWED_OPS or (name in LAYOUT_COPIES and _changes_dtype(name, args, kwargs)):
-                if len(self.refused) < MAX_RECORDED:
-                    self.refused.append(str(func))
-                raise RuntimeError(
-                    f"host code ran the torch op {func} outside a kernel launch: ModelNew.forward may "
-                    "only allocate, take views and launch @triton.jit kernels"
-                )
+            if name not in ALLOWED_OPS or (
+                name in LAYOUT_COPIES and _changes_dtype_or_device(name, args, kwargs)
+            ):
+                self.refuse(f"the torch op {func}")
         return func(*args, **kwargs)
 
     @contextlib.contextmanager
@@ -142,6 +186,8 @@ def warm(guard: HostGuard) -> None:
         t.view(2, 2).contiguous()
         with contextlib.suppress(RuntimeError):
             t.add(1)
+        with contextlib.suppress(RuntimeError):
+            t.tolist()
         still_installed(guard)
     guard.take()
 
