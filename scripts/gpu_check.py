@@ -62,14 +62,26 @@ def sanity(checks: list[Check], gpu_name: str) -> None:
             continue
         gbps = 2 * n * 4 / (ms * 1e6)
         ok = peak is None or gbps >= 0.5 * peak
-        checks.append(Check("timing sanity", f"{target} copy", "PASS" if ok else "FAIL",
-                            f"{gbps:.0f} GB/s (peak {peak or 'unknown'}), {ms:.3f} ms"))
+        checks.append(
+            Check(
+                "timing sanity",
+                f"{target} copy",
+                "PASS" if ok else "FAIL",
+                f"{gbps:.0f} GB/s (peak {peak or 'unknown'}), {ms:.3f} ms",
+            )
+        )
     for target, kernel in (("triton", "slow_softmax.triton.py"), ("cuda", "slow_softmax.cuda.cu")):
         v = _evaluate(target, SUITE / "level2" / "softmax.py", SCRIPTS / kernel, iters=20, rounds=4)
         speedup = getattr(v, "speedup", None)
         ok = bool(getattr(v, "ok", False)) and speedup is not None and speedup < 0.5
-        checks.append(Check("timing sanity", f"{target} slow softmax", "PASS" if ok else "FAIL",
-                            f"speedup {speedup}x (must be < 0.5x); {getattr(v, 'message', '')[:120]}"))
+        checks.append(
+            Check(
+                "timing sanity",
+                f"{target} slow softmax",
+                "PASS" if ok else "FAIL",
+                f"speedup {speedup}x (must be < 0.5x); {getattr(v, 'message', '')[:120]}",
+            )
+        )
 
 
 def adversarial(checks: list[Check]) -> None:
@@ -78,17 +90,31 @@ def adversarial(checks: list[Check]) -> None:
         for path in sorted(folder.glob("*.py" if target == "triton" else "*.cu")):
             v = _evaluate(target, softmax, path, static_checks=False, iters=20, rounds=4)
             rejected = not getattr(v, "counts_as_success", False)
-            checks.append(Check(f"adversarial ({target})", path.stem, "PASS" if rejected else "FAIL",
-                                f"{getattr(v, 'stage', '?')}: {getattr(v, 'message', '')[:160]}"))
+            checks.append(
+                Check(
+                    f"adversarial ({target})",
+                    path.stem,
+                    "PASS" if rejected else "FAIL",
+                    f"{getattr(v, 'stage', '?')}: {getattr(v, 'message', '')[:160]}",
+                )
+            )
 
 
 def selfcheck(checks: list[Check], target: str) -> None:
     done = subprocess.run(
         ["sage", "selfcheck", "--target", target, "--device", "cuda"],
-        capture_output=True, text=True, timeout=1800,
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
-    checks.append(Check(f"selfcheck ({target})", "sage selfcheck", "PASS" if done.returncode == 0 else "FAIL",
-                        (done.stdout + done.stderr).strip()[-400:]))
+    checks.append(
+        Check(
+            f"selfcheck ({target})",
+            "sage selfcheck",
+            "PASS" if done.returncode == 0 else "FAIL",
+            (done.stdout + done.stderr).strip()[-400:],
+        )
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,8 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     if not torch.cuda.is_available():
-        print("gpu_check: no CUDA GPU (torch.cuda.is_available() is False); nothing was checked",
-              file=sys.stderr)
+        print(
+            "gpu_check: no CUDA GPU (torch.cuda.is_available() is False); nothing was checked",
+            file=sys.stderr,
+        )
         return 2
     t0 = time.monotonic()
     checks: list[Check] = []
@@ -114,8 +142,16 @@ def main(argv: list[str] | None = None) -> int:
             selfcheck(checks, target)
     failed = [c for c in checks if c.result == "FAIL"]
     if opts.json:
-        print(json.dumps({"seconds": round(time.monotonic() - t0, 1), "checks": [asdict(c) for c in checks],
-                          "failed": len(failed)}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "seconds": round(time.monotonic() - t0, 1),
+                    "checks": [asdict(c) for c in checks],
+                    "failed": len(failed),
+                },
+                indent=1,
+            )
+        )
     else:
         for c in checks:
             print(f"{c.section:<22} {c.name:<28} {c.result:<4} {c.detail}")

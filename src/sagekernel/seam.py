@@ -1,10 +1,11 @@
-"""The records of the target seam (docs/target_seam.md): what a target declares and returns, and
-what the harness reads from it.
+"""The records of the target seam (docs/target_seam.md): what a target declares and returns, and what
+the harness reads from it.
 
 This module imports nothing from sagekernel, so the harness and the targets both stand on it and
-neither imports the other for a record. The `Target` protocol itself is in protocols.py. A target owns what the model is told, its
-static rules, building, and a runtime that runs inside the sandboxed child; the harness owns
-seeds, inputs, references, comparison, integrity checks, the timing protocol and the verdict.
+neither imports the other for a record. The `Target` protocol itself is in protocols.py. A target
+owns what the model is told, its static rules, building, and a runtime that runs inside the
+sandboxed child; the harness owns seeds, inputs, references, comparison, integrity checks, the
+timing protocol and the verdict.
 """
 
 from __future__ import annotations

@@ -128,7 +128,8 @@ def test_evaluate_refuses_cleanly_without_a_gpu() -> None:
     from sagekernel.harness.evaluate import evaluate
 
     task = load_task(SUITE / "level1" / "abs.py")
-    verdict = evaluate(task, (SUITE / "level1" / "abs.cuda.cu").read_text(), get_target("cuda"), device="cuda")
+    source = (SUITE / "level1" / "abs.cuda.cu").read_text()
+    verdict = evaluate(task, source, get_target("cuda"), device="cuda")
     assert not verdict.ok and "cannot run on 'cuda' here" in verdict.message
 
 

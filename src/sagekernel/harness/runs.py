@@ -307,6 +307,12 @@ class RuntimeRun:
                 return Failure(Stage.RUNTIME, f"the runtime failed {where}: {frame.record.get('error')}")
             if frame.kind == "call_error":
                 self.session.kill()
+                if frame.record.get("refused"):  # the host guard refused an op, and the call died of it
+                    found = evidence.judge_done(
+                        frame.record, frozenset(), self.what, self.current, self.baseline
+                    )
+                    if found:
+                        return Failure(found.stage, found.message, [found.flag])
                 side = frame.record.get("side", "candidate")
                 who = self.what if side == "candidate" else "the reference"
                 return Failure(Stage.RUNTIME, f"{who} raised {where}: {frame.record.get('error')}")

@@ -57,23 +57,27 @@ def _missing(record: dict[str, Any], keys: tuple[str, ...], frame: str) -> Findi
     )
 
 
-def judge_loaded(record: dict[str, Any], reports: frozenset[str], what: str, base: Baseline) -> Finding | None:
-    wanted = tuple(k for k in ("integrity", "threads") if k in reports)
-    if "host_guard" in reports:
-        wanted += ("host_guard",)
+def judge_loaded(
+    record: dict[str, Any], reports: frozenset[str], what: str, base: Baseline
+) -> Finding | None:
+    wanted = tuple(k for k in ("integrity", "threads", "host_guard") if k in reports)
     problem = _missing(record, wanted, "loaded")
     if problem:
         return problem
     if "host_guard" in reports and record.get("host_guard") is not True:
         return Finding(
-            Stage.INTEGRITY, "the runtime's host guard was not active around the candidate", "evidence_missing"
+            Stage.INTEGRITY,
+            "the runtime's host guard was not active around the candidate",
+            "evidence_missing",
         )
     if "threads" in reports:
         base.threads = int(record["threads"])
     return _integrity(record.get("integrity"), what, "while it was loaded")
 
 
-def judge_done(record: dict[str, Any], reports: frozenset[str], what: str, where: str, base: Baseline) -> Finding | None:
+def judge_done(
+    record: dict[str, Any], reports: frozenset[str], what: str, where: str, base: Baseline
+) -> Finding | None:
     problem = _missing(record, ("threads",) if "threads" in reports else (), "done")
     if problem:
         return problem
@@ -129,10 +133,9 @@ def judge_outputs(
     call = int(record.get("call", -1))
     for k, (meta, (dtype, shape)) in enumerate(zip(metas, expected, strict=True)):
         if not isinstance(meta, dict) or "plain" not in meta:
-            return Finding(
-                Stage.CORRECTNESS, f"output {k} on the {where} is not a tensor ({meta.get('type') if isinstance(meta, dict) else meta})",
-                "output_type",
-            )
+            kind = meta.get("type") if isinstance(meta, dict) else meta
+            message = f"output {k} on the {where} is not a tensor ({kind})"
+            return Finding(Stage.CORRECTNESS, message, "output_type")
         if meta.get("plain") is not True:
             return Finding(
                 Stage.INTEGRITY,
@@ -170,7 +173,9 @@ def judge_outputs(
     return None
 
 
-def judge_round_end(record: dict[str, Any], reports: frozenset[str], what: str, base: Baseline) -> Finding | None:
+def judge_round_end(
+    record: dict[str, Any], reports: frozenset[str], what: str, base: Baseline
+) -> Finding | None:
     wanted = tuple(k for k in ("integrity", "threads") if k in reports)
     problem = _missing(record, wanted, "round_end")
     if problem:

@@ -1,4 +1,5 @@
-"""tl.dot with the default input precision: TF32 on NVIDIA GPUs (10-bit mantissas), which a float32 tolerance rejects; the interpreter must model it, not credit float32."""
+"""tl.dot with the default input precision: TF32 on NVIDIA GPUs (10-bit mantissas), which a
+float32 tolerance rejects; the interpreter must model it, not credit float32."""
 import torch
 import torch.nn as nn
 import triton
@@ -14,8 +15,10 @@ def matmul(a_ptr, b_ptr, out_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, B
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, K, BK):
         rk = k0 + tl.arange(0, BK)
-        a = tl.load(a_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
-        b = tl.load(b_ptr + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        a_mask = (rm[:, None] < M) & (rk[None, :] < K)
+        b_mask = (rk[:, None] < K) & (rn[None, :] < N)
+        a = tl.load(a_ptr + rm[:, None] * K + rk[None, :], mask=a_mask, other=0.0)
+        b = tl.load(b_ptr + rk[:, None] * N + rn[None, :], mask=b_mask, other=0.0)
         acc += tl.dot(a, b)
     tl.store(out_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 

@@ -17,6 +17,7 @@ carries on is still reported; the loop sends the record and the harness rejects 
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -86,6 +87,21 @@ LAYOUT_COPIES = frozenset({"copy_", "_to_copy"})
 #: Tensor methods that reach a tensor's data without an aten op (CPU tensors on the interpreter):
 #: refused in host code too, like the ops above.
 READBACK_METHODS = ("numpy", "tolist", "__array__", "__dlpack__", "untyped_storage", "storage")
+#: Ways to take a dispatch mode off the stack or switch Python dispatch off (module, name): refused
+#: while the guard is active, so host code cannot step around it and put it back.
+ESCAPE_HATCHES = (
+    ("torch._C", "_pop_torch_dispatch_stack"),
+    ("torch._C", "_unset_dispatch_mode"),
+    ("torch._C", "_DisableTorchDispatch"),
+    ("torch._C", "_DisablePythonDispatcher"),
+    ("torch._C", "_ExcludeDispatchKeyGuard"),
+    ("torch._C", "ExcludeDispatchKeyGuard"),
+    ("torch._C", "_SetExcludeDispatchKeyGuard"),
+    ("torch.utils._python_dispatch", "_pop_torch_dispatch_stack"),
+    ("torch.utils._python_dispatch", "_pop_mode"),
+    ("torch.utils._python_dispatch", "_pop_mode_temporarily"),
+    ("torch.utils._python_dispatch", "_disable_current_modes"),
+)
 MAX_RECORDED = 20
 
 
@@ -122,7 +138,9 @@ class HostGuard(TorchDispatchMode):
         self.active = False  # between __enter__ and __exit__
         self.refused: list[str] = []
         for method in READBACK_METHODS:
-            self._guard_method(method)
+            self._guard_method(torch.Tensor, method, f"Tensor.{method}")
+        for module, name in ESCAPE_HATCHES:
+            self._guard_method(importlib.import_module(module), name, f"{module}.{name}")
 
     def __enter__(self) -> HostGuard:
         super().__enter__()
@@ -141,20 +159,22 @@ class HostGuard(TorchDispatchMode):
             "views and launch @triton.jit kernels"
         )
 
-    def _guard_method(self, method: str) -> None:
-        original = getattr(torch.Tensor, method, None)
+    def _guard_method(self, owner: Any, name: str, what: str) -> None:
+        original = getattr(owner, name, None)
         if original is None:
             return
         guard = self
 
         def guarded(*args: Any, **kwargs: Any) -> Any:
             if guard.active and guard.depth == 0:
-                guard.refuse(f"Tensor.{method}")
+                guard.refuse(what)
             return original(*args, **kwargs)
 
-        setattr(torch.Tensor, method, guarded)
+        setattr(owner, name, guarded)
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+    ) -> Any:
         kwargs = kwargs or {}
         if self.depth == 0:
             name = _name(func)

@@ -360,14 +360,15 @@ def serve(
                 try:
                     res = runner.call(side, spans, round_blob)
                 except Exception as exc:
-                    chan.send(
-                        {
-                            "kind": "call_error",
-                            "call": i,
-                            "side": side.name,
-                            "error": error_text(exc),
-                        }
-                    )
+                    failed: dict[str, Any] = {
+                        "kind": "call_error",
+                        "call": i,
+                        "side": side.name,
+                        "error": error_text(exc),
+                    }
+                    if side.host_guard is not None and side.host_guard.refused:
+                        failed["refused"] = side.host_guard.take()
+                    chan.send(failed)
                     chan.send({"kind": "end"})
                     return 0
                 results.append(res)

@@ -62,7 +62,9 @@ def model_tf32(notes: list[str]) -> None:
     tf32 = interpreter._ir.INPUT_PRECISION.TF32
     used: list[bool] = []
 
-    def create_dot(self: Any, a: Any, b: Any, d: Any, input_precision: Any, max_num_imprecise_acc: Any) -> Any:
+    def create_dot(
+        self: Any, a: Any, b: Any, d: Any, input_precision: Any, max_num_imprecise_acc: Any
+    ) -> Any:
         if max_num_imprecise_acc:
             raise RuntimeError(
                 "tl.dot(max_num_imprecise_acc=...) is not modelled by the interpreter: its verdict "
@@ -173,7 +175,6 @@ def _warm_interpreter() -> None:
     """Launch a kernel of the runtime's own once: the interpreter imports modules lazily on its
     first launches, which must happen before the runtime stops opening files."""
     import torch
-
     from warm_kernel import warm_launch
 
     warm_launch(torch.randn(64), torch.randn(16, 16))

@@ -205,9 +205,13 @@ class _Checker:
                 path = self.resolve(node)
                 if path and path[0] not in local and not _jit_path_allowed(path):
                     self.add("jit_body", node, ".".join(path))
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in local:
-                if not self.jit_name_allowed(node.id):
-                    self.add("jit_body", node, node.id)
+            elif (
+                isinstance(node, ast.Name)
+                and isinstance(node.ctx, ast.Load)
+                and node.id not in local
+                and not self.jit_name_allowed(node.id)
+            ):
+                self.add("jit_body", node, node.id)
 
     def jit_name_allowed(self, name: str) -> bool:
         if name in T.JIT_BUILTINS or name in self.jit_functions or name in self.constants:

@@ -3,20 +3,21 @@
     python -I -S runtime.py --device interpreter|cuda|npu [--site DIR ...]
 
 It runs from the staged runtime folder (device_host.stage_runtime): beside it only `loop.py`,
-`devices.py`, `hostguard.py`, `interpreter_model.py` and the harness's `wire_child.py` and
+`devices.py`, `hostguard.py`, `interpreter_model.py`, `warm_kernel.py` and the harness's `wire_child.py` and
 `guard.py` -- no other sagekernel source, no reference code. `--site` names the site-packages
 directories (the interpreter runs with -S).
 
-The artifact in the request header is `{"module": [offset, length], "file": "kernel.py",
-"init": [...], "seed": int, "bf16": "upcast" | "refuse"}`: the candidate's source in the blob, the
-constructor arguments of `ModelNew` (the task's `get_init_inputs()` at this request's sizes),
-the seed set before construction, and what the interpreter does with bfloat16 tensors.
+The artifact in the request header is `{"module": [offset, length], "file": "kernel.py", "init":
+[...], "seed": int, "bf16": "upcast" | "refuse"}`: the candidate's source in the blob, the
+constructor arguments of `ModelNew` (the task's `get_init_inputs()` at this request's sizes), the
+seed set before construction, and what the interpreter does with bfloat16 tensors.
 
-Before the candidate is imported, on the interpreter, `interpreter_model.prepare` models TF32 and restricts kernel
-builtins; the host guard (hostguard.py) wraps the launch entry points so that, around `forward`,
-torch ops run only inside kernel launches. loop.serve locks the process (guard.py) once it is
-loaded and every interpreted kernel rewritten; on a GPU the JIT compiles at the first call (it runs
-ptxas and writes its cache), so there the lock waits for the end of the first round.
+Before the candidate is imported, on the interpreter, `interpreter_model.prepare` models TF32 and
+restricts kernel builtins; the host guard (hostguard.py) wraps the launch entry points so that,
+around `forward`, torch ops run only inside kernel launches. loop.serve locks the process
+(guard.py) once it is loaded and every interpreted kernel rewritten; on a GPU the JIT compiles at
+the first call (it runs ptxas and writes its cache), so there the lock waits for the end of the
+first round.
 
 The interpreter's known gaps (targets.md §2.1):
 - `TRITON_INTERPRET=1` is set before triton is imported; tensors stay on the CPU;
