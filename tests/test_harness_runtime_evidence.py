@@ -102,3 +102,26 @@ def test_subclass_alias_layout_and_cache_of_outputs() -> None:
     # A new round starts a new set of live outputs: the same address is allocator reuse then.
     ev.judge_round_end({"integrity": [], "threads": None}, REPORTS, WHAT, base)
     assert ev.judge_outputs({"call": 0, "out_meta": [meta()]}, REPORTS, OUT, WHAT, "c0", base) is None
+
+
+def test_inputs_are_compared_in_memory_by_the_harness() -> None:
+    """runtime_memory reads a process's memory through /proc/PID/mem and compares it with the
+    bytes the harness sent, guards included (here: this process's own buffer)."""
+    import ctypes
+    import os
+
+    from sagekernel.harness import runtime_memory as rm
+
+    sent = bytes(range(64))
+    guard = bytes([rm.GUARD_VALUE]) * 16
+    buf = ctypes.create_string_buffer(guard + sent + guard, 96)
+    span = [[ctypes.addressof(buf), 96]]
+    assert rm.check_inputs(os.getpid(), span, [sent]) is None
+    buf[16 + 5] = 0xFF
+    found = rm.check_inputs(os.getpid(), span, [sent])
+    assert isinstance(found, rm.MemoryFinding) and (found.what, found.offset) == ("input", 5)
+    buf[16 + 5] = 5
+    buf[90] = 0
+    found = rm.check_inputs(os.getpid(), span, [sent])
+    assert isinstance(found, rm.MemoryFinding) and found.what == "guard"
+    assert isinstance(rm.check_inputs(os.getpid(), [[0, 8]], [b"x" * 8]), str)  # unreadable: says so

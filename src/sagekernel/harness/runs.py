@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sagekernel.harness import runtime_evidence as evidence
-from sagekernel.harness import sandbox
+from sagekernel.harness import runtime_memory, sandbox
 from sagekernel.harness.session import Exit, Session
 from sagekernel.harness.verdict import Stage
 from sagekernel.harness.wire import ALL, Plan, encode_binary, encode_json
@@ -66,6 +66,7 @@ class CallResult:
     outputs: list[bytes] | None = None  # present for the calls the round returned
     wall_ns: int | None = None  # device runtimes: host wall clock around launch + synchronise
     cpu_ns: int | None = None  # native driver: kernel-accounted run time of the window around the call
+    in_spans: list[list[int]] = field(default_factory=list)  # host-memory inputs (runtime_memory.py)
 
 
 @dataclass
@@ -117,6 +118,7 @@ class RuntimeRun:
         self.round_index = 0
         self.loaded = False
         self.loaded_record: dict[str, object] = {}
+        self.input_memory = "not reported"  # whether the harness checked inputs in the runtime's memory
         self.current: str = ""  # what the runtime was doing, for messages
 
     # ---- start ----------------------------------------------------------------------------------
@@ -224,6 +226,7 @@ class RuntimeRun:
                     fpenv,
                     wall_ns=int(rec.get("wall_ns", 0)) or None,
                     cpu_ns=windows[i] if i < len(windows) else None,
+                    in_spans=list(rec.get("in_spans") or []),
                 )
             )
         expected_returned = len(rnd.calls) if rnd.returned == ALL else min(int(rnd.returned), len(rnd.calls))
@@ -256,12 +259,49 @@ class RuntimeRun:
         found = evidence.judge_round_end(frame.record, self.reports, self.what, self.baseline)
         if found:
             return self._finding(found)
+        changed = self._inputs_in_memory(rnd, blob, calls, describe_call)
+        if changed is not None:
+            return changed
         if cpu_window is not None or self.hello.get("bracketed"):
             cpu = cpu_window
         else:
             cpu1 = self.session.cpu_ns()
             cpu = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
         return RoundResult(calls, cpu, time.perf_counter_ns() - t0, ref_ns)
+
+    def _inputs_in_memory(
+        self, rnd: Any, blob: bytes, calls: list[CallResult], describe_call: list[str]
+    ) -> Failure | None:
+        """Each call's inputs, read by the harness from the runtime's memory and compared with the
+        bytes it sent (runtime_memory.py); the runtime waits for its next control byte meanwhile."""
+        pid = self.session.host_pid()
+        for call in calls:
+            if not call.in_spans:
+                continue
+            if pid is None:
+                self.input_memory = "not checked: the runtime's pid is unknown"
+                return None
+            expected = [bytes(blob[off : off + n]) for off, n in rnd.calls[call.call]]
+            found = runtime_memory.check_inputs(pid, call.in_spans, expected)
+            if isinstance(found, str):
+                self.input_memory = f"not checked: {found}"
+                return None
+            if found is not None:
+                where = describe_call[call.call] if call.call < len(describe_call) else f"call {call.call}"
+                self.session.kill()
+                what = (
+                    f"modified its input {found.input_index} (first changed byte {found.offset})"
+                    if found.what == "input"
+                    else f"wrote outside input {found.input_index} (guard byte {found.offset} changed)"
+                )
+                return Failure(
+                    Stage.CORRECTNESS,
+                    f"{self.what} {what} on the {where}, as the harness read it from the runtime's "
+                    "memory after the round; inputs are read-only",
+                    ["inputs_changed"],
+                )
+        self.input_memory = "checked"
+        return None
 
     @property
     def _round_expired(self) -> bool:

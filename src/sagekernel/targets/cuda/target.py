@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sagekernel.candidate import Candidate
 from sagekernel.harness import sandbox
-from sagekernel.harness.verdict import LintFinding
+from sagekernel.seam import LintFinding
 from sagekernel.targets.base import (
     BuildResult,
     DeviceInfo,

@@ -126,6 +126,16 @@ def make_device(name: str) -> DeviceOps:
 # ---- integrity snapshot --------------------------------------------------------------------------
 
 
+#: Readers the runtime adds for its own evidence code (loop.py: `watch`), checked like torch's.
+_EXTRA_WATCHED: dict[str, Callable[[], Any]] = {}
+
+
+def watch(name: str, read: Callable[[], Any]) -> None:
+    """Also report a change of `read()` (the runtime's own functions: a candidate that replaced
+    the code computing the evidence would otherwise forge it)."""
+    _EXTRA_WATCHED[name] = read
+
+
 def _watched() -> dict[str, Callable[[], Any]]:
     """Name -> reader of something a candidate must leave alone (identity of functions, flags)."""
     watched: dict[str, Callable[[], Any]] = {
@@ -155,6 +165,7 @@ def _watched() -> dict[str, Callable[[], Any]]:
                 "torch.cuda.current_stream": lambda: torch.cuda.current_stream,
             }
         )
+    watched.update(_EXTRA_WATCHED)
     return watched
 
 

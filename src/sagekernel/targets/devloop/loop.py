@@ -139,6 +139,7 @@ class CallResult:
     outputs: list[torch.Tensor]
     out_meta: list[dict[str, Any]]
     status: int | None
+    in_spans: list[list[int]]  # [address, length] of each input's guarded region (host memory)
     refused: list[str]  # aten ops the host guard refused during the call
     keep: list[Any]  # buffers kept alive until the round ends
 
@@ -188,6 +189,8 @@ class Runner:
         self.ops.flush()
         result, ns, wall = self.ops.time_call(lambda: guarded_call(side, call_args))
         refused = side.host_guard.take() if side.host_guard is not None else []
+        # Inputs in host memory, placed as sent (not upcast): the harness reads them itself.
+        host_inputs = self.dev.type == "cpu" and not side.upcast_bf16
         self.ops.synchronize()
         status = int(result) if side.fills_outputs and isinstance(result, int) else None
         outputs = [b.tensor for b in outs] if side.fills_outputs else _as_outputs(result)
@@ -207,6 +210,7 @@ class Runner:
             outputs=outputs,
             out_meta=meta,
             status=status,
+            in_spans=[[b.raw.data_ptr(), b.raw.numel()] for b, _ in ins] if host_inputs else [],
             refused=refused,
             keep=[ins, outs, result],
         )
@@ -274,6 +278,28 @@ def load_reference(header: dict[str, Any], ops: devices.DeviceOps) -> Side | Non
     return Side("reference", call, fills_outputs=False)
 
 
+def _watch_own_code() -> None:
+    """The functions that compute the evidence, watched like torch's (devices.watch)."""
+    import hostguard
+
+    own = {
+        "loop.Guarded.guards_ok": lambda: Guarded.guards_ok,
+        "loop.Guarded.first_changed": lambda: Guarded.first_changed,
+        "loop.Runner.call": lambda: Runner.call,
+        "loop.guarded_call": lambda: guarded_call,
+        "loop.tensor_bytes": lambda: tensor_bytes,
+        "loop.scrub": lambda: scrub,
+        "loop._describe": lambda: _describe,
+        "loop.Channel.send": lambda: Channel.send,
+        "hostguard.HostGuard.__torch_dispatch__": lambda: hostguard.HostGuard.__torch_dispatch__,
+        "hostguard.HostGuard.take": lambda: hostguard.HostGuard.take,
+        "hostguard.HostGuard.refuse": lambda: hostguard.HostGuard.refuse,
+        "hostguard.still_installed": lambda: hostguard.still_installed,
+    }
+    for name, read in own.items():
+        devices.watch(name, read)
+
+
 def lock(stage: str) -> str:
     """Install the sandbox's seccomp deny-lists (harness/children/guard.py, staged beside this
     file): "process" (no network, no new processes), then "files" (no opening files)."""
@@ -311,7 +337,11 @@ def serve(
         chan.send({"kind": "load_error", "error": f"the runtime could not prepare: {error_text(exc)}"})
         chan.send({"kind": "end"})
         return 0
-    before = devices.snapshot()
+    _watch_own_code()
+    # Bound now, before any candidate code runs: a candidate replacing the module attributes
+    # later changes nothing this loop calls (and the snapshot reports the replacement).
+    snapshot, changed, thread_count = devices.snapshot, devices.changed, devices.thread_count
+    before = snapshot()
     try:
         candidate = load_candidate(header, blob, ops)
     except Exception as exc:
@@ -330,8 +360,8 @@ def serve(
     runner = Runner(header, blob, ops)
     warmup = 0  # the harness's first timed round is the warm-up, on inputs of its own
     sides = [candidate] + ([reference] if reference else [])
-    integrity = devices.changed(before, devices.snapshot())
-    threads = devices.thread_count()
+    integrity = changed(before, snapshot())
+    threads = thread_count()
     chan.send(
         {
             "kind": "loaded",
@@ -346,9 +376,11 @@ def serve(
             "host_guard": candidate.host_guard is not None,
         }
     )
+    held: list[Any] = []  # the last round's buffers, alive until the harness has read them
     for r, rnd in enumerate(header["rounds"]):
         if wait_control(sys.stdin.buffer) != GO:
             break
+        held.clear()
         (size,) = struct.unpack("<Q", read_exact(sys.stdin.buffer, 8))
         round_blob = bytearray(read_exact(sys.stdin.buffer, size))
         order = sides[:]
@@ -382,11 +414,13 @@ def serve(
                     frame["wall_ns"] = res.wall_ns
                     frame["stream_ns"] = res.stream_ns
                 if side is candidate:
+                    if res.in_spans:
+                        frame["in_spans"] = res.in_spans
                     frame.update(
                         inputs_changed=res.inputs_changed,
                         guards=res.guards,
                         fpenv="ok",
-                        threads=devices.thread_count(),
+                        threads=thread_count(),
                     )
                     if res.status is not None:
                         frame["status"] = res.status
@@ -402,6 +436,9 @@ def serve(
             for res in results:
                 for t in res.outputs:
                     scrub(t)
+        # Kept until the next control byte: the harness reads the inputs' memory from outside this
+        # process after `round_end`, while this loop waits (harness/runtime_memory.py).
+        held.append(kept)
         del kept
         if lock_at == "first_round" and r == 0:
             locks = [lock("process"), lock("files")]
@@ -409,8 +446,8 @@ def serve(
             {
                 "kind": "round_end",
                 "round": r,
-                "integrity": devices.changed(before, devices.snapshot()),
-                "threads": devices.thread_count(),
+                "integrity": changed(before, snapshot()),
+                "threads": thread_count(),
                 "seccomp": devices.seccomp_state(),
             }
         )

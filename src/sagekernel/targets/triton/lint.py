@@ -9,7 +9,8 @@ module's kernels and constants, T.JIT_BUILTINS): Python the compiler would resol
 (build.py) checks the rest. What a static rule cannot see (a result cached by content, work skipped when a
 call looks timed, a side stream reached through a dynamic path) is the runtime's to report:
 fresh buffers and addresses per call, outputs checked for calls drawn after the round, the
-device-wide synchronise before the end event, the integrity snapshot (devloop/).
+device-wide synchronise before the end event, the integrity snapshot and the host guard (devloop/),
+judged by the harness (harness/runtime_evidence.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from sagekernel.harness.verdict import LintFinding
+from sagekernel.seam import LintFinding
 from sagekernel.targets.triton import lint_tables as T
 from sagekernel.tasks.task import Task
 
