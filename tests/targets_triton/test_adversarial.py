@@ -5,7 +5,8 @@ Each file names its hack and what rejects it after `EXPECT:`: `lint r1, r2` -- t
 report (at least) those, and `evaluate` stops there; `runtime x` -- with the static checks off, the
 run-time defences alone reject it, and `x` is the verdict's flag (output_cache, tensor_subclass,
 output_alias, runtime_integrity, background_threads, host_compute, ...) or its stage
-(correctness, runtime). The harness judges what the runtime reports (harness/runtime_evidence.py).
+(correctness, runtime). The harness judges what the runtime reports (harness/runtime_evidence.py)
+and reads the inputs back from the runtime's memory itself (harness/runtime_memory.py).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def test_evaluate_stops_at_the_lint(path: Path) -> None:
 
 RUNTIME_CASES = [k for k in KERNELS if expectations(k)[1]]
 #: The default run judges one kernel of each main class end to end; `-m slow` judges them all.
-QUICK = {"laundered_tensor_name", "caches_outputs", "monkey_patch_torch", "lazy_tensor_subclass"}
+QUICK = {"laundered_tensor_name", "caches_outputs", "self_restoring_forgery"}
 
 
 def _runtime_case(path: Path) -> None:

@@ -8,8 +8,8 @@ module is loaded:
 - precision: `tl.dot` on float32 operands defaults to TF32 on NVIDIA GPUs (10 mantissa bits per
   operand) while the interpreter multiplies in full float32. `create_dot` rounds float32 operands
   to TF32 whenever the requested input precision is TF32 (the GPU default), so an emulated
-  "correct" never credits float32 precision a GPU run would not have; a requested precision the
-  emulator has no model for (`max_num_imprecise_acc` on fp8 products) is refused, not run;
+  "correct" never credits float32 precision a GPU run would not have; what the emulator has no
+  model for (fp8 products, which sm_90 accumulates imprecisely by default) is refused, not run;
 - builtins: the body is Python, so a branch the compiler would resolve statically (on `hasattr`,
   `getattr`, ...) runs here. Every kernel body is re-executed with an allow-list of builtins
   (`KERNEL_BUILTINS`), and rewritten eagerly at load, before the runtime stops opening files;
@@ -65,10 +65,12 @@ def model_tf32(notes: list[str]) -> None:
     def create_dot(
         self: Any, a: Any, b: Any, d: Any, input_precision: Any, max_num_imprecise_acc: Any
     ) -> Any:
-        if max_num_imprecise_acc:
+        fp8 = any(t.dtype.primitive_bitwidth == 8 and t.dtype.is_floating() for t in (a, b))
+        if max_num_imprecise_acc or fp8:
             raise RuntimeError(
-                "tl.dot(max_num_imprecise_acc=...) is not modelled by the interpreter: its verdict "
-                "would credit precision a GPU does not give; judge this kernel on a GPU"
+                "tl.dot on fp8 operands is not modelled by the interpreter (on sm_90 Triton "
+                "accumulates fp8 products with limited precision by default, max_num_imprecise_acc): "
+                "its verdict would credit precision a GPU does not give; judge this kernel on a GPU"
             )
         if input_precision == tf32:
             if a.data.dtype == np.float32:
