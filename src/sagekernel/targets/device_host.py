@@ -27,10 +27,14 @@ RUNTIME_MOUNT = "/box/rt"
 
 
 def stage_runtime(own_files: tuple[Path, ...]) -> Path:
-    """A folder holding exactly `own_files` and SHARED_RUNTIME_FILES (flat), named by their content
-    hash, for the sandbox to bind read-only: the candidate's process then sees no other sagekernel
-    source (no reference runner, no lint tables, no harness). Made once per content, atomically."""
-    files = [*own_files, *SHARED_RUNTIME_FILES]
+    """A folder holding exactly `own_files` and SHARED_RUNTIME_FILES: a device runtime's folder."""
+    return stage_folder((*own_files, *SHARED_RUNTIME_FILES))
+
+
+def stage_folder(files: tuple[Path, ...]) -> Path:
+    """A folder holding exactly `files` (flat), named by their content hash, for the sandbox to bind
+    read-only: a candidate's process then sees no other sagekernel source (no reference runner, no
+    lint tables, no harness). Made once per content, atomically."""
     names = [f.name for f in files]
     if len(set(names)) != len(names):
         raise ValueError(f"runtime files must have distinct names: {names}")

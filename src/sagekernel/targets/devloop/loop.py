@@ -377,8 +377,10 @@ def serve(
         }
     )
     held: list[Any] = []  # the last round's buffers, alive until the harness has read them
+    stopped = False
     for r, rnd in enumerate(header["rounds"]):
         if wait_control(sys.stdin.buffer) != GO:
+            stopped = True
             break
         held.clear()
         (size,) = struct.unpack("<Q", read_exact(sys.stdin.buffer, 8))
@@ -451,5 +453,7 @@ def serve(
                 "seccomp": devices.seccomp_state(),
             }
         )
+    if held and not stopped:
+        wait_control(sys.stdin.buffer)  # the harness's Q (or end of input): it has read the inputs
     chan.send({"kind": "end"})
     return 0

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from sagekernel.harness import sandbox
+from sagekernel.targets.device_host import stage_folder
 from sagekernel.targets.diagnostics import (
     DiagnosticProbe,
     DiagnosticSection,
@@ -62,7 +63,7 @@ def diagnose(
         argv += ["--site", site]
     cmd = sandbox.SandboxCommand(
         argv=argv,
-        ro_binds=[(str(CHILD.parent), "/box/tool")],
+        ro_binds=[(str(stage_folder((CHILD,))), "/box/tool")],  # the child alone, no other source
         rw_binds=[(str(box), "/box/diag")],
         workdir="/box/diag",
         env={"TRITON_INTERPRET": "1", "TRITON_CACHE_DIR": "/tmp/triton-cache", "OMP_NUM_THREADS": "1"},
