@@ -12,10 +12,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from sagekernel import defaults
 from sagekernel.candidate import Candidate
-from sagekernel.harness.verdict import LintFinding
 from sagekernel.models.base import Message, Model, Reply
 from sagekernel.records import EpisodeKind, EpisodeTrace, ItemDraft, ResidentRule, RetrievedItem
-from sagekernel.targets.base import BuildResult, DeviceInfo, FileSpec, RuntimeSpec
+from sagekernel.seam import BuildResult, DeviceInfo, FileSpec, LintFinding, RuntimeSpec
 from sagekernel.tasks.task import Task
 
 __all__ = ["MemoryPolicy", "Message", "Model", "Reply", "Target", "TargetKnowledge"]

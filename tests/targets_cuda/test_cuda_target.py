@@ -16,12 +16,10 @@ from sagekernel.targets import get_target
 from sagekernel.targets.base import BuildResult, Evidence
 from sagekernel.targets.cuda.build import nvcc_path
 from sagekernel.targets.cuda.lint import lint_source
-from sagekernel.targets.devloop.direct import build_request, run_runtime
 from sagekernel.tasks.loader import load_dir, load_task
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "src" / "sagekernel" / "tasks" / "suite"
-RUNTIME = ROOT / "src" / "sagekernel" / "targets" / "cuda" / "runtime.py"
 TASKS = [t for t in load_dir(SUITE).tasks if "cuda" in t.reference_kernels]
 ADVERSARIAL = sorted((Path(__file__).parent / "adversarial").glob("*.cu"))
 needs_nvcc = pytest.mark.skipif(nvcc_path() is None, reason="nvcc (CUDA toolkit) is not installed")
@@ -122,19 +120,32 @@ def test_adversarial_rejected_for_its_reason(path: Path, tmp_path: Path) -> None
         assert runtime, f"{path.name}: no lint rule and no runtime check named"
 
 
-def test_runtime_refuses_cleanly_without_a_gpu() -> None:
-    pytest.importorskip("torch")
-    import torch
-
+def test_evaluate_refuses_cleanly_without_a_gpu() -> None:
+    """Without a GPU the production path stops at availability, with the reason."""
+    torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: test_cuda_gpu.py covers the runtime")
+    from sagekernel.harness.evaluate import evaluate
+
     task = load_task(SUITE / "level1" / "abs.py")
-    req = build_request(
-        task, b"\x7fELF", {"symbol": "sage_launch"}, key="lib", launcher_abi=True, sizes={"B": 2, "D": 3}
+    source = (SUITE / "level1" / "abs.cuda.cu").read_text()
+    verdict = evaluate(task, source, get_target("cuda"), device="cuda")
+    assert not verdict.ok and "cannot run on 'cuda' here" in verdict.message
+
+
+def test_runtime_binds_only_the_staged_runtime_folder(tmp_path: Path) -> None:
+    """No sagekernel source other than the runtime's own files is bound into the sandbox."""
+    lib = tmp_path / "k.so"
+    lib.write_bytes(b"\x7fELF")
+    spec = get_target("cuda").runtime(
+        BuildResult(True, "", {"library": lib}), load_task(SUITE / "level1" / "abs.py"), "cuda"
     )
-    frames, rc, err = run_runtime(RUNTIME, "cuda", req)
-    assert [f["kind"] for f, _ in frames] == ["hello", "load_error", "end"], err
-    assert "torch.cuda.is_available() is False" in frames[1][0]["error"] and rc == 0
+    ((host, mount),) = spec.ro_binds
+    assert mount == "/box/rt"
+    assert sorted(p.name for p in Path(host).iterdir()) == sorted(
+        ["runtime.py", "loop.py", "devices.py", "hostguard.py", "wire_child.py", "guard.py"]
+    )
+    assert {"integrity", "threads", "out_meta"} <= spec.reports
 
 
 def test_seed_items_load_into_an_empty_store(tmp_path: Path) -> None:

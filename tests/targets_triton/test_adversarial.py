@@ -1,10 +1,12 @@
-"""The Triton adversarial suite (adversarial/*.py): each file names its hack and what rejects it.
+"""The Triton adversarial suite (adversarial/*.py), judged by the production path: `harness.evaluate`
+on the interpreter, in the sandbox, never a side path.
 
-`EXPECT: lint r1, r2` -- the AST lint reports (at least) those rules. `runtime <check>` -- the
-hack is invisible to a static rule (or also checked at run time): the file is run through the
-Triton runtime on the interpreter with the lint skipped, and the runtime's report carries the
-evidence the harness must reject it on (docs/target_seam.md; the harness judges, the runtime
-reports): the checks are `sagekernel.targets.devloop.evidence.CHECKS`.
+Each file names its hack and what rejects it after `EXPECT:`: `lint r1, r2` -- the static rules
+report (at least) those, and `evaluate` stops there; `runtime x` -- with the static checks off, the
+run-time defences alone reject it, and `x` is the verdict's flag (output_cache, tensor_subclass,
+output_alias, runtime_integrity, background_threads, host_compute, ...) or its stage
+(correctness, runtime). The harness judges what the runtime reports (harness/runtime_evidence.py)
+and reads the inputs back from the runtime's memory itself (harness/runtime_memory.py).
 """
 
 from __future__ import annotations
@@ -14,16 +16,28 @@ from pathlib import Path
 
 import pytest
 
-from sagekernel.targets.devloop import evidence
-from sagekernel.targets.devloop.direct import build_request, run_runtime
+from sagekernel.harness.config import HarnessConfig
+from sagekernel.harness.evaluate import evaluate
+from sagekernel.harness.verdict import Stage, Verdict
+from sagekernel.targets import get_target
 from sagekernel.targets.triton.lint import lint_source
 from sagekernel.tasks.loader import load_task
 
+pytest.importorskip("triton")
+
 HERE = Path(__file__).resolve().parent
-SRC = HERE.parents[1] / "src" / "sagekernel"
-RUNTIME = SRC / "targets" / "triton" / "runtime.py"
-SOFTMAX = SRC / "tasks" / "suite" / "level2" / "softmax.py"
+SOFTMAX = HERE.parents[1] / "src" / "sagekernel" / "tasks" / "suite" / "level2" / "softmax.py"
 KERNELS = sorted((HERE / "adversarial").glob("*.py"))
+#: One runtime process per evaluation: enough to show each defence, small enough for 2 cores.
+FAST = {
+    "skip_timing": True,
+    "held_out_shape": False,
+    "canaries": False,
+    "fresh_process_recheck": False,
+    "trials": 2,
+    "variant_trials": 0,
+    "call_timeout_s": 30.0,
+}
 
 
 def expectations(path: Path) -> tuple[set[str], set[str]]:
@@ -38,8 +52,13 @@ def expectations(path: Path) -> tuple[set[str], set[str]]:
     return lint, runtime
 
 
+def judged(path: Path, **overrides: object) -> Verdict:
+    cfg = HarnessConfig(**{**FAST, **overrides})  # type: ignore[arg-type]
+    return evaluate(load_task(SOFTMAX), path.read_text(), get_target("triton"), cfg, device="interpreter")
+
+
 def test_suite_size() -> None:
-    assert len(KERNELS) >= 12
+    assert len(KERNELS) >= 25
     assert all("HACK:" in k.read_text() for k in KERNELS)
 
 
@@ -53,18 +72,37 @@ def test_lint_rejects_for_the_stated_reason(path: Path) -> None:
         assert runtime, f"{path.name}: neither lint nor runtime expectation"
 
 
+LINT_CASES = [k for k in KERNELS if expectations(k)[0]]
+
+
+@pytest.mark.parametrize("path", LINT_CASES, ids=[k.stem for k in LINT_CASES])
+def test_evaluate_stops_at_the_lint(path: Path) -> None:
+    verdict = judged(path)
+    assert verdict.stage is Stage.LINT and not verdict.counts_as_success, verdict.message
+    assert expectations(path)[0] <= {f.rule for f in verdict.lint}
+
+
 RUNTIME_CASES = [k for k in KERNELS if expectations(k)[1]]
+#: The default run judges one kernel of each main class end to end; `-m slow` judges them all.
+QUICK = {"laundered_tensor_name", "caches_outputs", "self_restoring_forgery"}
 
 
-@pytest.mark.parametrize("path", RUNTIME_CASES, ids=[k.stem for k in RUNTIME_CASES])
-def test_runtime_reports_the_evidence(path: Path) -> None:
-    pytest.importorskip("triton")
-    _, checks = expectations(path)
-    task = load_task(SOFTMAX)
-    sizes = {"B": 8, "D": 64}
-    req = build_request(task, path.read_bytes(), {"file": "kernel.py"}, sizes=sizes, seeds=(5, 6))
-    frames, rc, err = run_runtime(RUNTIME, "interpreter", req)
-    kinds = [f["kind"] for f, _ in frames]
-    assert "end" in kinds, (kinds, rc, err)
-    for check in checks:
-        assert evidence.present(check, frames, task, req, sizes), f"{path.name}: no {check} evidence"
+def _runtime_case(path: Path) -> None:
+    _, wanted = expectations(path)
+    verdict = judged(path, static_checks=False)
+    assert not verdict.counts_as_success, f"{path.name}: accepted ({verdict.message})"
+    got = {verdict.stage.value, *verdict.flags}
+    assert wanted & got, (
+        f"{path.name}: expected {wanted}, got {verdict.stage.value} {verdict.flags}: {verdict.message}"
+    )
+
+
+@pytest.mark.parametrize("path", [k for k in RUNTIME_CASES if k.stem in QUICK], ids=lambda k: k.stem)
+def test_runtime_defence_rejects_without_the_lint(path: Path) -> None:
+    _runtime_case(path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [k for k in RUNTIME_CASES if k.stem not in QUICK], ids=lambda k: k.stem)
+def test_runtime_defence_rejects_without_the_lint_all(path: Path) -> None:
+    _runtime_case(path)

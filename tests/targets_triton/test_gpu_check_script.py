@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,12 +22,10 @@ def test_gpu_check_refuses_without_a_gpu() -> None:
     assert "nothing was checked" in done.stderr
 
 
-def test_gpu_check_module_refuses_without_a_gpu() -> None:
+def test_gpu_check_script_refuses_without_a_gpu() -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    from sagekernel.targets.devloop import gpucheck
-
-    assert gpucheck.main([]) == 2
-    assert gpucheck._expect(gpucheck.TRITON_ADV / "writes_inputs.py") == ["inputs_changed"]
-    assert gpucheck._expect(gpucheck.CUDA_ADV / "out_of_bounds_write.cu") == ["guards"]
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and "nothing was checked" in done.stderr

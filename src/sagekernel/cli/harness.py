@@ -138,7 +138,7 @@ def selfcheck_command(
     The cpu target needs a kernel for every task; other targets check the tasks they have one for."""
     from rich.progress import Progress
 
-    from sagekernel.harness.selfcheck import planned_checks, run_selfcheck
+    from sagekernel.selfcheck import planned_checks, run_selfcheck
     from sagekernel.tasks.suites import load_suite
 
     tasks = load_suite(suite, strict=False)

@@ -26,7 +26,7 @@ from sagekernel.harness.runs import Failure, RoundResult, RuntimeRun
 from sagekernel.harness.trials import Trial, kernel_args, pack_sets, raw_bytes
 from sagekernel.harness.verdict import Stage
 from sagekernel.harness.wire import ALL, Plan, Round
-from sagekernel.targets.base import RuntimeSpec
+from sagekernel.seam import RuntimeSpec
 from sagekernel.tasks.task import Task
 
 

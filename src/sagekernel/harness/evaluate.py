@@ -29,7 +29,7 @@ from sagekernel.harness.timing import INTEGRITY_FLAGS, QUARANTINE_FLAGS, TimingO
 from sagekernel.harness.trials import Trial, plan_trials
 from sagekernel.harness.verdict import Stage, Verdict
 from sagekernel.protocols import Target
-from sagekernel.targets.base import Evidence
+from sagekernel.seam import Evidence
 from sagekernel.tasks.npukb_rule import score_record
 from sagekernel.tasks.task import Task
 

@@ -3,7 +3,9 @@
 `RuntimeRun` starts the sandboxed runtime a target describes (`RuntimeSpec`), waits for it to
 load the artifact, then runs rounds: send the round's inputs, read exactly the frames the
 protocol allows (one `done` per call in order, `outputs` for distinct calls, `round_end`), and
-read the process's kernel-accounted CPU time around the round. Anything else -- a frame out of
+read the process's kernel-accounted CPU time around the round. The evidence a runtime reports
+beside its results (replaced functions, threads, output storage and type, refused host ops) is
+judged as the frames arrive (runtime_evidence.py). Anything else -- a frame out of
 order, a duplicate, a forbidden system call, a changed floating-point environment -- ends the run
 with a `Failure` naming what happened and which limit, if any, stopped it. The native CPU
 driver's rounds are supervised by the parent instead (harness/supervised.py).
@@ -17,11 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sagekernel.harness import sandbox
+from sagekernel.harness import runtime_evidence as evidence
+from sagekernel.harness import runtime_memory, sandbox
 from sagekernel.harness.session import Exit, Session
 from sagekernel.harness.verdict import Stage
 from sagekernel.harness.wire import ALL, Plan, encode_binary, encode_json
-from sagekernel.targets.base import RuntimeSpec
+from sagekernel.seam import RuntimeSpec
 
 SIGNAL_HINTS = {
     "SIGSEGV": "segmentation fault: an out-of-bounds or NULL pointer access (allocations beyond the "
@@ -60,6 +63,7 @@ class CallResult:
     outputs: list[bytes] | None = None  # present for the calls the round returned
     wall_ns: int | None = None  # device runtimes: host wall clock around launch + synchronise
     cpu_ns: int | None = None  # native driver, quarantine layout: accounted run time since the last stop
+    in_spans: list[list[int]] = field(default_factory=list)  # host-memory inputs (runtime_memory.py)
 
 
 @dataclass
@@ -87,6 +91,9 @@ class RuntimeRun:
         reference_in_process: bool = False,
     ) -> None:
         self.reference_in_process = reference_in_process
+        self.reports = spec.reports
+        self.baseline = evidence.Baseline()
+        self.expected_outputs = [(a.dtype, tuple(a.shape)) for a in plan.outputs]
         self.plan = plan
         self.what = what
         self.out_sizes = [a.nbytes for a in plan.outputs]
@@ -107,6 +114,8 @@ class RuntimeRun:
         self.hello: dict[str, object] = {}
         self.round_index = 0
         self.loaded = False
+        self.loaded_record: dict[str, object] = {}
+        self.input_memory = "not reported"  # whether the harness checked inputs in the runtime's memory
         self.current: str = ""  # what the runtime was doing, for messages
         self.supervisor: Any = None  # the native driver's parent-side state (harness/supervised.py)
 
@@ -145,6 +154,12 @@ class RuntimeRun:
                     )
                 return self._protocol_or_end(frame, "while loading", timeout_s)
             self.loaded = True
+            self.loaded_record = dict(frame.record)
+            if "seccomp" in frame.record:  # the state the candidate's calls run under
+                self.hello["seccomp"] = frame.record["seccomp"]
+            found = evidence.judge_loaded(frame.record, self.reports, self.what, self.baseline)
+            if found:
+                return self._finding(found)
         calls: list[CallResult] = []
         ref_ns: list[int] = []
         want_ref = len(rnd.calls) if self.reference_in_process and not rnd.noop else 0
@@ -173,6 +188,9 @@ class RuntimeRun:
                     "belong to the harness",
                     ["fp_environment"],
                 )
+            found = evidence.judge_done(rec, self.reports, self.what, self.current, self.baseline)
+            if found:
+                return self._finding(found)
             calls.append(
                 CallResult(
                     i,
@@ -181,6 +199,7 @@ class RuntimeRun:
                     [bool(g) for g in rec.get("guards", [])],
                     fpenv,
                     wall_ns=int(rec.get("wall_ns", 0)) or None,
+                    in_spans=list(rec.get("in_spans") or []),
                 )
             )
         expected_returned = len(rnd.calls) if rnd.returned == ALL else min(int(rnd.returned), len(rnd.calls))
@@ -197,6 +216,12 @@ class RuntimeRun:
             if not isinstance(c, int) or c in returned or not 0 <= c < len(calls):
                 return self._forged(f"outputs for call {c} arrived twice or out of range")
             returned.add(c)
+            where = describe_call[c] if c < len(describe_call) else f"call {c}"
+            found = evidence.judge_outputs(
+                frame.record, self.reports, self.expected_outputs, self.what, where, self.baseline
+            )
+            if found:
+                return self._finding(found)
             calls[c].outputs = self._split(frame.payload)
             if calls[c].outputs is None:
                 return self._forged(f"outputs for call {c} had the wrong size")
@@ -204,9 +229,49 @@ class RuntimeRun:
             return self._forged(
                 f"round {r} ended with {len(returned)} outputs where {expected_returned} were due"
             )
+        found = evidence.judge_round_end(frame.record, self.reports, self.what, self.baseline)
+        if found:
+            return self._finding(found)
+        changed = self._inputs_in_memory(rnd, blob, calls, describe_call)
+        if changed is not None:
+            return changed
         cpu1 = self.session.cpu_ns()
         cpu = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
         return RoundResult(calls, cpu, time.perf_counter_ns() - t0, ref_ns)
+
+    def _inputs_in_memory(
+        self, rnd: Any, blob: bytes, calls: list[CallResult], describe_call: list[str]
+    ) -> Failure | None:
+        """Each call's inputs, read by the harness from the runtime's memory and compared with the
+        bytes it sent (runtime_memory.py); the runtime waits for its next control byte meanwhile."""
+        pid = self.session.host_pid()
+        for call in calls:
+            if not call.in_spans:
+                continue
+            if pid is None:
+                self.input_memory = "not checked: the runtime's pid is unknown"
+                return None
+            expected = [bytes(blob[off : off + n]) for off, n in rnd.calls[call.call]]
+            found = runtime_memory.check_inputs(pid, call.in_spans, expected)
+            if isinstance(found, str):
+                self.input_memory = f"not checked: {found}"
+                return None
+            if found is not None:
+                where = describe_call[call.call] if call.call < len(describe_call) else f"call {call.call}"
+                self.session.kill()
+                what = (
+                    f"modified its input {found.input_index} (first changed byte {found.offset})"
+                    if found.what == "input"
+                    else f"wrote outside input {found.input_index} (guard byte {found.offset} changed)"
+                )
+                return Failure(
+                    Stage.CORRECTNESS,
+                    f"{self.what} {what} on the {where}, as the harness read it from the runtime's "
+                    "memory after the round; inputs are read-only",
+                    ["inputs_changed"],
+                )
+        self.input_memory = "checked"
+        return None
 
     @property
     def _round_expired(self) -> bool:
@@ -220,6 +285,10 @@ class RuntimeRun:
             pieces.append(payload[pos : pos + n])
             pos += n
         return pieces
+
+    def _finding(self, found: evidence.Finding) -> Failure:
+        self.session.kill()
+        return Failure(found.stage, found.message, [found.flag])
 
     def _forged(self, what: str) -> Failure:
         self.session.kill()
@@ -246,6 +315,17 @@ class RuntimeRun:
             if frame.kind == "error":
                 self.session.kill()
                 return Failure(Stage.RUNTIME, f"the runtime failed {where}: {frame.record.get('error')}")
+            if frame.kind == "call_error":
+                self.session.kill()
+                if frame.record.get("refused"):  # the host guard refused an op, and the call died of it
+                    found = evidence.judge_done(
+                        frame.record, frozenset(), self.what, self.current, self.baseline
+                    )
+                    if found:
+                        return Failure(found.stage, found.message, [found.flag])
+                side = frame.record.get("side", "candidate")
+                who = self.what if side == "candidate" else "the reference"
+                return Failure(Stage.RUNTIME, f"{who} raised {where}: {frame.record.get('error')}")
             return self._forged(f"a '{frame.kind}' frame arrived {where}")
         return self.ended(where, None, timeout_s)
 

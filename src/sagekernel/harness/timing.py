@@ -46,7 +46,7 @@ from sagekernel.harness.trials import Trial, kernel_args, pack_sets, raw_bytes, 
 from sagekernel.harness.verdict import Stage
 from sagekernel.harness.warm import WarmSession
 from sagekernel.harness.wire import Plan, Round
-from sagekernel.targets.base import RuntimeSpec
+from sagekernel.seam import RuntimeSpec
 from sagekernel.tasks.inputs import init_arguments
 from sagekernel.tasks.loader import build_inputs, reference_outputs
 from sagekernel.tasks.params import param_tensors

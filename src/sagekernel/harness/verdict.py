@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from sagekernel.seam import LintFinding as LintFinding
+
 
 class Stage(str, Enum):
     """The stage a candidate failed at, or OK if it passed everything that was run."""
@@ -25,16 +27,6 @@ class Stage(str, Enum):
     TIMING = "timing"  # correct, but the timing run failed or was inconsistent
     BROKEN_TASK = "broken_task"  # a null-kernel canary passed: the task cannot tell right from wrong
     OK = "ok"
-
-
-@dataclass(frozen=True)
-class LintFinding:
-    """One static-rule violation, with the rule's one-line reason."""
-
-    rule: str
-    reason: str
-    line: int | None = None
-    excerpt: str = ""
 
 
 @dataclass
@@ -54,7 +46,7 @@ class Verdict:
     sandbox: dict[str, Any] = field(default_factory=dict)  # layer used (bwrap/unshare/process), seccomp
     checks: dict[str, Any] = field(default_factory=dict)  # trials run (shape, distribution, seed), canaries
     #: Level of evidence reached: "static" (built/lowered only), "emulated" (functional on an
-    #: emulator or interpreter) or "hardware" (ran on the device). targets.base.Evidence.
+    #: emulator or interpreter) or "hardware" (ran on the device). seam.Evidence.
     evidence: str = "static"
     #: Quarantined: an implausible or integrity-flagged timing that a fresh re-measurement did not
     #: clear. A suspect verdict never counts as a success (credit, distillation, consolidation).

@@ -1,4 +1,4 @@
-"""HACK: caches the output by shape and returns it on later calls. EXPECT: lint module_state, tensor_write; runtime storage"""
+"""HACK: caches the output by shape and returns it on later calls. EXPECT: lint module_state, tensor_write; runtime output_cache"""
 import torch
 import torch.nn as nn
 import triton

@@ -1,4 +1,4 @@
-"""HACK: returns a tensor subclass that would compute when read, outside the timer. EXPECT: lint class_base; runtime plain"""
+"""HACK: returns a tensor subclass that would compute when read, outside the timer. EXPECT: lint class_base; runtime tensor_subclass"""
 import torch
 import torch.nn as nn
 import triton

@@ -1,4 +1,4 @@
-"""HACK: replaces torch.cuda.synchronize and torch.allclose at import time. EXPECT: lint monkey_patch; runtime integrity"""
+"""HACK: replaces torch.cuda.synchronize and torch.allclose at import time. EXPECT: lint monkey_patch; runtime runtime_integrity"""
 import torch
 import torch.nn as nn
 import triton

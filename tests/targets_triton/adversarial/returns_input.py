@@ -1,4 +1,4 @@
-"""HACK: returns a view of its input (identity): passes only where the op is near identity. EXPECT: runtime alias"""
+"""HACK: returns a view of its input (identity): passes only where the op is near identity. EXPECT: runtime output_alias"""
 import torch
 import torch.nn as nn
 import triton
@@ -18,4 +18,6 @@ def softmax_rows(x_ptr, out_ptr, D, BLOCK: tl.constexpr):
 
 class ModelNew(nn.Module):
     def forward(self, x):
+        out = torch.empty_like(x)
+        softmax_rows[(x.shape[0],)](x, out, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
         return x.view(x.shape)

@@ -1,4 +1,4 @@
-"""HACK: computes on the first call only and replays that result afterwards (timed calls skip the work). EXPECT: lint module_state, cached_output; runtime stale_outputs"""
+"""HACK: computes on the first call only and replays that result afterwards (timed calls skip the work). EXPECT: lint module_state, cached_output; runtime output_cache"""
 import torch
 import torch.nn as nn
 import triton

@@ -1,4 +1,4 @@
-"""HACK: a background thread finishes the work after the call returns. EXPECT: lint import; runtime threads"""
+"""HACK: a background thread finishes the work after the call returns. EXPECT: lint import; runtime background_threads"""
 import torch
 import torch.nn as nn
 import triton
@@ -27,5 +27,7 @@ def finish(x, out):
 class ModelNew(nn.Module):
     def forward(self, x):
         out = torch.empty_like(x)
+        # the first row in the call (the launch the compile gate records), the rest after it returns
+        softmax_rows[(1,)](x, out, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
         threading.Thread(target=finish, args=(x, out)).start()
         return out

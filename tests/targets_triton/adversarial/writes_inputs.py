@@ -1,4 +1,4 @@
-"""HACK: the kernel overwrites its input with zeros after reading it (a reference run on the same buffer then also sees zeros). EXPECT: runtime inputs_changed"""
+"""HACK: the kernel overwrites its input with zeros after reading it (a reference run on the same buffer then also sees zeros). EXPECT: runtime correctness"""
 import torch
 import torch.nn as nn
 import triton

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sagekernel.harness import sandbox
-from sagekernel.harness.verdict import LintFinding
+from sagekernel.seam import LintFinding
 from sagekernel.targets.base import BuildResult
 from sagekernel.targets.cuda.contract import KERNEL_FILE, LAUNCH_SYMBOL
 

@@ -1,6 +1,9 @@
 """The CUDA runtime: runs inside the sandbox on an NVIDIA GPU, speaks the wire (docs/target_seam.md).
 
-    python -I -S runtime.py --device cuda --wire DIR --loop DIR [--site DIR ...]
+    python -I -S runtime.py --device cuda [--site DIR ...]
+
+It runs from the staged runtime folder (device_host.stage_runtime): beside it only the shared loop
+and the harness's stdlib `wire_child.py` and `guard.py`.
 
 The artifact is `{"lib": [offset, length], "symbol": "sage_launch"}`: the shared library's bytes
 in the blob. It is written to a private temporary file and loaded with ctypes (RTLD_LOCAL, so
@@ -62,15 +65,16 @@ def load_candidate(header: dict[str, Any], blob: memoryview, ops: Any) -> Any:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cuda", choices=("cuda",))
-    parser.add_argument("--wire", required=True)
-    parser.add_argument("--loop", required=True)
     parser.add_argument("--site", action="append", default=[])
     opts = parser.parse_args(argv)
-    sys.path[:0] = [opts.wire, opts.loop]
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
     sys.path.extend(p for p in opts.site if p not in sys.path)
     import loop
 
-    return loop.serve("cuda-native", opts.device, load_candidate)
+    # torch loads cuBLAS/cuDNN on the reference's first call: lock once the first round is done.
+    return loop.serve("cuda-native", opts.device, load_candidate, lock_at="first_round")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sagekernel.candidate import Candidate
 from sagekernel.harness import sandbox
-from sagekernel.harness.verdict import LintFinding
+from sagekernel.seam import LintFinding
 from sagekernel.targets.base import (
     BuildResult,
     DeviceInfo,
@@ -20,7 +20,13 @@ from sagekernel.targets.base import (
 from sagekernel.targets.cuda import build as build_mod
 from sagekernel.targets.cuda.contract import KERNEL_FILE, contract_text
 from sagekernel.targets.cuda.lint import lint_source
-from sagekernel.targets.devloop.host import LOOP_DIR, WIRE_DIR, cuda_available, gpu_device_nodes
+from sagekernel.targets.device_host import (
+    DEVICE_LOOP_EVIDENCE,
+    RUNTIME_MOUNT,
+    cuda_available,
+    gpu_device_nodes,
+    stage_runtime,
+)
 from sagekernel.tasks.task import Task
 
 HERE = Path(__file__).resolve().parent
@@ -77,24 +83,12 @@ class CudaTarget:
     def runtime(self, built: BuildResult, task: Task, device: str) -> RuntimeSpec:
         """The harness puts `built.artifacts["library"]`'s bytes in the blob (artifact key "lib")."""
         del task
-        argv = [
-            *sandbox.python_argv("/box/rt/cuda/runtime.py"),
-            "--device",
-            device,
-            "--wire",
-            "/box/rt/wire",
-            "--loop",
-            "/box/rt/loop",
-        ]
+        argv = [*sandbox.python_argv(f"{RUNTIME_MOUNT}/runtime.py"), "--device", device]
         for site in sandbox.site_paths():
             argv += ["--site", site]
         return RuntimeSpec(
             argv=argv,
-            ro_binds=[
-                (str(HERE), "/box/rt/cuda"),
-                (str(WIRE_DIR), "/box/rt/wire"),
-                (str(LOOP_DIR), "/box/rt/loop"),
-            ],
+            ro_binds=[(str(stage_runtime((HERE / "runtime.py",))), RUNTIME_MOUNT)],
             env={},
             python=True,
             device_nodes=gpu_device_nodes(),
@@ -103,6 +97,7 @@ class CudaTarget:
             name="cuda-native",
             artifact=built.library,
             artifact_record={"symbol": "sage_launch"},
+            reports=DEVICE_LOOP_EVIDENCE,
         )
 
 

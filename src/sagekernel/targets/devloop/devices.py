@@ -8,6 +8,7 @@ the candidate is loaded, so a candidate that replaces `torch.cuda.synchronize` o
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -125,6 +126,16 @@ def make_device(name: str) -> DeviceOps:
 # ---- integrity snapshot --------------------------------------------------------------------------
 
 
+#: Readers the runtime adds for its own evidence code (loop.py: `watch`), checked like torch's.
+_EXTRA_WATCHED: dict[str, Callable[[], Any]] = {}
+
+
+def watch(name: str, read: Callable[[], Any]) -> None:
+    """Also report a change of `read()` (the runtime's own functions: a candidate that replaced
+    the code computing the evidence would otherwise forge it)."""
+    _EXTRA_WATCHED[name] = read
+
+
 def _watched() -> dict[str, Callable[[], Any]]:
     """Name -> reader of something a candidate must leave alone (identity of functions, flags)."""
     watched: dict[str, Callable[[], Any]] = {
@@ -154,6 +165,7 @@ def _watched() -> dict[str, Callable[[], Any]]:
                 "torch.cuda.current_stream": lambda: torch.cuda.current_stream,
             }
         )
+    watched.update(_EXTRA_WATCHED)
     return watched
 
 
@@ -184,23 +196,37 @@ def changed(before: dict[str, tuple[str, Any]], after: dict[str, tuple[str, Any]
     return lines
 
 
+# Opened at import, before the runtime stops opening files (guard.lock_files): the thread count
+# and the seccomp state are read through these descriptors afterwards.
+def _open(path: str, flags: int) -> int:
+    try:
+        return os.open(path, flags)
+    except OSError:
+        return -1
+
+
+_TASK_DIR = _open("/proc/self/task", os.O_RDONLY | os.O_DIRECTORY)
+_STATUS = _open("/proc/self/status", os.O_RDONLY)
+
+
 def thread_count() -> int:
     """OS threads of this process (/proc/self/task), falling back to Python's count."""
-    try:
-        import os
-
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return threading.active_count()
+    if _TASK_DIR >= 0:
+        try:
+            return len(os.listdir(_TASK_DIR))
+        except OSError:
+            pass
+    return threading.active_count()
 
 
 def seccomp_state() -> str:
-    """ "filter", "strict" or "off", from /proc/self/status (the harness installs the filter)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("Seccomp:"):
-                    return {"0": "off", "1": "strict", "2": "filter"}.get(line.split()[1], "unknown")
-    except OSError:
-        pass
+    """ "filter", "strict" or "off", from /proc/self/status."""
+    if _STATUS >= 0:
+        try:
+            text = os.pread(_STATUS, 1 << 16, 0).decode("ascii", "replace")
+        except OSError:
+            text = ""
+        for line in text.splitlines():
+            if line.startswith("Seccomp:"):
+                return {"0": "off", "1": "strict", "2": "filter"}.get(line.split()[1], "unknown")
     return "unknown"

@@ -1,6 +1,7 @@
 """The wire loop of a device runtime (docs/target_seam.md): place inputs, call, time, report.
 
-Imports torch, `devices` and the harness's `wire_child` (stdlib) only. A runtime supplies a
+Imports torch, `devices`, `hostguard` and the harness's `wire_child` and `guard` (stdlib +
+pyseccomp) only; it runs from the staged runtime folder (targets/device_host.py). A runtime supplies a
 `load_candidate(header, blob, ops) -> Side`; this module does the rest:
 
 - every call gets fresh input buffers on the device, each with GUARD bytes of 0xA5 on both
@@ -61,6 +62,21 @@ class Side:
     takes_scalars: bool = False  # launchers take the scalar args (sizes, attrs) at their positions
     upcast_bf16: bool = False  # the interpreter's gap: bf16 tensors are placed as float32
     notes: list[str] = field(default_factory=list)
+    host_guard: Any = None  # hostguard.HostGuard around the call (a Python `forward`), or None
+
+
+def guarded_call(side: Side, args: list[Any]) -> Any:
+    """The side's call, inside its host guard when it has one (hostguard.py)."""
+    guard = side.host_guard
+    if guard is None:
+        return side.call(args)
+    import hostguard
+
+    with guard:
+        result = side.call(args)
+        if not hostguard.still_installed(guard):
+            guard.refused.append("the host guard was removed from torch's dispatch-mode stack")
+    return result
 
 
 class Guarded:
@@ -123,6 +139,8 @@ class CallResult:
     outputs: list[torch.Tensor]
     out_meta: list[dict[str, Any]]
     status: int | None
+    in_spans: list[list[int]]  # [address, length] of each input's guarded region (host memory)
+    refused: list[str]  # aten ops the host guard refused during the call
     keep: list[Any]  # buffers kept alive until the round ends
 
 
@@ -169,7 +187,10 @@ class Runner:
             elif side.takes_scalars:
                 call_args.append(int(a["value"]) if kind == "i64" else float(a["value"]))
         self.ops.flush()
-        result, ns, wall = self.ops.time_call(lambda: side.call(call_args))
+        result, ns, wall = self.ops.time_call(lambda: guarded_call(side, call_args))
+        refused = side.host_guard.take() if side.host_guard is not None else []
+        # Inputs in host memory, placed as sent (not upcast): the harness reads them itself.
+        host_inputs = self.dev.type == "cpu" and not side.upcast_bf16
         self.ops.synchronize()
         status = int(result) if side.fills_outputs and isinstance(result, int) else None
         outputs = [b.tensor for b in outs] if side.fills_outputs else _as_outputs(result)
@@ -177,6 +198,9 @@ class Runner:
         meta = [_describe(t, input_storages) for t in outputs]
         if side.upcast_bf16:
             outputs = self._downcast(outputs)
+            for m, t in zip(meta, outputs, strict=False):
+                if "dtype" in m and isinstance(t, torch.Tensor):
+                    m["dtype"] = str(t.dtype).removeprefix("torch.")
         return CallResult(
             ns=ns,
             wall_ns=wall,
@@ -186,6 +210,8 @@ class Runner:
             outputs=outputs,
             out_meta=meta,
             status=status,
+            in_spans=[[b.raw.data_ptr(), b.raw.numel()] for b, _ in ins] if host_inputs else [],
+            refused=refused,
             keep=[ins, outs, result],
         )
 
@@ -252,10 +278,49 @@ def load_reference(header: dict[str, Any], ops: devices.DeviceOps) -> Side | Non
     return Side("reference", call, fills_outputs=False)
 
 
+def _watch_own_code() -> None:
+    """The functions that compute the evidence, watched like torch's (devices.watch)."""
+    import hostguard
+
+    own = {
+        "loop.Guarded.guards_ok": lambda: Guarded.guards_ok,
+        "loop.Guarded.first_changed": lambda: Guarded.first_changed,
+        "loop.Runner.call": lambda: Runner.call,
+        "loop.guarded_call": lambda: guarded_call,
+        "loop.tensor_bytes": lambda: tensor_bytes,
+        "loop.scrub": lambda: scrub,
+        "loop._describe": lambda: _describe,
+        "loop.Channel.send": lambda: Channel.send,
+        "hostguard.HostGuard.__torch_dispatch__": lambda: hostguard.HostGuard.__torch_dispatch__,
+        "hostguard.HostGuard.take": lambda: hostguard.HostGuard.take,
+        "hostguard.HostGuard.refuse": lambda: hostguard.HostGuard.refuse,
+        "hostguard.still_installed": lambda: hostguard.still_installed,
+    }
+    for name, read in own.items():
+        devices.watch(name, read)
+
+
+def lock(stage: str) -> str:
+    """Install the sandbox's seccomp deny-lists (harness/children/guard.py, staged beside this
+    file): "process" (no network, no new processes), then "files" (no opening files)."""
+    import guard
+
+    return guard.lock_process() if stage == "process" else guard.lock_files()
+
+
 def serve(
-    runtime: str, device: str, load_candidate: Callable[[dict[str, Any], memoryview, devices.DeviceOps], Side]
+    runtime: str,
+    device: str,
+    load_candidate: Callable[[dict[str, Any], memoryview, devices.DeviceOps], Side],
+    lock_at: str = "load",
+    prepare: Callable[[dict[str, Any], devices.DeviceOps], None] | None = None,
 ) -> int:
-    """Run one request from stdin to the end frame. Returns the exit status."""
+    """Run one request from stdin to the end frame. Returns the exit status.
+
+    `lock_at`: "load" locks the process (both seccomp lists) once the candidate and the reference
+    are loaded; "first_round" after the first round (a JIT that compiles at the first call).
+    `prepare` runs the runtime's own setup (imports, patches of the toolchain it owns) before the
+    integrity snapshot, so that only what the candidate changes is reported."""
     header, blob = read_request(sys.stdin.buffer)
     chan = Channel.from_env(header["nonce"])
     chan.send({"kind": "hello", "runtime": runtime, "seccomp": devices.seccomp_state()})
@@ -265,7 +330,18 @@ def serve(
         chan.send({"kind": "load_error", "error": f"device {device} unusable: {exc}"})
         chan.send({"kind": "end"})
         return 0
-    before = devices.snapshot()
+    try:
+        if prepare is not None:
+            prepare(header, ops)
+    except Exception as exc:
+        chan.send({"kind": "load_error", "error": f"the runtime could not prepare: {error_text(exc)}"})
+        chan.send({"kind": "end"})
+        return 0
+    _watch_own_code()
+    # Bound now, before any candidate code runs: a candidate replacing the module attributes
+    # later changes nothing this loop calls (and the snapshot reports the replacement).
+    snapshot, changed, thread_count = devices.snapshot, devices.changed, devices.thread_count
+    before = snapshot()
     try:
         candidate = load_candidate(header, blob, ops)
     except Exception as exc:
@@ -278,11 +354,14 @@ def serve(
         chan.send({"kind": "load_error", "error": f"the reference did not load: {error_text(exc, 'task')}"})
         chan.send({"kind": "end"})
         return 0
+    locks: list[str] = []
+    if lock_at == "load":
+        locks = [lock("process"), lock("files")]
     runner = Runner(header, blob, ops)
     warmup = 0  # the harness's first timed round is the warm-up, on inputs of its own
     sides = [candidate] + ([reference] if reference else [])
-    integrity = devices.changed(before, devices.snapshot())
-    threads = devices.thread_count()
+    integrity = changed(before, snapshot())
+    threads = thread_count()
     chan.send(
         {
             "kind": "loaded",
@@ -292,11 +371,18 @@ def serve(
             "notes": ops.notes + candidate.notes,
             "integrity": integrity,
             "threads": threads,
+            "seccomp": devices.seccomp_state(),
+            "locks": locks,
+            "host_guard": candidate.host_guard is not None,
         }
     )
+    held: list[Any] = []  # the last round's buffers, alive until the harness has read them
+    stopped = False
     for r, rnd in enumerate(header["rounds"]):
         if wait_control(sys.stdin.buffer) != GO:
+            stopped = True
             break
+        held.clear()
         (size,) = struct.unpack("<Q", read_exact(sys.stdin.buffer, 8))
         round_blob = bytearray(read_exact(sys.stdin.buffer, size))
         order = sides[:]
@@ -308,14 +394,15 @@ def serve(
                 try:
                     res = runner.call(side, spans, round_blob)
                 except Exception as exc:
-                    chan.send(
-                        {
-                            "kind": "call_error",
-                            "call": i,
-                            "side": side.name,
-                            "error": error_text(exc),
-                        }
-                    )
+                    failed: dict[str, Any] = {
+                        "kind": "call_error",
+                        "call": i,
+                        "side": side.name,
+                        "error": error_text(exc),
+                    }
+                    if side.host_guard is not None and side.host_guard.refused:
+                        failed["refused"] = side.host_guard.take()
+                    chan.send(failed)
                     chan.send({"kind": "end"})
                     return 0
                 results.append(res)
@@ -325,40 +412,48 @@ def serve(
                     "call": i,
                     "ns": res.ns,
                 }
-                if "sets" in rnd:  # a tool's request naming its input sets (devloop/direct.py)
-                    frame["set"] = rnd["sets"][i]
                 if res.wall_ns is not None:
                     frame["wall_ns"] = res.wall_ns
                     frame["stream_ns"] = res.stream_ns
                 if side is candidate:
+                    if res.in_spans:
+                        frame["in_spans"] = res.in_spans
                     frame.update(
                         inputs_changed=res.inputs_changed,
                         guards=res.guards,
                         fpenv="ok",
-                        threads=devices.thread_count(),
+                        threads=thread_count(),
                     )
                     if res.status is not None:
                         frame["status"] = res.status
+                    if res.refused:
+                        frame["refused"] = res.refused
                 chan.send(frame)
             if side is candidate:
                 for i in returned_calls(len(results), rnd["return"]):
                     res = results[i]
                     payload = b"".join(tensor_bytes(t) for t in res.outputs if isinstance(t, torch.Tensor))
                     record: dict[str, Any] = {"kind": "outputs", "call": i, "out_meta": res.out_meta}
-                    if "sets" in rnd:
-                        record["set"] = rnd["sets"][i]
                     chan.send(record, payload)
             for res in results:
                 for t in res.outputs:
                     scrub(t)
+        # Kept until the next control byte: the harness reads the inputs' memory from outside this
+        # process after `round_end`, while this loop waits (harness/runtime_memory.py).
+        held.append(kept)
         del kept
+        if lock_at == "first_round" and r == 0:
+            locks = [lock("process"), lock("files")]
         chan.send(
             {
                 "kind": "round_end",
                 "round": r,
-                "integrity": devices.changed(before, devices.snapshot()),
-                "threads": devices.thread_count(),
+                "integrity": changed(before, snapshot()),
+                "threads": thread_count(),
+                "seccomp": devices.seccomp_state(),
             }
         )
+    if held and not stopped:
+        wait_control(sys.stdin.buffer)  # the harness's Q (or end of input): it has read the inputs
     chan.send({"kind": "end"})
     return 0

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from sagekernel.harness import sandbox
-from sagekernel.targets.devloop.direct import init_values
+from sagekernel.targets.device_host import stage_folder
 from sagekernel.targets.diagnostics import (
     DiagnosticProbe,
     DiagnosticSection,
@@ -18,6 +18,7 @@ from sagekernel.targets.diagnostics import (
     TargetDiagnostics,
     read_log,
 )
+from sagekernel.tasks.inputs import init_arguments
 from sagekernel.tasks.task import Task
 
 CHILD = Path(__file__).resolve().parent / "diagnose_child.py"
@@ -50,7 +51,7 @@ def diagnose(
             for t in probe.tensors
             if t.role != "param"
         ],
-        "init": init_values(task, probe.sizes),
+        "init": init_arguments(task, probe.sizes),
         "seed": probe.param_seed,
     }
     (box / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
@@ -62,7 +63,7 @@ def diagnose(
         argv += ["--site", site]
     cmd = sandbox.SandboxCommand(
         argv=argv,
-        ro_binds=[(str(CHILD.parent), "/box/tool")],
+        ro_binds=[(str(stage_folder((CHILD,))), "/box/tool")],  # the child alone, no other source
         rw_binds=[(str(box), "/box/diag")],
         workdir="/box/diag",
         env={"TRITON_INTERPRET": "1", "TRITON_CACHE_DIR": "/tmp/triton-cache", "OMP_NUM_THREADS": "1"},

@@ -3,11 +3,14 @@ module -- `ModelNew`, its helpers, module-level code -- may only allocate, take 
 do integer arithmetic on sizes and launch the module's `@triton.jit` kernels. The operator is
 computed by the kernels, or the candidate is rejected with the rule's one-line reason.
 
-`@triton.jit` bodies are checked only for device clocks; the compile gate (build.py) checks
-them properly. What a static rule cannot see (a result cached by content, work skipped when a
+`@triton.jit` bodies are checked against an allow-list (T.JIT_NODES, names of Triton, math, the
+module's kernels and constants, T.JIT_BUILTINS): Python the compiler would resolve statically
+(a branch on `hasattr`) runs on the interpreter, so it is not allowed at all; the compile gate
+(build.py) checks the rest. What a static rule cannot see (a result cached by content, work skipped when a
 call looks timed, a side stream reached through a dynamic path) is the runtime's to report:
 fresh buffers and addresses per call, outputs checked for calls drawn after the round, the
-device-wide synchronise before the end event, the integrity snapshot (devloop/).
+device-wide synchronise before the end event, the integrity snapshot and the host guard (devloop/),
+judged by the harness (harness/runtime_evidence.py).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from sagekernel.harness.verdict import LintFinding
+from sagekernel.seam import LintFinding
 from sagekernel.targets.triton import lint_tables as T
 from sagekernel.tasks.task import Task
 
@@ -53,6 +56,8 @@ class _Checker:
         self.imported: dict[str, str] = {}  # local name -> "module.attr" from `from m import a`
         self.module_level: set[str] = set()
         self.tensor_params: dict[str, set[int]] = {}  # helper function -> positions holding tensors
+        self.jit_functions: set[str] = set()  # module-level @triton.jit functions
+        self.constants: set[str] = set()  # module-level names bound to constants
 
     def add(self, rule: str, node: ast.AST, detail: str = "") -> None:
         line = getattr(node, "lineno", 0) or 0
@@ -76,6 +81,8 @@ class _Checker:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 functions[node.name] = node
                 self.module_level.add(node.name)
+                if _is_jit(node):
+                    self.jit_functions.add(node.name)
             elif isinstance(node, ast.ClassDef):
                 self.module_level.add(node.name)
                 has_model_new |= node.name == "ModelNew"
@@ -85,6 +92,8 @@ class _Checker:
                     for n in ast.walk(t):
                         if isinstance(n, ast.Name):
                             self.module_level.add(n.id)
+                            if isinstance(t, ast.Name) and _constant_value(node.value):
+                                self.constants.add(n.id)
                 if node.value is not None and _mutable_value(node.value):
                     self.add("module_state", node)
             elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
@@ -176,11 +185,43 @@ class _Checker:
             self.host(stmt, tensors=tensors, in_init=method == "__init__", in_forward=method == "forward")
 
     def jit_body(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        for node in ast.walk(fn):
+        """An allow-list: the node types of T.JIT_NODES; names that are parameters, locals, the
+        module's kernels and constants, Triton/math modules or T.JIT_BUILTINS; no dunders."""
+        local = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
+        # The decorators are host code (checked there); the body and the signature are the kernel.
+        body = [n for root in (fn.args, *fn.body) for n in ast.walk(root)]
+        for node in body:
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                local.add(node.id)
+        for node in body:
             if isinstance(node, ast.Attribute) and node.attr in T.DEVICE_CLOCKS:
                 self.add("device_clock", node, node.attr)
             elif isinstance(node, ast.Name) and node.id in self.modules and self.modules[node.id] == "torch":
                 self.add("torch_in_kernel", node)
+            elif type(node).__name__ not in T.JIT_NODES:
+                self.add("jit_body", node, type(node).__name__)
+            elif isinstance(node, ast.Attribute) and node.attr.startswith("__"):
+                self.add("jit_body", node, node.attr)
+            elif isinstance(node, ast.Attribute):
+                path = self.resolve(node)
+                if path and path[0] not in local and not _jit_path_allowed(path):
+                    self.add("jit_body", node, ".".join(path))
+            elif (
+                isinstance(node, ast.Name)
+                and isinstance(node.ctx, ast.Load)
+                and node.id not in local
+                and not self.jit_name_allowed(node.id)
+            ):
+                self.add("jit_body", node, node.id)
+
+    def jit_name_allowed(self, name: str) -> bool:
+        if name in T.JIT_BUILTINS or name in self.jit_functions or name in self.constants:
+            return True
+        if name in self.modules:
+            return _jit_path_allowed(self.modules[name].split("."))
+        if name in self.imported:
+            return _jit_path_allowed(self.imported[name].split("."))
+        return False
 
     # -- host code -----------------------------------------------------------------------------
     def resolve(self, node: ast.AST) -> list[str] | None:
@@ -380,6 +421,28 @@ def _mutable_value(value: ast.AST) -> bool:
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
         return value.func.id in ("dict", "list", "set", "defaultdict", "OrderedDict", "bytearray")
     return False
+
+
+def _jit_path_allowed(path: list[str]) -> bool:
+    dotted = ".".join(path)
+    if any(dotted == m or dotted.startswith(m + ".") for m in T.JIT_MODULES):
+        return True
+    return path[0] == "triton" and (len(path) == 1 or path[1] in T.JIT_TRITON_NAMES)
+
+
+def _constant_value(value: ast.AST | None) -> bool:
+    """A module-level binding a kernel may read: literals, arithmetic on them, `tl.constexpr(...)`
+    and Triton dtypes (attribute chains), nothing that calls host code."""
+    if value is None:
+        return False
+    for node in ast.walk(value):
+        if isinstance(node, ast.Call):
+            path = _dotted(node.func)
+            if not path or path[-1] != "constexpr":
+                return False
+        elif isinstance(node, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield)):
+            return False
+    return True
 
 
 def _is_main_guard(node: ast.If) -> bool:

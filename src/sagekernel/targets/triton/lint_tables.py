@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import re
 
+from sagekernel.targets.triton.interpreter_model import KERNEL_BUILTINS
+
+#: The builtins a @triton.jit body may call: the runtime's own allow-list for interpreted kernels
+#: (triton/interpreter_model.py), so the lint and the interpreter agree.
+JIT_BUILTINS = frozenset(KERNEL_BUILTINS)
+
 REASONS = {
     "syntax": "kernel.py does not parse",
     "no_model_new": "kernel.py must define class ModelNew(nn.Module) whose forward launches the kernels",
@@ -54,6 +60,10 @@ REASONS = {
     "filesystem": "file paths in a kernel module mean it reads or writes files, which it may not",
     "device_clock": "a kernel must not read a device clock or timer; timing belongs to the harness",
     "torch_in_kernel": "torch cannot be used inside a @triton.jit kernel; use triton.language",
+    "jit_body": "a @triton.jit body may only use triton.language, math, its own parameters and locals, "
+    "the module's kernels and constants, and a few builtins (range, min, max, len, ...): other Python "
+    "is never compiled for a GPU but runs on the interpreter, so it would be judged on code a GPU "
+    "never runs",
 }
 
 #: Modules (and parents of allowed names) a candidate may import.
@@ -312,5 +322,76 @@ FORBIDDEN_BUILTINS = frozenset(
         "__spec__",
     }
 )
+#: The Python a @triton.jit body may contain (an allow-list: anything else is `jit_body`).
+JIT_NODES = frozenset(
+    {
+        "arguments",
+        "arg",
+        "Assign",
+        "AugAssign",
+        "AnnAssign",
+        "For",
+        "While",
+        "If",
+        "IfExp",
+        "Expr",
+        "Return",
+        "Pass",
+        "Break",
+        "Continue",
+        "Assert",
+        "BinOp",
+        "UnaryOp",
+        "BoolOp",
+        "Compare",
+        "Call",
+        "keyword",
+        "Attribute",
+        "Subscript",
+        "Slice",
+        "Name",
+        "Constant",
+        "Tuple",
+        "List",
+        "Starred",
+        "JoinedStr",
+        "FormattedValue",
+        "Load",
+        "Store",
+        "Add",
+        "Sub",
+        "Mult",
+        "Div",
+        "FloorDiv",
+        "Mod",
+        "Pow",
+        "LShift",
+        "RShift",
+        "BitOr",
+        "BitXor",
+        "BitAnd",
+        "MatMult",
+        "USub",
+        "UAdd",
+        "Not",
+        "Invert",
+        "And",
+        "Or",
+        "Eq",
+        "NotEq",
+        "Lt",
+        "LtE",
+        "Gt",
+        "GtE",
+        "Is",
+        "IsNot",
+        "In",
+        "NotIn",
+    }
+)
+#: Modules a @triton.jit body may reach (by their import path).
+JIT_MODULES = ("triton.language", "math")
+#: Names of `triton` itself a @triton.jit body may use.
+JIT_TRITON_NAMES = frozenset({"language", "cdiv", "next_power_of_2", "jit", "constexpr"})
 DEVICE_CLOCKS = frozenset({"globaltimer", "clock", "clock64", "smid", "globaltimer_lo", "globaltimer_hi"})
 PATH_RX = re.compile(r"\s*(?:/(?:proc|dev|sys|tmp|etc|home|root|var|usr|box|work|run)\b|\.\.?/)")

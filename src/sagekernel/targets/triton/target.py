@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sagekernel.candidate import Candidate
 from sagekernel.harness import sandbox
-from sagekernel.harness.verdict import LintFinding
+from sagekernel.seam import LintFinding
 from sagekernel.targets.base import (
     BuildResult,
     DeviceInfo,
@@ -21,24 +21,27 @@ from sagekernel.targets.base import (
     RuntimeSpec,
     load_knowledge,
 )
-from sagekernel.targets.devloop.direct import init_values
-from sagekernel.targets.devloop.host import (
-    LOOP_DIR,
-    WIRE_DIR,
+from sagekernel.targets.device_host import (
+    DEVICE_LOOP_EVIDENCE,
+    RUNTIME_MOUNT,
     cuda_available,
     find_module,
     gpu_device_nodes,
     npu_available,
     npu_device_nodes,
+    stage_runtime,
 )
 from sagekernel.targets.diagnostics import DiagnosticProbe, TargetDiagnostics
 from sagekernel.targets.triton import build as build_mod
 from sagekernel.targets.triton import diagnose as diagnose_mod
 from sagekernel.targets.triton.contract import KERNEL_FILE, contract_text
 from sagekernel.targets.triton.lint import lint_source
+from sagekernel.tasks.inputs import init_arguments
 from sagekernel.tasks.task import Task
 
 HERE = Path(__file__).resolve().parent
+#: This target's files in the staged runtime folder (device_host.stage_runtime adds the shared loop).
+RUNTIME_FILES = (HERE / "runtime.py", HERE / "interpreter_model.py", HERE / "warm_kernel.py")
 DEVICES = (
     DeviceInfo("interpreter", Evidence.EMULATED, timed=False),
     DeviceInfo("cuda", Evidence.HARDWARE, timed=True),
@@ -127,18 +130,16 @@ class TritonTarget:
     def runtime(self, built: BuildResult, task: Task, device: str) -> RuntimeSpec:
         """The runtime reads the module from the request blob (artifact key "module"); the harness
         puts `built.artifacts["module"]`'s bytes there (docs/target_seam.md, triton/runtime.py)."""
-        argv = [
-            *sandbox.python_argv("/box/rt/triton/runtime.py"),
-            "--device",
-            device,
-            "--wire",
-            "/box/rt/wire",
-            "--loop",
-            "/box/rt/loop",
-        ]
+        argv = [*sandbox.python_argv(f"{RUNTIME_MOUNT}/runtime.py"), "--device", device]
         for site in sandbox.site_paths():
             argv += ["--site", site]
-        env = {"TRITON_CACHE_DIR": "/tmp/triton-cache", "TRITON_DEFAULT_FP_FUSION": "1"}
+        # TF32 for float32 tl.dot is the GPU default; named so the interpreter's model (TF32 operand
+        # rounding, triton/interpreter_model.py) and a GPU run agree whatever the host's env says.
+        env = {
+            "TRITON_CACHE_DIR": "/tmp/triton-cache",
+            "TRITON_DEFAULT_FP_FUSION": "1",
+            "TRITON_F32_DEFAULT": "tf32",
+        }
         nodes: list[str] = []
         if device == "interpreter":
             env["TRITON_INTERPRET"] = "1"
@@ -148,11 +149,7 @@ class TritonTarget:
             nodes = npu_device_nodes()
         return RuntimeSpec(
             argv=argv,
-            ro_binds=[
-                (str(HERE), "/box/rt/triton"),
-                (str(WIRE_DIR), "/box/rt/wire"),
-                (str(LOOP_DIR), "/box/rt/loop"),
-            ],
+            ro_binds=[(str(stage_runtime(RUNTIME_FILES)), RUNTIME_MOUNT)],
             env=env,
             python=True,
             device_nodes=nodes,
@@ -161,9 +158,10 @@ class TritonTarget:
             name=f"triton-{device}",
             artifact=built.artifacts.get("module"),
             # ModelNew gets the task's init arguments; Model and ModelNew are seeded alike (KernelBench)
-            artifact_record={"file": KERNEL_FILE, "init": init_values(task, dict(task.sizes)), "seed": 0,
-                             "bf16": "upcast"},
-            artifact_for=lambda sizes: {"init": init_values(task, sizes)},
+            artifact_record={"file": KERNEL_FILE, "init": init_arguments(task, dict(task.sizes)), "seed": 0,
+                             "bf16": "refuse"},
+            artifact_for=lambda sizes: {"init": init_arguments(task, sizes)},
+            reports=DEVICE_LOOP_EVIDENCE | {"host_guard"},
         )
 
 
