@@ -138,6 +138,9 @@ def _print(summary: Any, console: Console, as_json: bool) -> None:
                       str(r["rounds_used"]), _ms(r["t_first_ms"]), _ms(r["t_best_ms"]),
                       f"{r['speedup']:.2f}x" if r["speedup"] else "-")
     console.print(table)
+    for r in summary.results:
+        if r.get("error"):
+            console.print(escape(f"operator {r['operator']} failed and was recorded as such: {r['error']}"))
     fast, s_self = _pct(summary.fast_1), f"{summary.s_self:.2f}x" if summary.s_self is not None else "-"
     console.print(escape(f"{summary.method} on {summary.suite}: {summary.done}/{summary.operators} "
                          "operators, "

@@ -13,12 +13,13 @@ scratch (its partial round traces replaced) against the memory it first saw.
 
 from __future__ import annotations
 
+import errno
 import shutil
 import signal
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
@@ -32,7 +33,7 @@ from sagekernel.agent.prompt import Prompts
 from sagekernel.agent.session import OperatorSession
 from sagekernel.agent.state import OperatorOutcome
 from sagekernel.candidate import Candidate
-from sagekernel.errors import BudgetExhausted, SageError
+from sagekernel.errors import BudgetExhausted, ModelError, SageError, WorkspaceError
 from sagekernel.harness.verdict import Verdict
 from sagekernel.memory.policies import WRITING_METHODS
 from sagekernel.models.base import Message, Model, Reply
@@ -45,6 +46,21 @@ from sagekernel.runner.progress import Progress, QuietProgress
 from sagekernel.runner.schedule import order
 from sagekernel.runner.store import PlannedOperator, RunInfo, RunStore, now_iso
 from sagekernel.tasks.task import Task
+
+
+#: Failures that stop the whole run (it stays resumable) rather than one operator: the user or the
+#: budget stopped it, the model endpoint is gone, or the workspace cannot be written. Retrying later
+#: can succeed, so recording them as an operator's result would lose that operator.
+_STOPS_THE_RUN: tuple[type[BaseException], ...] = (BudgetExhausted, ModelError, WorkspaceError, sqlite3.Error,
+                                                   MemoryError, RunInterrupted)
+_STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
+
+
+def stops_the_run(exc: BaseException) -> bool:
+    """Whether `exc` ends the run (see _STOPS_THE_RUN) instead of only the operator it happened in."""
+    if isinstance(exc, _STOPS_THE_RUN):
+        return True
+    return isinstance(exc, OSError) and exc.errno in _STORAGE_ERRNOS
 
 
 class RunNotFound(SageError):
@@ -201,9 +217,34 @@ class StreamRunner:
     def process(self) -> None:
         self.progress.start(self.info, len(self.store.stream(self.run_id)), self.store.results(self.run_id))
         for planned in self.pending():
-            session = self.begin_operator(planned)
-            while not session.finished:
-                self.agent.round(session)
+            session: OperatorSession | None = None
+            try:
+                session = self.begin_operator(planned)
+                while not session.finished:
+                    self.agent.round(session)
+            except Exception as exc:  # one operator's failure is its result, not the run's end
+                if stops_the_run(exc):
+                    raise
+                self.record_failure(planned, session, exc)
+
+    def record_failure(self, planned: PlannedOperator, session: OperatorSession | None, exc: Exception) -> None:
+        """Record an operator whose processing failed as its result, with the reason; nothing of
+        it is learned (its update, if it had begun, was rolled back). A resume skips it."""
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+        if planned.position in self.store.done_positions(self.run_id):
+            return  # it failed after its result and update were committed: nothing is lost
+        reason = f"{type(exc).__name__}: {exc}"[:2000]
+        if session is not None:
+            result = replace(session.out.result(self.run_id, planned.position), error=reason)
+        else:
+            result = OperatorResult(run_id=self.run_id, position=planned.position, operator=planned.operator,
+                                    level=planned.level, category=planned.category, compiled=False,
+                                    correct=False, rounds_used=0, first_correct_round=None, t_first_ms=None,
+                                    t_best_ms=None, t_ref_ms=None, error=reason)
+        with db.transaction(self.conn):
+            self.store.insert_result(result)
+        self.progress.operator_done(result)
 
 
 def _asker(model: Model, cfg: RunConfig) -> Callable[..., Reply]:
