@@ -23,7 +23,8 @@ from sagekernel.report.build import METHOD_LABELS
 
 #: Scripts that run inside the sandboxed child with their own import path, and modules that need an
 #: optional runtime: they cannot be imported here (and hold no tables of the package's enums).
-_NOT_IMPORTABLE = ("sagekernel.targets.devloop.loop", "sagekernel.models.local", "sagekernel.experiment.ray_backend")
+_NOT_IMPORTABLE = ("sagekernel.targets.devloop.loop", "sagekernel.models.local",
+                   "sagekernel.experiment.ray_backend")
 
 
 def _modules() -> list[Any]:
@@ -81,7 +82,8 @@ def test_distillation_ranks_every_stage_without_failing() -> None:
 
     task = load_suite("demo")[0]
     stages = list(Stage)
-    trace = EpisodeTrace(operator=task.name, category=task.category, level=task.level, episode=EpisodeKind.CORR)
+    trace = EpisodeTrace(operator=task.name, category=task.category, level=task.level,
+                         episode=EpisodeKind.CORR)
     outcome = OperatorOutcome(task=task, budget=len(stages) ** 2, started=0.0)
     number = 0
     for before in stages:

@@ -133,3 +133,19 @@ class RunConfig(BaseModel):
         if self.memory_from is not None:
             data["memory_from"] = str(Path(self.memory_from).resolve())
         return data
+
+
+def check_device(target: Any, device: str | None) -> str:
+    """The device a run of `target` uses (`device`, or the target's first), refused before the
+    first model call when the target has no such device or cannot run on it here: the harness
+    would fail every round the same way, after the model was paid for each (an unknown --device
+    once ran a whole stream: 90 calls, 385k tokens, every verdict "no device")."""
+    names = [d.name for d in target.devices()]
+    chosen = device if device is not None else (names[0] if names else None)
+    if chosen is None or chosen not in names:
+        raise RunConfigError(f"--device: target {target.name!r} has no device {device!r}; its devices: "
+                             f"{', '.join(names) or 'none'} (`sage doctor` lists what runs here)")
+    ok, why = target.available(chosen)
+    if not ok:
+        raise RunConfigError(f"--device: target {target.name!r} cannot run on {chosen!r} here: {why}")
+    return chosen

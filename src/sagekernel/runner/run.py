@@ -40,13 +40,12 @@ from sagekernel.models.base import Message, Model, Reply
 from sagekernel.models.exchange_log import ExchangeLog, exchange_context
 from sagekernel.protocols import MemoryPolicy, Target
 from sagekernel.records import EpisodeTrace, ItemDraft, OperatorResult, RoundTrace
-from sagekernel.runner.config import RunConfig
+from sagekernel.runner.config import RunConfig, check_device
 from sagekernel.runner.lock import WorkspaceLock
 from sagekernel.runner.progress import Progress, QuietProgress
 from sagekernel.runner.schedule import order
 from sagekernel.runner.store import PlannedOperator, RunInfo, RunStore, now_iso
 from sagekernel.tasks.task import Task
-
 
 #: Failures that stop the whole run (it stays resumable) rather than one operator: the user or the
 #: budget stopped it, the model endpoint is gone, or the workspace cannot be written. Retrying later
@@ -227,7 +226,8 @@ class StreamRunner:
                     raise
                 self.record_failure(planned, session, exc)
 
-    def record_failure(self, planned: PlannedOperator, session: OperatorSession | None, exc: Exception) -> None:
+    def record_failure(self, planned: PlannedOperator, session: OperatorSession | None,
+                       exc: Exception) -> None:
         """Record an operator whose processing failed as its result, with the reason; nothing of
         it is learned (its update, if it had begun, was rolled back). A resume skips it."""
         if self.conn.in_transaction:
@@ -374,6 +374,7 @@ def opened_run(cfg: RunConfig, *, progress: Progress | None = None, model: Model
     progress = progress or QuietProgress()
     with WorkspaceLock(workspace, run_id):
         target = get_target(cfg.target)
+        check_device(target, cfg.device)  # everything that can fail without the model fails before it
         tasks = load_suite(cfg.suite)
         if info is None:
             planned = order(tasks, cfg.schedule)[: cfg.limit] if cfg.limit else order(tasks, cfg.schedule)
