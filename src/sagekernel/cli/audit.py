@@ -38,7 +38,8 @@ def adoptions(
     workspace: Annotated[Path | None, typer.Option(help="Workspace directory; RUN is then a run id "
                                                    "(or latest).")] = None,
     sample_size: Annotated[int, typer.Option("--sample", min=1, help="Adopted records to sample.")] = 50,
-    seed: Annotated[int, typer.Option(help="Sampling seed (the same seed shows the same records).")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Sampling seed (the same seed shows the same "
+                                              "records).")] = 0,
     rate: Annotated[list[str] | None, typer.Option("--rate", help="Store a rating without prompting: "
                                                    "ID=full|partial|unrelated (repeatable).")] = None,
     ratings_file: Annotated[Path | None, typer.Option("--ratings", help="A file of ID=rating lines to "
@@ -52,17 +53,23 @@ def adoptions(
 ) -> None:
     """Adoption audit (S1 App. D.1): item, rationale and the revision that followed, side by side."""
     from sagekernel import db
+    from sagekernel.cli.options import read_text
     from sagekernel.report.adoption_audit import adopted_records, audit_rows, sample, summarize
+    from sagekernel.runner.lock import WorkspaceLock
     from sagekernel.runner.ratings import load_ratings, parse_rating, read_ratings_file, save_ratings
     from sagekernel.runner.store import RunStore
 
     ws, run_id = _resolve(run, workspace)
     given = dict(parse_rating(r) for r in rate or [])
     if ratings_file is not None:
-        given = {**read_ratings_file(ratings_file), **given}
+        given = {**read_ratings_file(ratings_file, read_text(ratings_file, "--ratings")), **given}
     prompt = interactive if interactive is not None else (not given and not as_json and sys.stdin.isatty())
     prompt = prompt and not as_json
-    conn = db.connect(ws, create=False, readonly=not (given or prompt))  # reading never migrates
+    writes = bool(given or prompt)
+    lock = WorkspaceLock(db.db_path(ws).parent, "sage audit adoptions")
+    if writes:  # storing ratings writes the workspace: the one-writer lock, as `sage run` takes
+        lock.acquire()
+    conn = db.connect(ws, create=False, readonly=not writes)  # reading never migrates
     try:
         store = RunStore(conn)
         if run_id is None:
@@ -93,6 +100,7 @@ def adoptions(
                   **summarize(rows, len(records))}
     finally:
         conn.close()
+        lock.release()
     if as_json:
         typer.echo(json.dumps({**shares, "records": rows}, indent=2))
         return

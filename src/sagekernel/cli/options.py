@@ -67,3 +67,11 @@ def from_validation(exc: Any, options: Mapping[str, str] | None = None) -> Optio
     more = len(exc.errors()) - 1
     return OptionError(option, f"{message}" + (f", got {got!r}" if not isinstance(got, dict) else "")
                        + (f" (and {more} more)" if more > 0 else ""))
+
+
+def output_file(path: Path | None, option: str) -> Path | None:
+    """`path` if a file can be written there: not an existing directory (checked before any work,
+    so a long report or replay is not computed only to fail at its end)."""
+    if path is not None and Path(path).is_dir():
+        raise OptionError(option, f"{path} is a directory; give a file path")
+    return path

@@ -21,6 +21,29 @@ _BUDGET_HELP = (
     "suite finishes in ~25 minutes.")
 
 
+#: `sage run`/`sage mcp` options whose name is not the RunConfig field's (for one-line errors).
+RUN_OPTIONS = {"k": "-k", "max_tokens_per_call": "--max-tokens", "max_cost_usd": "--max-cost",
+               "model_options": "--model-opt"}
+
+
+def run_config(**values: Any) -> Any:
+    """The RunConfig of these option values; a bad value is one line naming its option."""
+    from pydantic import ValidationError
+
+    from sagekernel.cli.options import OptionError, from_validation
+    from sagekernel.models.config import model_config_from
+    from sagekernel.runner.config import RunConfig
+
+    try:
+        model_config_from(values.get("model_options", {}))
+    except SageError as exc:
+        raise OptionError("--model-opt/--model-config", str(exc)) from None
+    try:
+        return RunConfig(**values)
+    except ValidationError as exc:
+        raise from_validation(exc, RUN_OPTIONS) from None
+
+
 def _parse_overrides(pairs: list[str], option: str = "--harness",
                      example: str = "iters=20") -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -91,7 +114,6 @@ def run_command(
     """Run the agent over a stream of operators, learning as it goes (resumable: rerun to continue)."""
     from sagekernel.agent.exceptions import RunInterrupted
     from sagekernel.models.config import load_model_options
-    from sagekernel.runner.config import RunConfig
     from sagekernel.runner.progress import QuietProgress, RichProgress
     from sagekernel.runner.run import RunSummary, run
 
@@ -102,7 +124,7 @@ def run_command(
         budget = defaults.LOCAL_ROUNDS if is_local else defaults.ROUNDS
     if max_tokens is None:
         max_tokens = defaults.LOCAL_MAX_TOKENS if is_local else defaults.MAX_TOKENS
-    cfg = RunConfig(workspace=workspace, suite=suite, target=target, device=device, model=model,
+    cfg = run_config(workspace=workspace, suite=suite, target=target, device=device, model=model,
                     method=method,
                     schedule=schedule, limit=limit, budget=budget, run_id=run_id, resume=resume, new=new,
                     memory_from=memory_from, frozen=frozen, seed=seed, embedder=embedder, gamma=gamma,

@@ -23,6 +23,11 @@ _NOT_IDENTITY = {"workspace", "run_id", "resume", "new", "progress", "model_opti
                  "max_cost_usd"}
 
 
+#: A run id names files next to the database (memory-from-<id>.db) and appears in reports: letters,
+#: digits, '.', '_' and '-', starting with a letter or digit, at most 128 characters.
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+
+
 class RunConfigError(SageError):
     """Inconsistent `sage run` options."""
 
@@ -51,7 +56,7 @@ class RunConfig(BaseModel):
     """Process only the first N operators of the planned stream."""
     budget: int = Field(default=PAPER_BUDGET, ge=1)
     """T: rounds per operator shared by the corr and opt episodes."""
-    run_id: str | None = None
+    run_id: str | None = Field(default=None, pattern=RUN_ID_PATTERN)
     """Explicit run id (default: a new timestamped id, or the unfinished run with this config)."""
     resume: bool = False
     """Resume the latest unfinished run of the workspace (its stored configuration is used)."""
@@ -61,11 +66,11 @@ class RunConfig(BaseModel):
     """Evaluate with another workspace's memory (a snapshot copy; requires frozen)."""
     frozen: bool = False
     """Memory is read-only: no distillation, no learning (transfer / fixed-bank runs)."""
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
     """Seed of randomised memory methods (value memory ε-greedy, random UGC)."""
     embedder: str = Field(default="auto", pattern="^(auto|none)$")
     """Dense retrieval: "auto" uses all-MiniLM-L6-v2 when installed; "none" is BM25 only."""
-    gamma: float = Field(default=defaults.GAMMA, ge=0)
+    gamma: float = Field(default=defaults.GAMMA, ge=0, allow_inf_nan=False)
     """γ, the utility reranking strength (spec §3)."""
     hot_budget: int = Field(default=defaults.HOT_BUDGET, ge=0)
     """B, the resident-rule token budget (spec §1)."""
@@ -77,7 +82,7 @@ class RunConfig(BaseModel):
     """Earlier attempts summarised in each prompt."""
     max_tokens_per_call: int = Field(default=defaults.MAX_TOKENS, ge=64)
     """Completion-token cap of one model call."""
-    temperature: float = Field(default=defaults.TEMPERATURE, ge=0)
+    temperature: float = Field(default=defaults.TEMPERATURE, ge=0, allow_inf_nan=False)
     """Sampling temperature."""
     diagnostics: bool = True
     """After a crash or a wrong result, run the target's diagnostics (sanitizer, debug printf,
@@ -88,7 +93,7 @@ class RunConfig(BaseModel):
     """At most this many distilled items per episode (spec §5)."""
     max_total_tokens: int | None = Field(default=None, ge=1)
     """Stop the run cleanly once this many tokens were used (prompt + completion)."""
-    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Stop the run cleanly once this much was spent (priced backends)."""
     model_options: dict[str, Any] = Field(default_factory=dict)
     """ModelConfig settings (endpoint key variable, timeouts, prices, extra_body, local n_ctx ...).
@@ -116,13 +121,16 @@ class RunConfig(BaseModel):
         """The HarnessConfig with this run's overrides applied."""
         from dataclasses import fields
 
-        from sagekernel.harness.config import HarnessConfig
+        from sagekernel.harness.config import HarnessConfig, HarnessConfigError
 
         known = {f.name: f for f in fields(HarnessConfig)}
         unknown = sorted(set(self.harness) - set(known))
         if unknown:
-            raise RunConfigError(f"unknown harness setting(s) {unknown}; known: {', '.join(known)}")
-        return HarnessConfig(**self.harness)
+            raise RunConfigError(f"--harness: unknown setting(s) {unknown}; known: {', '.join(known)}")
+        try:
+            return HarnessConfig(**self.harness)
+        except HarnessConfigError as exc:
+            raise RunConfigError(f"--harness: {exc}") from None
 
     def key(self) -> dict[str, Any]:
         """The run's identity: the same command resumes a run with an equal key."""
