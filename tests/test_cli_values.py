@@ -73,52 +73,124 @@ PATHS = ["{binary}", "{latin1}", "{missing}"]
 #: Bad values per command and option (an argument is named by its parameter name).
 BAD: dict[str, dict[str, list[str]]] = {
     "simulate": {"--items": ["-5", "0", "abc"], "--operators": ["0", "-1"], "--seeds": ["0", "-1"]},
-    "eval": {"task": ["{binary_py}", "nonexistent_task"], "kernel_file": [*PATHS, "{empty}"],
-             "--target": ["nonsense"], "--device": ["nonsense"], "--threads": ["-3", "0", "abc"],
-             "--sandbox": ["nonsense"], "more_files": ["{binary}"]},
+    "eval": {
+        "task": ["{binary_py}", "nonexistent_task"],
+        "kernel_file": [*PATHS, "{empty}"],
+        "--target": ["nonsense"],
+        "--device": ["nonsense"],
+        "--threads": ["-3", "0", "abc"],
+        "--sandbox": ["nonsense"],
+        "more_files": ["{binary}"],
+    },
     "selfcheck": {"--suite": ["nonsense"], "--target": ["nonsense"], "--device": ["nonsense"]},
     "run": {
-        "--suite": ["nonsense"], "--target": ["nonsense"], "--device": ["nonsense"], "--model": ["nonsense"],
-        "--method": ["nonsense"], "--workspace": ["{binary}"], "--schedule": ["nonsense"], "--limit": ["0"],
-        "--budget": ["0"], "--run-id": ["a/../../b", ""], "--memory-from": ["{missing}"], "--seed": ["-1", "abc"],
-        "--embedder": ["nonsense"], "--gamma": ["-1", "nan", "inf"], "--hot-budget": ["-1"], "-k": ["-5", "abc"],
-        "--max-reasks": ["-1"], "--max-tokens": ["5"], "--temperature": ["-1", "nan"],
-        "--max-total-tokens": ["0"], "--max-cost": ["-1", "nan"],
+        "--suite": ["nonsense"],
+        "--target": ["nonsense"],
+        "--device": ["nonsense"],
+        "--model": ["nonsense"],
+        "--method": ["nonsense"],
+        "--workspace": ["{binary}"],
+        "--schedule": ["nonsense"],
+        "--limit": ["0"],
+        "--budget": ["0"],
+        "--run-id": ["a/../../b", ""],
+        "--memory-from": ["{missing}"],
+        "--seed": ["-1", "abc"],
+        "--embedder": ["nonsense"],
+        "--gamma": ["-1", "nan", "inf"],
+        "--hot-budget": ["-1"],
+        "-k": ["-5", "abc"],
+        "--max-reasks": ["-1"],
+        "--max-tokens": ["5"],
+        "--temperature": ["-1", "nan"],
+        "--max-total-tokens": ["0"],
+        "--max-cost": ["-1", "nan"],
         "--harness": ["iters=-3", "nonsense", "nope=1", "sandbox=nonsense"],
-        "--model-config": ["{binary}", "{latin1}", "{missing}"], "--model-opt": ["nonsense", "nope=1"],
+        "--model-config": ["{binary}", "{latin1}", "{missing}"],
+        "--model-opt": ["nonsense", "nope=1"],
     },
     "mcp": {
-        "--workspace": ["{binary}"], "--target": ["nonsense"], "--method": ["nonsense"], "--suite": ["nonsense"],
-        "--device": ["nonsense"], "--model": ["nonsense"], "--schedule": ["nonsense"], "--limit": ["0"],
-        "--budget": ["0"], "-k": ["-5"], "--run-id": ["a/../../b"], "--embedder": ["nonsense"],
-        "--harness": ["iters=-3"], "--model-opt": ["nonsense"], "--port": ["-1", "70000", "abc"],
+        "--workspace": ["{binary}"],
+        "--target": ["nonsense"],
+        "--method": ["nonsense"],
+        "--suite": ["nonsense"],
+        "--device": ["nonsense"],
+        "--model": ["nonsense"],
+        "--schedule": ["nonsense"],
+        "--limit": ["0"],
+        "--budget": ["0"],
+        "-k": ["-5"],
+        "--run-id": ["a/../../b"],
+        "--embedder": ["nonsense"],
+        "--harness": ["iters=-3"],
+        "--model-opt": ["nonsense"],
+        "--port": ["-1", "70000", "abc"],
         "--token-env": ["", "A=B"],
     },
-    "report": {"runs": ["{missing}", "{binary}"], "--html": ["{empty}"], "--csv": ["{empty}"],
-               "--fast-p": ["-1", "nan"]},
-    "memory list": {"--workspace": ["{missing}"], "--state": ["nonsense"], "--order": ["nonsense"],
-                    "--limit": ["-1"]},
+    "report": {
+        "runs": ["{missing}", "{binary}"],
+        "--html": ["{empty}"],
+        "--csv": ["{empty}"],
+        "--fast-p": ["-1", "nan"],
+    },
+    "memory list": {
+        "--workspace": ["{missing}"],
+        "--state": ["nonsense"],
+        "--order": ["nonsense"],
+        "--limit": ["-1"],
+    },
     "memory show": {"item_id": ["abc", "-1", "999999"], "--workspace": ["{missing}"]},
     "memory stats": {"--workspace": ["{missing}"]},
     "memory export": {"file": ["{empty}"], "--workspace": ["{missing}"]},
     "memory import": {"file": PATHS, "--workspace": ["{binary}"], "--mode": ["nonsense"]},
-    "memory replay": {"--workspace": ["{missing}"], "--run": ["nonsense"], "--gamma": ["-1", "nan"],
-                      "--write-to": ["{empty}"], "--variant": ["nonsense"], "--limit": ["-1"]},
+    "memory replay": {
+        "--workspace": ["{missing}"],
+        "--run": ["nonsense"],
+        "--gamma": ["-1", "nan"],
+        "--write-to": ["{empty}"],
+        "--variant": ["nonsense"],
+        "--limit": ["-1"],
+    },
     "tasks list": {"directory": ["{missing}", "{binary}"], "--suite": ["nonsense"]},
     "tasks show": {"name": ["nonsense"], "--suite": ["nonsense"]},
     "tasks check": {"directory": ["{missing}"]},
-    "log list": {"--workspace": ["{missing}"], "--run": ["nonsense"], "--status": ["nonsense"], "--limit": ["0"]},
+    "log list": {
+        "--workspace": ["{missing}"],
+        "--run": ["nonsense"],
+        "--status": ["nonsense"],
+        "--limit": ["0"],
+    },
     "log show": {"exchange_id": ["abc", "-1", "999999"], "--workspace": ["{missing}"]},
-    "log search": {"query": ['"unbalanced', "AND", "a-b"], "--workspace": ["{missing}"], "--run": ["nonsense"],
-                   "--limit": ["0"]},
+    "log search": {
+        "query": ['"unbalanced', "AND", "a-b"],
+        "--workspace": ["{missing}"],
+        "--run": ["nonsense"],
+        "--limit": ["0"],
+    },
     "log tools": {"--workspace": ["{missing}"], "--run": ["nonsense"], "--limit": ["0"]},
-    "audit adoptions": {"run": ["{missing}"], "--workspace": ["{missing}"], "--sample": ["0"],
-                        "--seed": ["-1"], "--rate": ["nonsense", "1=maybe"], "--ratings": PATHS,
-                        "--rater": ["\x1b]0;title\x07"]},
-    "experiment run": {"what": ["nonsense", "{binary}", "{latin1}"], "--dir": ["{binary}"], "--workers": ["0"],
-                       "--devices": ["nonsense"], "--ray": ["nonsense"], "--model": ["nonsense"],
-                       "--suite": ["nonsense"], "--target": ["nonsense"], "--device": ["nonsense"],
-                       "--budget": ["0"], "--limit": ["0"], "--stream": ["nonsense"]},
+    "audit adoptions": {
+        "run": ["{missing}"],
+        "--workspace": ["{missing}"],
+        "--sample": ["0"],
+        "--seed": ["-1"],
+        "--rate": ["nonsense", "1=maybe"],
+        "--ratings": PATHS,
+        "--rater": ["\x1b]0;title\x07"],
+    },
+    "experiment run": {
+        "what": ["nonsense", "{binary}", "{latin1}"],
+        "--dir": ["{binary}"],
+        "--workers": ["0"],
+        "--devices": ["nonsense"],
+        "--ray": ["nonsense"],
+        "--model": ["nonsense"],
+        "--suite": ["nonsense"],
+        "--target": ["nonsense"],
+        "--device": ["nonsense"],
+        "--budget": ["0"],
+        "--limit": ["0"],
+        "--stream": ["nonsense"],
+    },
     "experiment status": {"directory": ["{missing}", "{binary}"]},
     "experiment report": {"directory": ["{missing}"], "--html": ["{empty}"], "--fast-p": ["-1", "nan"]},
     "experiment show": {"name": ["nonsense", "{binary}", "{latin1}"]},
@@ -176,11 +248,20 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (root / "seed.jsonl").write_text("")
     (root / "exp.toml").write_text(EXPERIMENT)
     (root / "expdir").mkdir()
-    return {"ws": str(ws), "empty": str(root / "empty"), "binary": str(root / "binary"),
-            "binary_py": str(root / "binary.py"), "latin1": str(root / "latin1"),
-            "missing": str(root / "missing"), "missing_dir_file": str(root / "no" / "such" / "dir" / "x.jsonl"),
-            "kernel": str(root / "kernel.c"), "out": str(root / "out.jsonl"), "seed": str(root / "seed.jsonl"),
-            "experiment": str(root / "exp.toml"), "expdir": str(root / "expdir")}
+    return {
+        "ws": str(ws),
+        "empty": str(root / "empty"),
+        "binary": str(root / "binary"),
+        "binary_py": str(root / "binary.py"),
+        "latin1": str(root / "latin1"),
+        "missing": str(root / "missing"),
+        "missing_dir_file": str(root / "no" / "such" / "dir" / "x.jsonl"),
+        "kernel": str(root / "kernel.c"),
+        "out": str(root / "out.jsonl"),
+        "seed": str(root / "seed.jsonl"),
+        "experiment": str(root / "exp.toml"),
+        "expdir": str(root / "expdir"),
+    }
 
 
 def invoke(argv: list[str]) -> tuple[int, str, str]:
@@ -201,15 +282,20 @@ def invoke(argv: list[str]) -> tuple[int, str, str]:
 
 
 #: The first bad value of every option runs by default; the rest with -m slow (the run stays short).
-CASES = [pytest.param(name, option, value, marks=() if i == 0 else pytest.mark.slow,
-                      id=f"{name}|{option}|{value[:20]}")
-         for name, options in BAD.items() for option, values in options.items()
-         for i, value in enumerate(values)]
+CASES = [
+    pytest.param(
+        name, option, value, marks=() if i == 0 else pytest.mark.slow, id=f"{name}|{option}|{value[:20]}"
+    )
+    for name, options in BAD.items()
+    for option, values in options.items()
+    for i, value in enumerate(values)
+]
 
 
 @pytest.mark.parametrize(("name", "option", "value"), CASES)
-def test_a_bad_value_is_refused_in_one_line_naming_it(places: dict[str, str], tmp_path: Path, name: str,
-                                                       option: str, value: str) -> None:
+def test_a_bad_value_is_refused_in_one_line_naming_it(
+    places: dict[str, str], tmp_path: Path, name: str, option: str, value: str
+) -> None:
     places = {**places, "fresh": str(tmp_path / "experiment")}
     value = value.format(**places)
     base = [a.format(**places) for a in BASE[name]]
@@ -231,7 +317,7 @@ def test_a_bad_value_is_refused_in_one_line_naming_it(places: dict[str, str], tm
     else:
         positional = [p.name for p in command.params if not p.opts[0].startswith("-")]
         slots = [a for a in base if not a.startswith("-")][: len(positional)]
-        rest = base[len(slots):]
+        rest = base[len(slots) :]
         given = dict(zip(positional, slots, strict=False))
         given[option] = value
         argv = [*name.split(), *[given[p] for p in positional if p in given], *rest]
