@@ -13,10 +13,10 @@ import sys
 
 import pydantic
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from sagekernel.errors import SageError
+from sagekernel.terminal import Console
 
 app = typer.Typer(
     name="sage",

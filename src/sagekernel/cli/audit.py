@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from sagekernel.errors import SageError
+from sagekernel.terminal import Console, printable
 
 audit_app = typer.Typer(help="Audit what a recorded run says it did.", no_args_is_help=True)
 
@@ -112,14 +112,14 @@ def adoptions(
 
 def _panel(row: dict[str, Any]) -> Panel:
     item = Text()
-    item.append(f"E{row['item_id']}: {row['title']}\n", style="bold")
-    item.append(row["correct_code"] or "(no code)")
-    why = Text(row["rationale"] or "(no rationale)")
+    item.append(printable(f"E{row['item_id']}: {row['title']}\n"), style="bold")
+    item.append(printable(row["correct_code"] or "(no code)"))
+    why = Text(printable(row["rationale"] or "(no rationale)"))
     diff = Text()
     lines = row["diff"] or ["(no change: the revision repeats the previous candidate or has no code)"]
     for line in lines[:_DIFF_LINES]:
-        diff.append(line + "\n", style="green" if line.startswith("+") else "red" if line.startswith("-")
-                    else "")
+        colour = "green" if line.startswith("+") else "red" if line.startswith("-") else ""
+        diff.append(printable(line) + "\n", style=colour)
     if len(lines) > _DIFF_LINES:
         diff.append(f"... {len(lines) - _DIFF_LINES} more diff lines\n", style="dim")
     auto = row["auto"]

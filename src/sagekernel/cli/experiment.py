@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from sagekernel.cli.options import OptionError, at_least, output_file, read_text
 from sagekernel.errors import SageError
+from sagekernel.terminal import Console, printable
 
 app = typer.Typer(
     help="Experiments: the paper's matrices of streams (methods x models x schedules ...) as one "
@@ -236,7 +236,7 @@ def presets_command(as_json: Annotated[bool, typer.Option("--json", help="Print 
         print(json.dumps(items, indent=2))
         return
     for name, text in items.items():
-        typer.echo(f"{name:20} {text}")
+        typer.echo(printable(f"{name:20} {text}"))
 
 
 @app.command("show")
@@ -259,7 +259,7 @@ def show_command(
 
         raise ExperimentSpecError(f"no experiment file {path}")
     if not streams:
-        typer.echo(read_text(path, "NAME") if is_file else presets.text(name), nl=False)
+        typer.echo(printable(read_text(path, "NAME") if is_file else presets.text(name)), nl=False)
         return
     plan = expand(load(path) if is_file else presets.load(name))
     if as_json:
@@ -267,7 +267,7 @@ def show_command(
         return
     for s in plan:
         donor = f"  from {s.donor} ({s.memory})" if s.donor else ""
-        typer.echo(f"{s.name:40} {s.method:20} {s.model:10} {s.schedule:18} T={s.budget}{donor}")
+        typer.echo(printable(f"{s.name:40} {s.method:20} {s.model:10} {s.schedule:18} T={s.budget}{donor}"))
 
 
 def register(root: typer.Typer) -> None:

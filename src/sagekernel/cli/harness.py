@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from sagekernel.cli.options import OptionError, read_text
 from sagekernel.errors import SageError
+from sagekernel.terminal import Console
 
 console = Console()
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
@@ -24,6 +23,7 @@ from sagekernel.models.exchange_log import (
     list_exchanges,
     search_exchanges,
 )
+from sagekernel.terminal import Console, printable
 
 log_app = typer.Typer(name="log", help="Inspect the LLM exchange log (every prompt, reply, retry and error).",
                       no_args_is_help=True, add_completion=False)
@@ -85,7 +85,7 @@ def _print_rows(rows: list[Exchange], title: str, *, snippet: bool = False) -> N
             f"{ex.latency_s:.2f}s" if ex.latency_s is not None else "-",
             f"${ex.cost_usd:.4f}" if ex.cost_usd is not None else "$?",
         ]
-        line = Text("  ".join(fields) + " | " + " ".join(text.split()))
+        line = Text(printable("  ".join(fields) + " | " + " ".join(text.split())))
         line.stylize("red" if ex.status == "error" else "yellow" if ex.status == "retry" else "")
         out.print(line, no_wrap=True, overflow="ellipsis", crop=True)
 

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from sagekernel import defaults
 from sagekernel.cli.options import at_least, choice, output_file
 from sagekernel.errors import SageError
+from sagekernel.terminal import Console
 
 console = Console()
 memory_app = typer.Typer(help="Inspect, export, import and replay the learning memory.", no_args_is_help=True)

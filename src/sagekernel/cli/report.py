@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from sagekernel.cli.options import at_least, output_file
 from sagekernel.errors import SageError
+from sagekernel.terminal import Console
 
 RUN_HELP = ("A workspace directory (all its runs with finished operators), WORKSPACE:RUN_ID, or "
             "WORKSPACE:latest (its newest run). Several runs print a Table 1 comparison.")

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from sagekernel import defaults
 from sagekernel.errors import SageError
+from sagekernel.terminal import Console
 
 _BUDGET_HELP = (
     f"T, rounds per operator shared by the correctness and optimisation episodes. Default: "

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
 from sagekernel.tasks.task import Task
+from sagekernel.terminal import Console, printable
 
 tasks_app = typer.Typer(name="tasks", help="Operator tasks: list suites, show one task, check a task dir.",
                         no_args_is_help=True)
@@ -133,9 +133,9 @@ def show_task(
     meta.add_row("kernels", escape(", ".join(task.reference_kernels) or "none"))
     console.print(meta)
     console.rule("CPU contract")
-    console.print(Syntax(contract, "c", word_wrap=True))
+    console.print(Syntax(printable(contract), "c", word_wrap=True))
     console.rule("reference")
-    console.print(Syntax(task.source, "python", word_wrap=True))
+    console.print(Syntax(printable(task.source), "python", word_wrap=True))
 
 
 @tasks_app.command("check")
