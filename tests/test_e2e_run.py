@@ -722,3 +722,29 @@ def test_spent_budget_at_the_rule_abstraction_stops_the_run(
     again = run(cfg)
     assert again.resumed and again.status == "finished"
     assert final_state(ws) == final_state(reference[0])
+
+
+@pytest.mark.slow
+def test_repeated_ctrl_c_stops_the_run_cleanly(tmp_path: Path) -> None:
+    """Three Ctrl-Cs in quick succession: one 'interrupted' line, exit 130, the run recorded as
+    interrupted (resumable), and no traceback from the cleanup the later ones land in."""
+    with OpenAITestServer(fallback=Script(delay_on="e2e_double")) as srv:
+        ws = tmp_path / "ctrl-c"
+        prepare(ws)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from sagekernel.cli import main; main()", *cli_args(ws, config(ws, srv))],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        sql = "SELECT count(*) FROM runs WHERE status = 'running'"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (ws / "sage.db").exists() and query(ws, sql)[0][0] == 1:
+                break
+            time.sleep(0.02)
+        time.sleep(0.5)  # inside the first (slow) model call
+        for _ in range(3):
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.05)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err, err
+    assert query(ws, "SELECT status FROM runs") == [("interrupted",)]

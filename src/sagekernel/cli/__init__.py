@@ -90,6 +90,8 @@ def main() -> None:
         sys.exit(2)
     except KeyboardInterrupt:
         _interrupted()
+    if code == 130:  # a command that was interrupted and said so: more Ctrl-Cs must not cut the exit
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.exit(code if isinstance(code, int) else 0)
 
 

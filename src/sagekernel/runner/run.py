@@ -273,6 +273,21 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _shield_cleanup() -> Callable[[], None]:
+    """Ignore further Ctrl-C/SIGTERM while a stopping run records what finished (a signal inside
+    that cleanup would leave it marked running and print a traceback); returns the undo."""
+    try:
+        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread: signals are not delivered here
+        return lambda: None
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    return restore
+
+
 def new_run_id(store: RunStore, method: str) -> str:
     base = f"{datetime.now().strftime('%Y%m%d_%H%M%S')}_{method}"
     run_id, n = base, 1
@@ -411,11 +426,13 @@ def opened_run(cfg: RunConfig, *, progress: Progress | None = None, model: Model
         runner = StreamRunner(cfg, conn, info, model, target, policy, by_name, progress, after_episode)
         opened = OpenedRun(runner, store, workspace, resumed)
         store.set_status(run_id, "running")
+        unshield: Callable[[], None] = lambda: None  # noqa: E731
         try:
             with _sigterm_as_interrupt():
                 yield opened
             opened.status = "finished" if finished is None or finished(runner) else "interrupted"
         except KeyboardInterrupt:
+            unshield = _shield_cleanup()  # a second and third Ctrl-C must not cut the recording
             opened.status, opened.message = "interrupted", RunInterrupted().args[0]
         except BudgetExhausted as exc:
             opened.status, opened.message = "interrupted", str(exc)
@@ -429,6 +446,7 @@ def opened_run(cfg: RunConfig, *, progress: Progress | None = None, model: Model
             final = store.run(run_id)
             assert final is not None
             opened.summary = summarize(store, final, workspace, resumed=resumed, message=opened.message)
+            unshield()
 
 
 def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None = None,
