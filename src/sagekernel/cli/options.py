@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sagekernel.errors import SageError
+from sagekernel.limits import MAX_SOURCE_BYTES
 
 
 class OptionError(SageError):
@@ -47,6 +48,9 @@ def read_text(path: Path, option: str) -> str:
         raise OptionError(option, f"{path} is a directory, not a file") from None
     except OSError as exc:
         raise OptionError(option, f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_SOURCE_BYTES:
+        raise OptionError(option, f"{path} is {len(data):,} bytes; at most {MAX_SOURCE_BYTES:,} are accepted "
+                                  "(docs/limits.md)")
     if b"\0" in data:
         raise OptionError(option, f"{path} is a binary file, not source text")
     try:

@@ -16,6 +16,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from sagekernel.errors import SageError
+from sagekernel.limits import tool_arguments_problem
 from sagekernel.mcp_server.service import KernelService, ToolError
 from sagekernel.runner.config import RunConfig
 from sagekernel.runner.run import RunSummary, opened_run
@@ -52,6 +53,9 @@ class ServiceWorker:
         """(status "ok" | "refused" | "error", result) of one tool call, executed on the run's thread."""
         if tool not in TOOLS:
             return "error", {"error": f"unknown tool {tool!r}"}
+        too_large = tool_arguments_problem(tool, arguments)
+        if too_large:  # refused before the run thread sees it: nothing evaluated, logged or stored
+            return "error", {"error": too_large}
         future: Future[tuple[str, dict[str, Any]]] = Future()
         self._jobs.put((tool, arguments, client, future))
         return future.result()
