@@ -143,6 +143,20 @@ class RunConfig(BaseModel):
         return data
 
 
+#: An evaluation (or diagnosis) of one candidate is given this many times the sum of the harness's
+#: own limits (build, runtime start, timing run, ten kernel calls) before the runner gives up on it.
+#: The harness limits every process it starts; this bounds what runs in the runner's own process:
+#: the task's reference and inputs (a reference that hangs only in float64, as the harness runs
+#: it, once blocked `sage run` forever while `sage tasks check` said ok).
+EVALUATION_ALLOWANCE = 3.0
+
+
+def evaluation_deadline_s(harness: Any) -> float:
+    """Seconds one evaluation may take in all (see EVALUATION_ALLOWANCE)."""
+    return EVALUATION_ALLOWANCE * (harness.build_timeout_s + harness.start_timeout_s
+                                   + harness.timing_timeout_s + 10 * harness.call_timeout_s)
+
+
 def check_device(target: Any, device: str | None) -> str:
     """The device a run of `target` uses (`device`, or the target's first), refused before the
     first model call when the target has no such device or cannot run on it here: the harness

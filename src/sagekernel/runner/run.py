@@ -17,6 +17,7 @@ import errno
 import shutil
 import signal
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -40,7 +41,7 @@ from sagekernel.models.base import Message, Model, Reply
 from sagekernel.models.exchange_log import ExchangeLog, exchange_context
 from sagekernel.protocols import MemoryPolicy, Target
 from sagekernel.records import EpisodeTrace, ItemDraft, OperatorResult, RoundTrace
-from sagekernel.runner.config import RunConfig, check_device
+from sagekernel.runner.config import RunConfig, check_device, evaluation_deadline_s
 from sagekernel.runner.lock import WorkspaceLock
 from sagekernel.runner.progress import Progress, QuietProgress
 from sagekernel.runner.schedule import order
@@ -60,6 +61,32 @@ def stops_the_run(exc: BaseException) -> bool:
     if isinstance(exc, _STOPS_THE_RUN):
         return True
     return isinstance(exc, OSError) and exc.errno in _STORAGE_ERRNOS
+
+
+class EvaluationTimeout(SageError):
+    """An evaluation outlived its deadline (runner/config.py EVALUATION_ALLOWANCE): the operator
+    fails with this reason and the stream goes on."""
+
+
+@contextmanager
+def deadline(seconds: float, what: str) -> Iterator[None]:
+    """Raise EvaluationTimeout in this (main) thread after `seconds`. Elsewhere (the MCP server's
+    run thread) signals cannot reach the thread, and only the harness's own limits apply."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum: int, frame: FrameType | None) -> None:
+        raise EvaluationTimeout(f"{what} took longer than {seconds:.0f} s and was stopped (the task's "
+                                "reference or inputs hang or are far too slow as the harness runs them)")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 class RunNotFound(SageError):
@@ -193,13 +220,15 @@ class StreamRunner:
     def _evaluate(self, task: Task, candidate: Candidate) -> Verdict:
         from sagekernel.harness.evaluate import evaluate
 
-        return evaluate(task, candidate, self.target, self.harness, device=self.cfg.device)
+        with deadline(evaluation_deadline_s(self.harness), f"evaluating a candidate for {task.name}"):
+            return evaluate(task, candidate, self.target, self.harness, device=self.cfg.device)
 
     def diagnose(self, task: Task, candidate: Candidate) -> str | None:
         """The target's diagnostics for a candidate, as text for the model (harness/diagnose.py)."""
         from sagekernel.harness.diagnose import diagnose
 
-        return diagnose(task, candidate, self.target, self.harness, device=self.cfg.device).text()
+        with deadline(evaluation_deadline_s(self.harness), f"diagnosing a candidate for {task.name}"):
+            return diagnose(task, candidate, self.target, self.harness, device=self.cfg.device).text()
 
     def pending(self) -> list[PlannedOperator]:
         """The planned operators without a recorded result, in stream order."""
