@@ -13,7 +13,8 @@ import pytest
 from openai_server import OpenAITestServer
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.runner.config import evaluation_deadline_s
-from sagekernel.runner.run import EvaluationTimeout, deadline, run
+from sagekernel.runner.interrupts import EvaluationTimeout, deadline
+from sagekernel.runner.run import run
 from test_e2e_run import FAST, TASKS, Script, config, prepare
 
 

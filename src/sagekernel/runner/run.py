@@ -15,15 +15,12 @@ from __future__ import annotations
 
 import errno
 import shutil
-import signal
 import sqlite3
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from sagekernel import db
@@ -42,6 +39,7 @@ from sagekernel.models.exchange_log import ExchangeLog, exchange_context
 from sagekernel.protocols import MemoryPolicy, Target
 from sagekernel.records import EpisodeTrace, ItemDraft, OperatorResult, RoundTrace
 from sagekernel.runner.config import RunConfig, check_device, evaluation_deadline_s
+from sagekernel.runner.interrupts import deadline, shield_cleanup, sigterm_as_interrupt
 from sagekernel.runner.lock import WorkspaceLock
 from sagekernel.runner.progress import Progress, QuietProgress
 from sagekernel.runner.schedule import order
@@ -61,32 +59,6 @@ def stops_the_run(exc: BaseException) -> bool:
     if isinstance(exc, _STOPS_THE_RUN):
         return True
     return isinstance(exc, OSError) and exc.errno in _STORAGE_ERRNOS
-
-
-class EvaluationTimeout(SageError):
-    """An evaluation outlived its deadline (runner/config.py EVALUATION_ALLOWANCE): the operator
-    fails with this reason and the stream goes on."""
-
-
-@contextmanager
-def deadline(seconds: float, what: str) -> Iterator[None]:
-    """Raise EvaluationTimeout in this (main) thread after `seconds`. Elsewhere (the MCP server's
-    run thread) signals cannot reach the thread, and only the harness's own limits apply."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expired(signum: int, frame: FrameType | None) -> None:
-        raise EvaluationTimeout(f"{what} took longer than {seconds:.0f} s and was stopped (the task's "
-                                "reference or inputs hang or are far too slow as the harness runs them)")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 class RunNotFound(SageError):
@@ -285,38 +257,6 @@ def _asker(model: Model, cfg: RunConfig) -> Callable[..., Reply]:
     return ask
 
 
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops the run like Ctrl-C (recording what finished), when we are the main thread."""
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _shield_cleanup() -> Callable[[], None]:
-    """Ignore further Ctrl-C/SIGTERM while a stopping run records what finished (a signal inside
-    that cleanup would leave it marked running and print a traceback); returns the undo."""
-    try:
-        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    except ValueError:  # not the main thread: signals are not delivered here
-        return lambda: None
-
-    def restore() -> None:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-    return restore
-
-
 def new_run_id(store: RunStore, method: str) -> str:
     base = f"{datetime.now().strftime('%Y%m%d_%H%M%S')}_{method}"
     run_id, n = base, 1
@@ -457,11 +397,11 @@ def opened_run(cfg: RunConfig, *, progress: Progress | None = None, model: Model
         store.set_status(run_id, "running")
         unshield: Callable[[], None] = lambda: None  # noqa: E731
         try:
-            with _sigterm_as_interrupt():
+            with sigterm_as_interrupt():
                 yield opened
             opened.status = "finished" if finished is None or finished(runner) else "interrupted"
         except KeyboardInterrupt:
-            unshield = _shield_cleanup()  # a second and third Ctrl-C must not cut the recording
+            unshield = shield_cleanup()  # a second and third Ctrl-C must not cut the recording
             opened.status, opened.message = "interrupted", RunInterrupted().args[0]
         except BudgetExhausted as exc:
             opened.status, opened.message = "interrupted", str(exc)
