@@ -24,8 +24,9 @@ _NOT_IDENTITY = {"workspace", "run_id", "resume", "new", "progress", "model_opti
 
 
 #: A run id names files next to the database (memory-from-<id>.db) and appears in reports: letters,
-#: digits, '.', '_' and '-', starting with a letter or digit, at most 128 characters.
-RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+#: digits, '.', '_' and '-', not starting with '.' or '-', at most 200 characters (an experiment's
+#: stream names, experiment/plan.py, are made of the same characters).
+RUN_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$"
 
 
 class RunConfigError(SageError):
