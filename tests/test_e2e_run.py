@@ -131,6 +131,11 @@ class Script:
         return reply
 
 
+class SimulatedCrash(BaseException):
+    """The process dies here (like kill -9, but in-process): not an operator's failure, which the
+    runner records as that operator's result and passes (an `Exception`)."""
+
+
 def decide(title: str) -> str:
     return "ADOPTED - it is exactly this loop" if title == ANCHOR else "NOT ADOPTED - not needed here"
 
@@ -449,9 +454,9 @@ def test_crash_inside_the_runner_then_resume(
 
     def crash(trace: Any, last: bool) -> None:
         if last and trace.operator == "e2e_negate":
-            raise RuntimeError("simulated crash after operator 2")
+            raise SimulatedCrash("simulated crash after operator 2")
 
-    with pytest.raises(RuntimeError, match="simulated crash"):
+    with pytest.raises(SimulatedCrash, match="simulated crash"):
         run(config(ws, server), after_episode=crash)
     assert query(ws, "SELECT status FROM runs") == [("failed",)]
     assert query(ws, "SELECT count(*) FROM operator_results") == [(2,)]
@@ -460,6 +465,33 @@ def test_crash_inside_the_runner_then_resume(
     assert query(ws, "SELECT count(*) FROM memory_episodes") == [(6,)]  # nothing applied twice
     assert query(ws, "SELECT count(*) FROM episode_updates") == [(6,)]
     assert final_state(ws) == final_state(reference[0])
+
+
+def test_one_operators_failure_is_its_result_and_the_stream_goes_on(tmp_path: Path, server: OpenAITestServer):
+    """A failure inside one operator (here raised in its corr episode, as distillation's KeyError
+    was) is recorded as that operator's result with its reason; the stream goes on, nothing of the
+    failed operator is learned, and a resume after a crash later in the stream passes it."""
+    ws = tmp_path / "operator-failure"
+    prepare(ws)
+
+    def fail(trace: Any, last: bool) -> None:
+        if trace.operator == "e2e_negate" and not last:
+            raise KeyError("integrity")
+        if trace.operator == "e2e_add" and not last:
+            raise SimulatedCrash("the process dies in operator 3")
+
+    with pytest.raises(SimulatedCrash):
+        run(config(ws, server), after_episode=fail)
+    assert query(ws, "SELECT operator, error FROM operator_results ORDER BY position") == [
+        ("e2e_double", None), ("e2e_negate", "KeyError: 'integrity'")]
+    assert query(ws, "SELECT count(*) FROM memory_episodes WHERE operator = 'e2e_negate'") == [(0,)]
+    summary = run(config(ws, server))  # the resume passes the failed operator and finishes the stream
+    assert summary.resumed and summary.status == "finished" and summary.done == 3
+    assert [(r["operator"], r["error"]) for r in summary.results] == [
+        ("e2e_double", None), ("e2e_negate", "KeyError: 'integrity'"), ("e2e_add", None)]
+    assert summary.results[1]["rounds_used"] >= 1  # what the failed operator did is kept
+    learned = query(ws, "SELECT DISTINCT operator FROM memory_episodes ORDER BY 1")
+    assert learned == [("e2e_add",), ("e2e_double",)]
 
 
 def test_second_run_on_a_locked_workspace_is_refused(tmp_path: Path, server: OpenAITestServer):
@@ -609,9 +641,9 @@ def test_crash_between_the_episodes_of_an_operator_leaves_its_memory_untouched(
             seen["before"] = memory_state(ws)  # the memory e2e_negate starts from
         if trace.operator == "e2e_negate" and not last:
             seen["between"] = memory_state(ws)
-            raise RuntimeError("simulated crash between the episodes")
+            raise SimulatedCrash("simulated crash between the episodes")
 
-    with pytest.raises(RuntimeError, match="between the episodes"):
+    with pytest.raises(SimulatedCrash, match="between the episodes"):
         run(config(ws, server), after_episode=crash)
     assert seen["between"] == seen["before"]  # its corr episode is not learned before it finishes
     assert memory_state(ws) == seen["before"]
@@ -690,3 +722,29 @@ def test_spent_budget_at_the_rule_abstraction_stops_the_run(
     again = run(cfg)
     assert again.resumed and again.status == "finished"
     assert final_state(ws) == final_state(reference[0])
+
+
+@pytest.mark.slow
+def test_repeated_ctrl_c_stops_the_run_cleanly(tmp_path: Path) -> None:
+    """Three Ctrl-Cs in quick succession: one 'interrupted' line, exit 130, the run recorded as
+    interrupted (resumable), and no traceback from the cleanup the later ones land in."""
+    with OpenAITestServer(fallback=Script(delay_on="e2e_double")) as srv:
+        ws = tmp_path / "ctrl-c"
+        prepare(ws)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from sagekernel.cli import main; main()", *cli_args(ws, config(ws, srv))],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        sql = "SELECT count(*) FROM runs WHERE status = 'running'"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (ws / "sage.db").exists() and query(ws, sql)[0][0] == 1:
+                break
+            time.sleep(0.02)
+        time.sleep(0.5)  # inside the first (slow) model call
+        for _ in range(3):
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.05)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err, err
+    assert query(ws, "SELECT status FROM runs") == [("interrupted",)]

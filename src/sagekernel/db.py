@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from urllib.parse import quote
 
 from sagekernel.errors import WorkspaceError
 
@@ -144,7 +145,7 @@ def connect(workspace: Path | str, *, create: bool = True, readonly: bool = Fals
     conn: sqlite3.Connection | None = None
     try:
         if readonly:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout_s)
+            conn = sqlite3.connect(_readonly_uri(path), uri=True, timeout=timeout_s)
         else:
             conn = sqlite3.connect(path, timeout=timeout_s)
         conn.isolation_level = None  # autocommit; multi-statement work uses transaction()
@@ -166,6 +167,19 @@ def connect(workspace: Path | str, *, create: bool = True, readonly: bool = Fals
             raise
         raise _explain(exc, path) from exc
     return conn
+
+
+def _readonly_uri(path: Path) -> str:
+    """How a reader opens the database: `mode=ro`, or `immutable=1` where SQLite could not create
+    the shared-memory file a WAL database needs (a read-only mount or folder) and no write-ahead
+    log is pending. Then nothing can change the file while it is read, and `sage report`, `memory
+    list`, `log` and `memory export` work on a read-only copy of a workspace."""
+    where = quote(str(path.resolve()))
+    wal = Path(f"{path}-wal")
+    pending = wal.exists() and wal.stat().st_size > 0
+    if not pending and not _writable(path.parent):
+        return f"file:{where}?immutable=1"
+    return f"file:{where}?mode=ro"
 
 
 def _check_integrity(conn: sqlite3.Connection, path: Path) -> None:

@@ -175,6 +175,7 @@ class OperatorResult:
     completion_tokens: int = 0
     cost_usd: float | None = None
     wall_s: float = 0.0
+    error: str | None = None  # why processing the operator failed (recorded, the stream went on)
 
     @property
     def speedup(self) -> float | None:

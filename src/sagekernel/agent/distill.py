@@ -34,8 +34,13 @@ from sagekernel.tasks.task import Task
 #: Item types (the seed memory's vocabulary); the first of each tuple is the fallback.
 CORR_TYPES = ("correctness", "compile_error", "runtime_error", "numerical_stability", "memory_access", "lint")
 OPT_TYPES = ("performance", "algorithmic_optimization", "memory_access")
-_STAGE_RANK = {s: i for i, s in enumerate((Stage.PARSE, Stage.LINT, Stage.COMPILE, Stage.LOAD, Stage.RUNTIME,
-                                           Stage.CORRECTNESS, Stage.TIMING, Stage.OK))}
+#: How far a candidate got, per verdict stage (a later stage is progress). Total over `Stage` (a test
+#: enumerates it): INTEGRITY ran to the end and was refused like a wrong result; BROKEN_TASK (a
+#: null-kernel canary passed) says nothing about the candidate, so no transition starts or ends there.
+STAGE_RANK: dict[Stage, int | None] = {
+    Stage.PARSE: 0, Stage.LINT: 1, Stage.COMPILE: 2, Stage.LOAD: 3, Stage.RUNTIME: 4, Stage.CORRECTNESS: 5,
+    Stage.INTEGRITY: 5, Stage.TIMING: 6, Stage.OK: 7, Stage.BROKEN_TASK: None,
+}
 _MAX_TRANSITIONS = 3
 _FIELD = re.compile(r"^\s*[-*]?\s*\**(title|type|category|error[_ ]message|wrong[_ ]code|correct[_ ]code)"
                     r"\**\s*:\s*(.*)$", re.IGNORECASE)
@@ -68,7 +73,8 @@ def transitions(trace: EpisodeTrace, outcome: OperatorOutcome) -> list[Transitio
         for rt in trace.rounds:
             if rt.candidate_hash not in src or rt.suspect:  # a quarantined verdict verifies nothing
                 continue
-            if prev is not None and _STAGE_RANK[_stage(rt)] > _STAGE_RANK[_stage(prev)]:
+            now, before = STAGE_RANK[_stage(rt)], STAGE_RANK[_stage(prev)] if prev is not None else None
+            if prev is not None and now is not None and before is not None and now > before:
                 was = _stage(prev).value
                 after = ("correct" if rt.counts_as_success
                          else f"got past '{was}', now fails at '{_stage(rt).value}'")

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from sagekernel.errors import SageError
+from sagekernel.terminal import Console, printable
 
 audit_app = typer.Typer(help="Audit what a recorded run says it did.", no_args_is_help=True)
 
@@ -40,7 +40,8 @@ def adoptions(
     workspace: Annotated[Path | None, typer.Option(help="Workspace directory; RUN is then a run id "
                                                    "(or latest).")] = None,
     sample_size: Annotated[int, typer.Option("--sample", min=1, help="Adopted records to sample.")] = 50,
-    seed: Annotated[int, typer.Option(help="Sampling seed (the same seed shows the same records).")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Sampling seed (the same seed shows the same "
+                                              "records).")] = 0,
     rate: Annotated[list[str] | None, typer.Option("--rate", help="Store a rating without prompting: "
                                                    "ID=full|partial|unrelated (repeatable).")] = None,
     ratings_file: Annotated[Path | None, typer.Option("--ratings", help="A file of ID=rating lines to "
@@ -54,17 +55,23 @@ def adoptions(
 ) -> None:
     """Adoption audit (S1 App. D.1): item, rationale and the revision that followed, side by side."""
     from sagekernel import db
+    from sagekernel.cli.options import read_text
     from sagekernel.report.adoption_audit import adopted_records, audit_rows, sample, summarize
+    from sagekernel.runner.lock import WorkspaceLock
     from sagekernel.runner.ratings import load_ratings, parse_rating, read_ratings_file, save_ratings
     from sagekernel.runner.store import RunStore
 
     ws, run_id = _resolve(run, workspace)
     given = dict(parse_rating(r) for r in rate or [])
     if ratings_file is not None:
-        given = {**read_ratings_file(ratings_file), **given}
+        given = {**read_ratings_file(ratings_file, read_text(ratings_file, "--ratings")), **given}
     prompt = interactive if interactive is not None else (not given and not as_json and sys.stdin.isatty())
     prompt = prompt and not as_json
-    conn = db.connect(ws, create=False, readonly=not (given or prompt))  # reading never migrates
+    writes = bool(given or prompt)
+    lock = WorkspaceLock(db.db_path(ws).parent, "sage audit adoptions")
+    if writes:  # storing ratings writes the workspace: the one-writer lock, as `sage run` takes
+        lock.acquire()
+    conn = db.connect(ws, create=False, readonly=not writes)  # reading never migrates
     try:
         store = RunStore(conn)
         if run_id is None:
@@ -95,6 +102,7 @@ def adoptions(
                   **summarize(rows, len(records))}
     finally:
         conn.close()
+        lock.release()
     if as_json:
         typer.echo(json.dumps({**shares, "records": rows}, indent=2))
         return
@@ -106,19 +114,19 @@ def adoptions(
 
 def _panel(row: dict[str, Any]) -> Panel:
     item = Text()
-    item.append(f"E{row['item_id']}: {row['title']}\n", style="bold")
-    item.append(row["correct_code"] or "(no code)")
+    item.append(printable(f"E{row['item_id']}: {row['title']}\n"), style="bold")
+    item.append(printable(row["correct_code"] or "(no code)"))
     decision = row.get("decision") or {}
     why = Text()
     why.append(f"{decision.get('id', '')}: {decision.get('decision', 'ADOPTED')}\n", style="bold green")
-    why.append(row["rationale"] or "(no rationale)")
+    why.append(printable(row["rationale"] or "(no rationale)"))
     why.append(f"\nchannel: {decision.get('channel', 'unknown')}", style="dim")
     reply = _reply_excerpt(row.get("raw_reply"), row.get("evidence") or "")
     diff = Text()
     lines = row["diff"] or ["(no change: the revision repeats the previous candidate or has no code)"]
     for line in lines[:_DIFF_LINES]:
-        diff.append(line + "\n", style="green" if line.startswith("+") else "red" if line.startswith("-")
-                    else "")
+        colour = "green" if line.startswith("+") else "red" if line.startswith("-") else ""
+        diff.append(printable(line) + "\n", style=colour)
     if len(lines) > _DIFF_LINES:
         diff.append(f"... {len(lines) - _DIFF_LINES} more diff lines\n", style="dim")
     auto = row["auto"]
@@ -141,14 +149,14 @@ def _reply_excerpt(raw: str | None, evidence: str) -> Text:
     if raw is None:
         out.append("(no logged reply)\n", style="dim")
         if evidence:
-            out.append(evidence, style="bold yellow")
+            out.append(printable(evidence), style="bold yellow")
         return out
     lines = raw.splitlines()
     mark = evidence.strip()
     at = next((n for n, line in enumerate(lines) if mark and mark in line.strip()), None)
     start = 0 if at is None else max(0, at - _REPLY_LINES // 3)
     for n, line in enumerate(lines[start:start + _REPLY_LINES], start):
-        out.append(line + "\n", style="bold yellow" if n == at else "")
+        out.append(printable(line) + "\n", style="bold yellow" if n == at else "")
     if len(lines) > start + _REPLY_LINES or start:
         out.append(f"({len(lines)} lines in all; --json shows them)\n", style="dim")
     return out

@@ -8,9 +8,10 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from sagekernel.terminal import Console
 
 console = Console()
 

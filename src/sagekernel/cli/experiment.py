@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from sagekernel.cli.options import OptionError, at_least, output_file, read_text
 from sagekernel.errors import SageError
+from sagekernel.terminal import Console, printable
 
 app = typer.Typer(
     help="Experiments: the paper's matrices of streams (methods x models x schedules ...) as one "
@@ -48,6 +49,30 @@ def _overrides(
         models=models,
         blocks={"suite": suite, "target": target, "device": device, "budget": budget, "limit": limit},
     )
+
+
+def _check_blocks(suite: str | None, target: str | None, device: str | None, ray: str | None) -> None:
+    """Refuse an unknown --suite, --target or --device and a malformed --ray before the experiment
+    directory is written (each stream would otherwise fail on its own, after the plan was made)."""
+    from sagekernel.targets import get_target, target_names
+    from sagekernel.tasks.suites import SUITE_NAMES
+
+    if suite is not None and suite not in SUITE_NAMES and not Path(suite).expanduser().is_dir():
+        raise OptionError("--suite", f"unknown suite {suite!r}: use one of {', '.join(SUITE_NAMES)} or a "
+                                     "directory of task files")
+    if target is not None:
+        try:
+            get_target(target)
+        except SageError as exc:
+            raise OptionError("--target", str(exc)) from None
+    if device is not None:
+        names = {d.name for t in ([target] if target else target_names()) for d in get_target(t).devices()}
+        if device not in names:
+            raise OptionError("--device", f"no target has a device {device!r}; devices: "
+                                          f"{', '.join(sorted(names))}")
+    if ray is not None and ray not in ("auto", "local") and ":" not in ray:
+        raise OptionError("--ray", f"{ray!r} is no cluster address (HOST:PORT or ray://HOST:PORT), auto "
+                                   "or local")
 
 
 @app.command("run")
@@ -98,6 +123,7 @@ def run_command(
     """Run (or continue) every unfinished stream of an experiment; finished streams are never rerun."""
     from sagekernel.experiment.api import run_experiment
 
+    _check_blocks(suite, target, device, ray)
     overrides = _overrides(model, suite, target, device, budget, limit)
     exp, outcome = run_experiment(
         what,
@@ -174,8 +200,8 @@ def report_command(
     from sagekernel.experiment import html as html_report
     from sagekernel.experiment.api import build_report, experiment_report
 
-    if not fast_p >= 0:
-        raise SageError(f"--fast-p must be >= 0, not {fast_p}")
+    at_least(fast_p, 0, "--fast-p")
+    output_file(html, "--html")
     if as_json:
         print(json.dumps(experiment_report(directory, fast_p), indent=2))
     exp, streams, tables, notes = build_report(directory, fast_p)
@@ -210,7 +236,7 @@ def presets_command(as_json: Annotated[bool, typer.Option("--json", help="Print 
         print(json.dumps(items, indent=2))
         return
     for name, text in items.items():
-        typer.echo(f"{name:20} {text}")
+        typer.echo(printable(f"{name:20} {text}"))
 
 
 @app.command("show")
@@ -233,7 +259,7 @@ def show_command(
 
         raise ExperimentSpecError(f"no experiment file {path}")
     if not streams:
-        typer.echo(path.read_text(encoding="utf-8") if is_file else presets.text(name), nl=False)
+        typer.echo(printable(read_text(path, "NAME") if is_file else presets.text(name)), nl=False)
         return
     plan = expand(load(path) if is_file else presets.load(name))
     if as_json:
@@ -241,7 +267,7 @@ def show_command(
         return
     for s in plan:
         donor = f"  from {s.donor} ({s.memory})" if s.donor else ""
-        typer.echo(f"{s.name:40} {s.method:20} {s.model:10} {s.schedule:18} T={s.budget}{donor}")
+        typer.echo(printable(f"{s.name:40} {s.method:20} {s.model:10} {s.schedule:18} T={s.budget}{donor}"))
 
 
 def register(root: typer.Typer) -> None:

@@ -7,9 +7,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from sagekernel.cli.options import OptionError, read_text
+from sagekernel.errors import SageError
+from sagekernel.terminal import Console
 
 console = Console()
 
@@ -31,9 +34,28 @@ def _load_task(spec: str) -> Any:
 
 
 def _config(skip_timing: bool, threads: int, sandbox: str) -> Any:
-    from sagekernel.harness.config import HarnessConfig
+    from sagekernel.harness.config import HarnessConfig, HarnessConfigError
 
-    return HarnessConfig(skip_timing=skip_timing, threads=threads, sandbox=sandbox)
+    try:
+        return HarnessConfig(skip_timing=skip_timing, threads=threads, sandbox=sandbox)
+    except HarnessConfigError as exc:  # "harness setting threads: ..." -> "--threads: ..."
+        setting = str(exc).split(":", 1)[0].removeprefix("harness setting ")
+        raise OptionError(f"--{setting}", str(exc).split(":", 1)[1].strip()) from None
+
+
+def _target_and_device(target: str, device: str | None) -> Any:
+    """The target, and a check that it has `device` (before any task is loaded or anything run)."""
+    from sagekernel.targets import get_target
+
+    try:
+        target_obj = get_target(target)
+    except SageError as exc:
+        raise OptionError("--target", str(exc)) from None
+    names = [d.name for d in target_obj.devices()]
+    if device is not None and device not in names:
+        raise OptionError("--device", f"target {target!r} has no device {device!r}; its devices: "
+                                      f"{', '.join(names)}")
+    return target_obj
 
 
 def eval_command(
@@ -67,11 +89,12 @@ def eval_command(
         raise typer.Exit(print_plan(task, [kernel_file, *(more_files or [])], as_json=as_json))
     from sagekernel.candidate import Candidate
     from sagekernel.harness.evaluate import evaluate
-    from sagekernel.targets import get_target
 
-    task_obj = _load_task(task)
-    target_obj = get_target(target)
+    config = _config(skip_timing, threads, sandbox)
+    target_obj = _target_and_device(target, device)
     given = [kernel_file, *(more_files or [])]
+    texts = {path: read_text(path, "KERNEL_FILE") for path in given}
+    task_obj = _load_task(task)
     wanted = [f.path for f in target_obj.files(task_obj)]
     files: dict[str, str] = {}
     for path in given:
@@ -80,9 +103,8 @@ def eval_command(
             match = wanted[0]  # a single-file target takes its one file under any name
         if match is None:
             raise typer.BadParameter(f"{path} is none of the target's files: {', '.join(wanted)}")
-        files[match] = path.read_text(encoding="utf-8")
-    verdict = evaluate(task_obj, Candidate(files), target_obj, _config(skip_timing, threads, sandbox),
-                       device=device)
+        files[match] = texts[path]
+    verdict = evaluate(task_obj, Candidate(files), target_obj, config, device=device)
     if as_json:
         typer.echo(json.dumps(verdict.to_dict(), indent=2, default=str))
     else:
@@ -141,6 +163,7 @@ def selfcheck_command(
     from sagekernel.selfcheck import planned_checks, run_selfcheck
     from sagekernel.tasks.suites import load_suite
 
+    _target_and_device(target, device)
     tasks = load_suite(suite, strict=False)
     if target != "cpu":
         tasks = [t for t in tasks if target in t.reference_kernels]

@@ -9,19 +9,21 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
 from sagekernel import db
+from sagekernel.cli.options import OptionError, choice
 from sagekernel.errors import SageError
 from sagekernel.models.exchange_log import (
+    STATUSES,
     Exchange,
     get_exchange,
     has_log,
     list_exchanges,
     search_exchanges,
 )
+from sagekernel.terminal import Console, printable
 
 log_app = typer.Typer(name="log", help="Inspect the LLM exchange log (every prompt, reply, retry and error).",
                       no_args_is_help=True, add_completion=False)
@@ -42,6 +44,21 @@ def _open(workspace: Path) -> sqlite3.Connection:
         conn.close()
         raise SageError(f"the workspace {workspace} has no exchange log yet (no model call was made in it)")
     return conn
+
+
+def _known_run(conn: sqlite3.Connection, run: str | None) -> None:
+    """Refuse a --run that names no run and no logged exchange (an empty list would hide a typo)."""
+    if run is None:
+        return
+    for sql in ("SELECT 1 FROM runs WHERE run_id = ?", "SELECT 1 FROM exchanges WHERE run_id = ?",
+                "SELECT 1 FROM tool_calls WHERE run_id = ?"):
+        try:
+            if conn.execute(sql + " LIMIT 1", (run,)).fetchone():
+                return
+        except sqlite3.OperationalError:  # an older workspace without the table
+            continue
+    conn.close()
+    raise OptionError("--run", f"no run {run!r} in this workspace (`sage log list` shows the run ids)")
 
 
 def _summary(ex: Exchange) -> dict[str, Any]:
@@ -68,7 +85,7 @@ def _print_rows(rows: list[Exchange], title: str, *, snippet: bool = False) -> N
             f"{ex.latency_s:.2f}s" if ex.latency_s is not None else "-",
             f"${ex.cost_usd:.4f}" if ex.cost_usd is not None else "$?",
         ]
-        line = Text("  ".join(fields) + " | " + " ".join(text.split()))
+        line = Text(printable("  ".join(fields) + " | " + " ".join(text.split())))
         line.stylize("red" if ex.status == "error" else "yellow" if ex.status == "retry" else "")
         out.print(line, no_wrap=True, overflow="ellipsis", crop=True)
 
@@ -79,7 +96,10 @@ def list_cmd(workspace: Path = WorkspaceOpt, run: str | None = RunOpt,
              limit: int = typer.Option(50, "--limit", "-n", min=1, help="Newest N exchanges."),
              as_json: bool = JsonOpt) -> None:
     """List exchanges, newest first."""
+    if status is not None:
+        choice(status, STATUSES, "--status")
     conn = _open(workspace)
+    _known_run(conn, run)
     try:
         rows = list_exchanges(conn, run_id=run, status=status, limit=limit)
     finally:
@@ -136,6 +156,7 @@ def search_cmd(query: str = typer.Argument(..., help="FTS5 query over prompts an
                limit: int = typer.Option(20, "--limit", "-n", min=1), as_json: bool = JsonOpt) -> None:
     """Full-text search over prompts and replies, best match first."""
     conn = _open(workspace)
+    _known_run(conn, run)
     try:
         rows = search_exchanges(conn, query, run_id=run, limit=limit)
     finally:
@@ -153,6 +174,7 @@ def tools_cmd(workspace: Path = WorkspaceOpt, run: str | None = RunOpt,
               as_json: bool = JsonOpt) -> None:
     """The tool calls a coding agent made through `sage mcp` (refused and failed calls included)."""
     conn = db.connect(workspace, readonly=True)
+    _known_run(conn, run)
     try:
         sql = ("SELECT id, created_at, run_id, client, tool, operator, round, status, arguments_json, "
                "result_json, wall_s FROM tool_calls")

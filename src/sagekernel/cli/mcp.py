@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import sys
 from pathlib import Path
@@ -11,7 +12,8 @@ from typing import Any
 import typer
 
 from sagekernel import defaults
-from sagekernel.cli.run import _parse_overrides
+from sagekernel.cli.options import OptionError
+from sagekernel.cli.run import _parse_overrides, run_config
 from sagekernel.errors import SageError
 
 
@@ -49,7 +51,7 @@ def mcp_command(
     harness: list[str] = typer.Option([], "--harness", help="Harness override KEY=VALUE (repeatable)."),
     model_opt: list[str] = typer.Option([], "--model-opt", help="Model setting KEY=VALUE (repeatable)."),
     http: bool = typer.Option(False, help="Serve streamable HTTP on 127.0.0.1 instead of stdio."),
-    port: int = typer.Option(8765, help="HTTP port (with --http)."),
+    port: int = typer.Option(8765, min=1, max=65535, help="HTTP port (with --http)."),
     token_env: str = typer.Option(
         "SAGE_MCP_TOKEN",
         help="Environment variable holding the HTTP bearer token; unset: a fresh token is printed on stderr.",
@@ -62,9 +64,9 @@ def mcp_command(
         raise SageError("`sage mcp` needs the MCP SDK: pip install 'sagekernel[mcp]'") from exc
     from sagekernel.mcp_server.server import serve_http, serve_stdio
     from sagekernel.mcp_server.worker import ServiceWorker
-    from sagekernel.runner.config import RunConfig
-
-    cfg = RunConfig(
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", token_env):
+        raise OptionError("--token-env", f"{token_env!r} is not an environment variable name")
+    cfg = run_config(
         workspace=workspace,
         suite=suite,
         target=target,

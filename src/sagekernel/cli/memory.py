@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from sagekernel import defaults
+from sagekernel.cli.options import at_least, choice, output_file
 from sagekernel.errors import SageError
+from sagekernel.terminal import Console
 
 console = Console()
 memory_app = typer.Typer(help="Inspect, export, import and replay the learning memory.", no_args_is_help=True)
@@ -36,7 +37,8 @@ def _open(workspace: Path, *, write: bool = False) -> sqlite3.Connection:
 def list_cmd(workspace: Path = WorkspaceOpt,
              state: str = typer.Option(None, help="cold | validated | consolidated"),
              order: str = typer.Option("u", help="u | id | n_ado | n_ret"),
-             limit: int = typer.Option(50, help="Rows to show (0 = all)."), as_json: bool = JsonOpt) -> None:
+             limit: int = typer.Option(50, min=0, help="Rows to show (0 = all)."),
+             as_json: bool = JsonOpt) -> None:
     """List memory items with utility, counts, state and rule tokens."""
     from sagekernel.memory.records import ItemState
     from sagekernel.memory.store import Store
@@ -44,7 +46,7 @@ def list_cmd(workspace: Path = WorkspaceOpt,
     try:
         st = ItemState(state) if state else None
     except ValueError as exc:
-        raise SageError(f"unknown state {state!r}; choose cold, validated or consolidated") from exc
+        raise SageError(f"--state: unknown state {state!r}; choose cold, validated or consolidated") from exc
     conn = _open(workspace)
     items = Store(conn).list_items(state=st, order=order, limit=limit or None)
     if as_json:
@@ -138,8 +140,15 @@ def import_cmd(file: Path, workspace: Path = WorkspaceOpt,
                as_json: bool = JsonOpt) -> None:
     """Import a memory export into this workspace."""
     from sagekernel.memory.io import import_jsonl
+    from sagekernel.runner.lock import WorkspaceLock
 
-    result = import_jsonl(_open(workspace, write=True), file, mode=mode)
+    choice(mode, ("refuse", "merge"), "--mode")
+    with WorkspaceLock(workspace, "sage memory import"):  # a run writing the memory meanwhile would crash
+        conn = _open(workspace, write=True)
+        try:
+            result = import_jsonl(conn, file, mode=mode)
+        finally:
+            conn.close()
     if as_json:
         _print_json(result)
     else:
@@ -151,9 +160,14 @@ def replay_cmd(workspace: Path = WorkspaceOpt, run: str = typer.Option(None, hel
                gamma: float = typer.Option(defaults.GAMMA, help="Reranking strength used to compare orders."),
                write_to: Path = typer.Option(None, help="Write a copy of the bank with replayed utilities."),
                variant: str = typer.Option("atu", help="Utilities for --write-to: relevance|uniform|atu"),
-               limit: int = typer.Option(30, help="Rows in the table."), as_json: bool = JsonOpt) -> None:
+               limit: int = typer.Option(30, min=0, help="Rows in the table."),
+               as_json: bool = JsonOpt) -> None:
     """Fixed-bank replay (spec §9): recompute utilities under relevance-only, uniform credit and ATU."""
-    from sagekernel.memory.replay import replay_workspace
+    from sagekernel.memory.replay import VARIANTS, replay_workspace
+
+    at_least(gamma, 0, "--gamma")
+    output_file(write_to, "--write-to")
+    choice(variant, VARIANTS, "--variant")
 
     data = replay_workspace(workspace, run, gamma=gamma, write_to=write_to, variant=variant)
     if as_json:

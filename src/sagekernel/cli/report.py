@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from sagekernel.cli.options import at_least, output_file
 from sagekernel.errors import SageError
+from sagekernel.terminal import Console
 
 RUN_HELP = ("A workspace directory (all its runs with finished operators), WORKSPACE:RUN_ID, or "
             "WORKSPACE:latest (its newest run). Several runs print a Table 1 comparison.")
@@ -31,8 +32,9 @@ def report(
     from sagekernel.report.load import load
     from sagekernel.report.tables import render_terminal
 
-    if not fast_p >= 0:
-        raise SageError(f"--fast-p must be a number >= 0, not {fast_p}")
+    at_least(fast_p, 0, "--fast-p")
+    output_file(html, "--html")
+    output_file(csv, "--csv")
     loaded = load(runs)
     reports = build(loaded, fast_p)
     notes = [*loaded.notes, *notes_for(reports)]

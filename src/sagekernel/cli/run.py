@@ -7,18 +7,41 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from sagekernel import defaults
 from sagekernel.errors import SageError
+from sagekernel.terminal import Console
 
 _BUDGET_HELP = (
     f"T, rounds per operator shared by the correctness and optimisation episodes. Default: "
     f"{defaults.ROUNDS} (the paper's T) for API models; {defaults.LOCAL_ROUNDS} for the embedded `local` "
     "model, because a 1.5B model at ~5 tokens/s needs ~1.5-2 minutes per round, so the 3-operator demo "
     "suite finishes in ~25 minutes.")
+
+
+#: `sage run`/`sage mcp` options whose name is not the RunConfig field's (for one-line errors).
+RUN_OPTIONS = {"k": "-k", "max_tokens_per_call": "--max-tokens", "max_cost_usd": "--max-cost",
+               "model_options": "--model-opt"}
+
+
+def run_config(**values: Any) -> Any:
+    """The RunConfig of these option values; a bad value is one line naming its option."""
+    from pydantic import ValidationError
+
+    from sagekernel.cli.options import OptionError, from_validation
+    from sagekernel.models.config import model_config_from
+    from sagekernel.runner.config import RunConfig
+
+    try:
+        model_config_from(values.get("model_options", {}))
+    except SageError as exc:
+        raise OptionError("--model-opt/--model-config", str(exc)) from None
+    try:
+        return RunConfig(**values)
+    except ValidationError as exc:
+        raise from_validation(exc, RUN_OPTIONS) from None
 
 
 def _parse_overrides(pairs: list[str], option: str = "--harness",
@@ -91,7 +114,6 @@ def run_command(
     """Run the agent over a stream of operators, learning as it goes (resumable: rerun to continue)."""
     from sagekernel.agent.exceptions import RunInterrupted
     from sagekernel.models.config import load_model_options
-    from sagekernel.runner.config import RunConfig
     from sagekernel.runner.progress import QuietProgress, RichProgress
     from sagekernel.runner.run import RunSummary, run
 
@@ -102,7 +124,7 @@ def run_command(
         budget = defaults.LOCAL_ROUNDS if is_local else defaults.ROUNDS
     if max_tokens is None:
         max_tokens = defaults.LOCAL_MAX_TOKENS if is_local else defaults.MAX_TOKENS
-    cfg = RunConfig(workspace=workspace, suite=suite, target=target, device=device, model=model,
+    cfg = run_config(workspace=workspace, suite=suite, target=target, device=device, model=model,
                     method=method,
                     schedule=schedule, limit=limit, budget=budget, run_id=run_id, resume=resume, new=new,
                     memory_from=memory_from, frozen=frozen, seed=seed, embedder=embedder, gamma=gamma,
@@ -138,6 +160,9 @@ def _print(summary: Any, console: Console, as_json: bool) -> None:
                       str(r["rounds_used"]), _ms(r["t_first_ms"]), _ms(r["t_best_ms"]),
                       f"{r['speedup']:.2f}x" if r["speedup"] else "-")
     console.print(table)
+    for r in summary.results:
+        if r.get("error"):
+            console.print(escape(f"operator {r['operator']} failed and was recorded as such: {r['error']}"))
     fast, s_self = _pct(summary.fast_1), f"{summary.s_self:.2f}x" if summary.s_self is not None else "-"
     console.print(escape(f"{summary.method} on {summary.suite}: {summary.done}/{summary.operators} "
                          "operators, "

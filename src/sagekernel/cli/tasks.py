@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
 from sagekernel.tasks.task import Task
+from sagekernel.terminal import Console, printable
 
 tasks_app = typer.Typer(name="tasks", help="Operator tasks: list suites, show one task, check a task dir.",
                         no_args_is_help=True)
@@ -149,9 +149,9 @@ def show_task(
         console.rule("specification")
         console.print(escape(task.specification))
     console.rule("CPU contract")
-    console.print(Syntax(contract, "c", word_wrap=True))
+    console.print(Syntax(printable(contract), "c", word_wrap=True))
     console.rule("reference")
-    console.print(Syntax(task.source, "python", word_wrap=True))
+    console.print(Syntax(printable(task.source), "python", word_wrap=True))
 
 
 @tasks_app.command("check")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from typing import TextIO
 
-from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
@@ -18,6 +17,7 @@ from rich.table import Table
 from sagekernel.experiment.layout import ExperimentDir
 from sagekernel.experiment.status import StreamStatus, experiment_status
 from sagekernel.report.metrics import compilation_rate, execution_rate
+from sagekernel.terminal import Console
 
 MIN_INTERVAL_S = 0.5
 

@@ -279,4 +279,7 @@ def load(path: Path | str, overrides: Overrides | None = None) -> ExperimentSpec
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ExperimentSpecError(f"cannot read the experiment file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ExperimentSpecError(f"the experiment file {path} is not UTF-8 text (byte {exc.start})") \
+            from None
     return parse(text, origin=str(path), overrides=overrides)

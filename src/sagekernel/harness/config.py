@@ -2,7 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
+
+from sagekernel.errors import SageError
+
+
+class HarnessConfigError(SageError):
+    """A harness setting of the wrong type or out of its range (named, before anything runs)."""
+
+
+#: The least value of each numeric setting (a setting not listed here may be any value of its type).
+#: `iters=-3` used to be accepted and time a single call; a zero timeout or limit would judge nothing.
+MINIMUM: dict[str, float] = {
+    "warmup": 0, "iters": 1, "rounds": 1, "recheck_per_round": 0, "timing_input_budget_bytes": 1 << 20,
+    "calibration_rounds": 0, "threads": 1, "trials": 1, "variant_trials": 0, "build_timeout_s": 0.01,
+    "call_timeout_s": 0.01, "start_timeout_s": 0.01, "timing_timeout_s": 0.01, "memory_limit_bytes": 64 << 20,
+    "timing_memory_limit_bytes": 64 << 20, "speedup_ceiling": 1.0, "parent_threads": 1,
+}
+#: The values a string setting may take.
+CHOICES: dict[str, tuple[str, ...]] = {"sandbox": ("auto", "bwrap", "unshare", "process")}
 
 
 @dataclass
@@ -38,3 +57,27 @@ class HarnessConfig:
     static_checks: bool = True  #: source lint + symbol checks; False only in tests of the runtime defences
     canaries: bool = True  #: check that null kernels (zeros, constant, input copy) fail this task's trials
     parent_threads: int = 1  #: torch threads of this process for inputs/references/comparisons (restored)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            problem = setting_problem(f.name, f.type, getattr(self, f.name))
+            if problem:
+                raise HarnessConfigError(f"harness setting {f.name}: {problem}")
+
+
+def setting_problem(name: str, annotation: Any, value: Any) -> str | None:
+    """Why `value` is not a valid value of the harness setting `name` (None: it is)."""
+    kind = str(annotation)
+    if kind == "bool":
+        return None if isinstance(value, bool) else f"expected true or false, got {value!r}"
+    if kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+        return f"expected a whole number, got {value!r}"
+    if kind == "float" and (isinstance(value, bool) or not isinstance(value, int | float) or value != value):
+        return f"expected a number, got {value!r}"
+    if kind == "str" and not isinstance(value, str):
+        return f"expected text, got {value!r}"
+    if name in MINIMUM and value < MINIMUM[name]:
+        return f"must be at least {MINIMUM[name]:g}, got {value!r}"
+    if name in CHOICES and value not in CHOICES[name]:
+        return f"must be one of {', '.join(CHOICES[name])}, got {value!r}"
+    return None

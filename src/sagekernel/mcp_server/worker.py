@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagekernel.errors import SageError
+from sagekernel.limits import tool_arguments_problem
 from sagekernel.mcp_server.results import NotJsonClean, to_json_text
 from sagekernel.mcp_server.server_model import PatientModel
 from sagekernel.mcp_server.service import KernelService, ToolError
@@ -118,6 +119,9 @@ class ServiceWorker:
         future: Future[Answer] = Future()
         if tool not in TOOLS:
             future.set_result(_error(f"unknown tool {tool!r}"))
+        elif too_large := tool_arguments_problem(tool, arguments):
+            # refused before the run's thread sees it: nothing evaluated, logged or stored
+            future.set_result(_error(too_large))
         elif self.opened.is_set() and self._error is not None:
             future.set_result(_error(f"the run could not be opened: {self._error}"))
         elif not self._thread.is_alive() and self.opened.is_set():

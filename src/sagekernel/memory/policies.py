@@ -128,7 +128,9 @@ class StorePolicy:
         self.cfg = config or MemoryConfig()
         self.abstract_rule = abstract_rule
         self.type_filter = type_filter
-        self._rng = random.Random(f"value-memory:{seed}")
+        #: Retrievals so far per (memory clock, operator, episode) in this process: with the seed and
+        #: the persisted clock, it names each ε-greedy draw (see `_draws`).
+        self._retrievals: dict[tuple[int, str, str], int] = {}
         self.embedder = embedder
         self._backfill_embeddings()
         self.index = RetrievalIndex(self.store, embedder)
@@ -137,16 +139,30 @@ class StorePolicy:
     def retrieve(self, query: str, *, operator: str, category: str, episode: EpisodeKind,
                  k: int = defaults.K) -> list[RetrievedItem]:
         text = f"{category} {query}"  # RECONSTRUCTED query composition: category words help BM25
-        return self.retrieve_with(text, self.index.embed_query(text), episode=episode, k=k)
+        draws = self._draws(operator, episode) if self.variant.credit == "value" else None
+        return self.retrieve_with(text, self.index.embed_query(text), episode=episode, k=k, draws=draws)
+
+    def _draws(self, operator: str, episode: EpisodeKind) -> random.Random:
+        """The random draws of one value-memory retrieval, derived from persisted state only: the
+        seed, the memory's episode clock (it does not move while an operator runs, as learning waits
+        for its end) and the retrieval's place in its operator's episode (an interrupted operator
+        restarts from scratch, so a resumed run repeats the uninterrupted run's draws exactly; one
+        generator per process restarted its sequence at every resume)."""
+        key = (self.store.clock(), operator, episode.value)
+        n = self._retrievals.get(key, 0)
+        self._retrievals[key] = n + 1
+        return random.Random(f"value-memory:{self.seed}:{key[0]}:{operator}:{episode.value}:{n}")
 
     def retrieve_with(self, text: str, qvec: np.ndarray | None, *, episode: EpisodeKind,
-                      k: int = defaults.K) -> list[RetrievedItem]:
-        """Scoring only (the query embedding is computed by the caller)."""
+                      k: int = defaults.K, draws: random.Random | None = None) -> list[RetrievedItem]:
+        """Scoring only (the query embedding is computed by the caller). `draws`: value memory's
+        ε-greedy random source (default: one derived from the seed alone)."""
         tf = None if self.type_filter is None else (lambda t: self.type_filter(episode, t))  # type: ignore[misc]
         if self.variant.credit == "value":
             stage = "q1" if episode is EpisodeKind.CORR else "q2"
             pool = self.index.pool(text, qvec, size=self.cfg.pool, utility=stage, type_filter=tf)
-            picked = epsilon_greedy(pool, k, self.cfg.epsilon, self._rng)
+            draws = draws or random.Random(f"value-memory:{self.seed}")
+            picked = epsilon_greedy(pool, k, self.cfg.epsilon, draws)
             ranked = [(c, c.utility) for c in picked]
         else:
             gamma = self.cfg.gamma if self.variant.rerank else 0.0

@@ -206,6 +206,10 @@ def has_log(conn: sqlite3.Connection) -> bool:
         "SELECT 1 FROM sqlite_master WHERE type='table' AND name='exchanges'").fetchone() is not None
 
 
+#: The status of a logged attempt: answered, failed and retried, failed for good.
+STATUSES = ("ok", "retry", "error")
+
+
 def list_exchanges(conn: sqlite3.Connection, *, run_id: str | None = None, status: str | None = None,
                    limit: int = 50) -> list[Exchange]:
     """Newest first."""

@@ -23,6 +23,12 @@ _NOT_IDENTITY = {"workspace", "run_id", "resume", "new", "progress", "model_opti
                  "max_cost_usd"}
 
 
+#: A run id names files next to the database (memory-from-<id>.db) and appears in reports: letters,
+#: digits, '.', '_' and '-', not starting with '.' or '-', at most 200 characters (an experiment's
+#: stream names, experiment/plan.py, are made of the same characters).
+RUN_ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$"
+
+
 class RunConfigError(SageError):
     """Inconsistent `sage run` options."""
 
@@ -51,7 +57,7 @@ class RunConfig(BaseModel):
     """Process only the first N operators of the planned stream."""
     budget: int = Field(default=PAPER_BUDGET, ge=1)
     """T: rounds per operator shared by the corr and opt episodes."""
-    run_id: str | None = None
+    run_id: str | None = Field(default=None, pattern=RUN_ID_PATTERN)
     """Explicit run id (default: a new timestamped id, or the unfinished run with this config)."""
     resume: bool = False
     """Resume the latest unfinished run of the workspace (its stored configuration is used)."""
@@ -61,11 +67,11 @@ class RunConfig(BaseModel):
     """Evaluate with another workspace's memory (a snapshot copy; requires frozen)."""
     frozen: bool = False
     """Memory is read-only: no distillation, no learning (transfer / fixed-bank runs)."""
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
     """Seed of randomised memory methods (value memory ε-greedy, random UGC)."""
     embedder: str = Field(default="auto", pattern="^(auto|none)$")
     """Dense retrieval: "auto" uses all-MiniLM-L6-v2 when installed; "none" is BM25 only."""
-    gamma: float = Field(default=defaults.GAMMA, ge=0)
+    gamma: float = Field(default=defaults.GAMMA, ge=0, allow_inf_nan=False)
     """γ, the utility reranking strength (spec §3)."""
     hot_budget: int = Field(default=defaults.HOT_BUDGET, ge=0)
     """B, the resident-rule token budget (spec §1)."""
@@ -77,7 +83,7 @@ class RunConfig(BaseModel):
     """Earlier attempts summarised in each prompt."""
     max_tokens_per_call: int = Field(default=defaults.MAX_TOKENS, ge=64)
     """Completion-token cap of one model call."""
-    temperature: float = Field(default=defaults.TEMPERATURE, ge=0)
+    temperature: float = Field(default=defaults.TEMPERATURE, ge=0, allow_inf_nan=False)
     """Sampling temperature."""
     diagnostics: bool = True
     """After a crash or a wrong result, run the target's diagnostics (sanitizer, debug printf,
@@ -88,7 +94,7 @@ class RunConfig(BaseModel):
     """At most this many distilled items per episode (spec §5)."""
     max_total_tokens: int | None = Field(default=None, ge=1)
     """Stop the run cleanly once this many tokens were used (prompt + completion)."""
-    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Stop the run cleanly once this much was spent (priced backends)."""
     model_options: dict[str, Any] = Field(default_factory=dict)
     """ModelConfig settings (endpoint key variable, timeouts, prices, extra_body, local n_ctx ...).
@@ -116,13 +122,16 @@ class RunConfig(BaseModel):
         """The HarnessConfig with this run's overrides applied."""
         from dataclasses import fields
 
-        from sagekernel.harness.config import HarnessConfig
+        from sagekernel.harness.config import HarnessConfig, HarnessConfigError
 
         known = {f.name: f for f in fields(HarnessConfig)}
         unknown = sorted(set(self.harness) - set(known))
         if unknown:
-            raise RunConfigError(f"unknown harness setting(s) {unknown}; known: {', '.join(known)}")
-        return HarnessConfig(**self.harness)
+            raise RunConfigError(f"--harness: unknown setting(s) {unknown}; known: {', '.join(known)}")
+        try:
+            return HarnessConfig(**self.harness)
+        except HarnessConfigError as exc:
+            raise RunConfigError(f"--harness: {exc}") from None
 
     def key(self) -> dict[str, Any]:
         """The run's identity: the same command resumes a run with an equal key."""
@@ -133,3 +142,33 @@ class RunConfig(BaseModel):
         if self.memory_from is not None:
             data["memory_from"] = str(Path(self.memory_from).resolve())
         return data
+
+
+#: An evaluation (or diagnosis) of one candidate is given this many times the sum of the harness's
+#: own limits (build, runtime start, timing run, ten kernel calls) before the runner gives up on it.
+#: The harness limits every process it starts; this bounds what runs in the runner's own process:
+#: the task's reference and inputs (a reference that hangs only in float64, as the harness runs
+#: it, once blocked `sage run` forever while `sage tasks check` said ok).
+EVALUATION_ALLOWANCE = 3.0
+
+
+def evaluation_deadline_s(harness: Any) -> float:
+    """Seconds one evaluation may take in all (see EVALUATION_ALLOWANCE)."""
+    return EVALUATION_ALLOWANCE * (harness.build_timeout_s + harness.start_timeout_s
+                                   + harness.timing_timeout_s + 10 * harness.call_timeout_s)
+
+
+def check_device(target: Any, device: str | None) -> str:
+    """The device a run of `target` uses (`device`, or the target's first), refused before the
+    first model call when the target has no such device or cannot run on it here: the harness
+    would fail every round the same way, after the model was paid for each (an unknown --device
+    once ran a whole stream: 90 calls, 385k tokens, every verdict "no device")."""
+    names = [d.name for d in target.devices()]
+    chosen = device if device is not None else (names[0] if names else None)
+    if chosen is None or chosen not in names:
+        raise RunConfigError(f"--device: target {target.name!r} has no device {device!r}; its devices: "
+                             f"{', '.join(names) or 'none'} (`sage doctor` lists what runs here)")
+    ok, why = target.available(chosen)
+    if not ok:
+        raise RunConfigError(f"--device: target {target.name!r} cannot run on {chosen!r} here: {why}")
+    return chosen

@@ -1,5 +1,9 @@
 """One writer per workspace: an advisory `flock` on `sage-run.lock`, which names the holder.
 
+Every command that writes a workspace takes it (`sage run`, `sage mcp`, `sage memory import`,
+`sage audit adoptions` when it stores ratings) and refuses with the holder's name while another
+holds it; commands that only read (`report`, `memory list|show|stats|export`, `log`) take nothing.
+
 The kernel releases a `flock` when its holder dies (kill -9 included), so there is no stale lock
 to guess about and no pid-reuse race: a run either holds the lock or it does not. The file's
 content, `{"pid", "run_id", "host", "started_at"}`, only serves the error message that names the
@@ -25,7 +29,10 @@ class WorkspaceLock:
     """`with WorkspaceLock(ws, run_id):` -- held for the whole run, released on exit or death."""
 
     def __init__(self, workspace: Path | str, run_id: str) -> None:
-        self.path = Path(workspace) / LOCK_NAME
+        """`workspace`: its folder or its database file; `run_id`: the run, or the command
+        (e.g. "sage memory import") that holds it, for the message another writer gets."""
+        ws = Path(workspace)
+        self.path = (ws.parent if ws.suffix == ".db" and not ws.is_dir() else ws) / LOCK_NAME
         self.run_id = run_id
         self._fd: int | None = None
 

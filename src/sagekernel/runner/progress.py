@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
@@ -14,6 +13,7 @@ from sagekernel.records import OperatorResult, RoundTrace
 from sagekernel.report.metrics import rate
 from sagekernel.runner.store import PlannedOperator, RunInfo
 from sagekernel.tasks.task import Task
+from sagekernel.terminal import Console
 
 
 class Progress(Protocol):

@@ -32,13 +32,17 @@ def parse_rating(text: str) -> tuple[str, str]:
     return record.strip(), grade
 
 
-def read_ratings_file(path: Path) -> dict[str, str]:
-    """Lines `ID=rating` (blank lines and # comments ignored)."""
+def read_ratings_file(path: Path, text: str | None = None) -> dict[str, str]:
+    """Lines `ID=rating` (blank lines and # comments ignored) of the file `path` (or its `text`)."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise RatingError(f"cannot read the ratings file {path}: {exc.strerror or exc}") from exc
-    pairs = [parse_rating(line) for line in lines if line.strip() and not line.lstrip().startswith("#")]
+        lines = (path.read_text(encoding="utf-8") if text is None else text).splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        raise RatingError(f"cannot read the ratings file {path}: {why}") from exc
+    try:
+        pairs = [parse_rating(line) for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    except RatingError as exc:
+        raise RatingError(f"the ratings file {path}: {exc}") from None
     return dict(pairs)
 
 

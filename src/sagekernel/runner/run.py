@@ -13,15 +13,14 @@ scratch (its partial round traces replaced) against the memory it first saw.
 
 from __future__ import annotations
 
+import errno
 import shutil
-import signal
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from sagekernel import db
@@ -32,19 +31,34 @@ from sagekernel.agent.prompt import Prompts
 from sagekernel.agent.session import OperatorSession
 from sagekernel.agent.state import OperatorOutcome
 from sagekernel.candidate import Candidate
-from sagekernel.errors import BudgetExhausted, SageError
+from sagekernel.errors import BudgetExhausted, ModelError, SageError, WorkspaceError
 from sagekernel.harness.verdict import Verdict
 from sagekernel.memory.policies import WRITING_METHODS
 from sagekernel.models.base import Message, Model, Reply
 from sagekernel.models.exchange_log import ExchangeLog, exchange_context
 from sagekernel.protocols import MemoryPolicy, Target
 from sagekernel.records import EpisodeTrace, ItemDraft, OperatorResult, RoundTrace
-from sagekernel.runner.config import RunConfig
+from sagekernel.runner.config import RunConfig, check_device, evaluation_deadline_s
+from sagekernel.runner.interrupts import deadline, shield_cleanup, sigterm_as_interrupt
 from sagekernel.runner.lock import WorkspaceLock
 from sagekernel.runner.progress import Progress, QuietProgress
 from sagekernel.runner.schedule import order
 from sagekernel.runner.store import PlannedOperator, RunInfo, RunStore, now_iso
 from sagekernel.tasks.task import Task
+
+#: Failures that stop the whole run (it stays resumable) rather than one operator: the user or the
+#: budget stopped it, the model endpoint is gone, or the workspace cannot be written. Retrying later
+#: can succeed, so recording them as an operator's result would lose that operator.
+_STOPS_THE_RUN: tuple[type[BaseException], ...] = (BudgetExhausted, ModelError, WorkspaceError, sqlite3.Error,
+                                                   MemoryError, RunInterrupted)
+_STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
+
+
+def stops_the_run(exc: BaseException) -> bool:
+    """Whether `exc` ends the run (see _STOPS_THE_RUN) instead of only the operator it happened in."""
+    if isinstance(exc, _STOPS_THE_RUN):
+        return True
+    return isinstance(exc, OSError) and exc.errno in _STORAGE_ERRNOS
 
 
 class RunNotFound(SageError):
@@ -178,13 +192,15 @@ class StreamRunner:
     def _evaluate(self, task: Task, candidate: Candidate) -> Verdict:
         from sagekernel.harness.evaluate import evaluate
 
-        return evaluate(task, candidate, self.target, self.harness, device=self.cfg.device)
+        with deadline(evaluation_deadline_s(self.harness), f"evaluating a candidate for {task.name}"):
+            return evaluate(task, candidate, self.target, self.harness, device=self.cfg.device)
 
     def diagnose(self, task: Task, candidate: Candidate) -> str | None:
         """The target's diagnostics for a candidate, as text for the model (harness/diagnose.py)."""
         from sagekernel.harness.diagnose import diagnose
 
-        return diagnose(task, candidate, self.target, self.harness, device=self.cfg.device).text()
+        with deadline(evaluation_deadline_s(self.harness), f"diagnosing a candidate for {task.name}"):
+            return diagnose(task, candidate, self.target, self.harness, device=self.cfg.device).text()
 
     def pending(self) -> list[PlannedOperator]:
         """The planned operators without a recorded result, in stream order."""
@@ -201,9 +217,35 @@ class StreamRunner:
     def process(self) -> None:
         self.progress.start(self.info, len(self.store.stream(self.run_id)), self.store.results(self.run_id))
         for planned in self.pending():
-            session = self.begin_operator(planned)
-            while not session.finished:
-                self.agent.round(session)
+            session: OperatorSession | None = None
+            try:
+                session = self.begin_operator(planned)
+                while not session.finished:
+                    self.agent.round(session)
+            except Exception as exc:  # one operator's failure is its result, not the run's end
+                if stops_the_run(exc):
+                    raise
+                self.record_failure(planned, session, exc)
+
+    def record_failure(self, planned: PlannedOperator, session: OperatorSession | None,
+                       exc: Exception) -> None:
+        """Record an operator whose processing failed as its result, with the reason; nothing of
+        it is learned (its update, if it had begun, was rolled back). A resume skips it."""
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+        if planned.position in self.store.done_positions(self.run_id):
+            return  # it failed after its result and update were committed: nothing is lost
+        reason = f"{type(exc).__name__}: {exc}"[:2000]
+        if session is not None:
+            result = replace(session.out.result(self.run_id, planned.position), error=reason)
+        else:
+            result = OperatorResult(run_id=self.run_id, position=planned.position, operator=planned.operator,
+                                    level=planned.level, category=planned.category, compiled=False,
+                                    correct=False, rounds_used=0, first_correct_round=None, t_first_ms=None,
+                                    t_best_ms=None, t_ref_ms=None, error=reason)
+        with db.transaction(self.conn):
+            self.store.insert_result(result)
+        self.progress.operator_done(result)
 
 
 def _asker(model: Model, cfg: RunConfig) -> Callable[..., Reply]:
@@ -213,23 +255,6 @@ def _asker(model: Model, cfg: RunConfig) -> Callable[..., Reply]:
                               grammar=grammar)
 
     return ask
-
-
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops the run like Ctrl-C (recording what finished), when we are the main thread."""
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def new_run_id(store: RunStore, method: str) -> str:
@@ -336,6 +361,7 @@ def opened_run(cfg: RunConfig, *, progress: Progress | None = None, model: Model
     progress = progress or QuietProgress()
     with WorkspaceLock(workspace, run_id):
         target = get_target(cfg.target)
+        check_device(target, cfg.device)  # everything that can fail without the model fails before it
         tasks = load_suite(cfg.suite)
         if info is None:
             planned = order(tasks, cfg.schedule)[: cfg.limit] if cfg.limit else order(tasks, cfg.schedule)
@@ -374,11 +400,13 @@ def opened_run(cfg: RunConfig, *, progress: Progress | None = None, model: Model
         runner = StreamRunner(cfg, conn, info, model, target, policy, by_name, progress, after_episode)
         opened = OpenedRun(runner, store, workspace, resumed)
         store.set_status(run_id, "running")
+        unshield: Callable[[], None] = lambda: None  # noqa: E731
         try:
-            with _sigterm_as_interrupt():
+            with sigterm_as_interrupt():
                 yield opened
             opened.status = "finished" if finished is None or finished(runner) else "interrupted"
         except KeyboardInterrupt:
+            unshield = shield_cleanup()  # a second and third Ctrl-C must not cut the recording
             opened.status, opened.message = "interrupted", RunInterrupted().args[0]
         except BudgetExhausted as exc:
             opened.status, opened.message = "interrupted", str(exc)
@@ -392,6 +420,7 @@ def opened_run(cfg: RunConfig, *, progress: Progress | None = None, model: Model
             final = store.run(run_id)
             assert final is not None
             opened.summary = summarize(store, final, workspace, resumed=resumed, message=opened.message)
+            unshield()
 
 
 def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None = None,

@@ -126,12 +126,12 @@ class RunStore:
         self.conn.execute(
             "INSERT INTO operator_results (run_id, position, operator, level, category, compiled, correct, "
             "rounds_used, first_correct_round, t_first_ms, t_best_ms, t_ref_ms, prompt_tokens, "
-            "completion_tokens, cost_usd, wall_s, recorded_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "completion_tokens, cost_usd, wall_s, error, recorded_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (result.run_id, result.position, result.operator, result.level, result.category,
              int(result.compiled), int(result.correct), result.rounds_used, result.first_correct_round,
              result.t_first_ms, result.t_best_ms, result.t_ref_ms, result.prompt_tokens,
-             result.completion_tokens, result.cost_usd, result.wall_s, now_iso()))
+             result.completion_tokens, result.cost_usd, result.wall_s, result.error, now_iso()))
 
     def results(self, run_id: str) -> list[OperatorResult]:
         rows = self.conn.execute("SELECT * FROM operator_results WHERE run_id = ? ORDER BY position",
@@ -142,7 +142,7 @@ class RunStore:
             rounds_used=r["rounds_used"], first_correct_round=r["first_correct_round"],
             t_first_ms=r["t_first_ms"], t_best_ms=r["t_best_ms"], t_ref_ms=r["t_ref_ms"],
             prompt_tokens=r["prompt_tokens"], completion_tokens=r["completion_tokens"],
-            cost_usd=r["cost_usd"], wall_s=r["wall_s"]) for r in rows]
+            cost_usd=r["cost_usd"], wall_s=r["wall_s"], error=r["error"]) for r in rows]
 
     def round_traces(self, run_id: str, operator: str | None = None) -> list[RoundTrace]:
         sql = "SELECT trace_json FROM round_traces WHERE run_id = ?"

@@ -18,7 +18,6 @@ left out and the task's `size_note` lists it (the file is rejected when every gr
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from types import ModuleType
 
@@ -31,6 +30,7 @@ from sagekernel.tasks.infer import (
     _infer_attrs,
     forward_param_names,
     forward_specs,
+    task_docstring,
 )
 from sagekernel.tasks.inputs import (
     call_forward,
@@ -135,7 +135,7 @@ def infer_group_task(path: Path, module: ModuleType, name: str, level: int, cate
     params = param_specs(model, pdims, taken, lambda t, what: _checked_dtype(path, t, what))
     dtypes = [s.dtype for s in g0.inputs + g0.outputs]
     main = next((d for d in dtypes if d in ("float32", "float64", "float16", "bfloat16")), dtypes[0])
-    doc = inspect.getdoc(getattr(module, "Model", None)) or inspect.getdoc(module) or ""
+    doc = task_docstring(module)
     note = f"{len(groups)} input group(s) at the sizes the file gives"
     if dropped:
         note += f"; left out as over the CPU budget ({budget_text()}): {', '.join(dropped)}"

@@ -69,6 +69,16 @@ _CATEGORY_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
 )
 
 
+
+def task_docstring(module: ModuleType) -> str:
+    """The task file's own description: its `Model` class's docstring, else the module's. Only a
+    docstring the file wrote counts: `inspect.getdoc` would hand a class without one the
+    docstring of `nn.Module` ("Base class for all neural network modules."), and the model would
+    be told that is the operator."""
+    model = getattr(module, "Model", None)
+    own = vars(model).get("__doc__") if isinstance(model, type) else None
+    return inspect.cleandoc(own) if isinstance(own, str) else (inspect.getdoc(module) or "")
+
 def guess_category(name: str) -> str:
     """Whole-word keyword match first, then a substring match on keywords of 4+ letters."""
     lowered = name.lower()
@@ -282,7 +292,7 @@ def infer_task(path: Path, module: ModuleType, root: Path | None = None) -> Task
                          lambda t, what: _checked_dtype(path, t, what))
     main = next((d for d in in_dtypes + out_dtypes if d in ("float32", "float64", "float16", "bfloat16")),
                 (in_dtypes + out_dtypes)[0])
-    doc = inspect.getdoc(getattr(module, "Model", None)) or inspect.getdoc(module) or ""
+    doc = task_docstring(module)
     scaled = [k for k in published if ints[k] != published[k]] or list(tuples)
     return Task(
         name=name, level=level, category=category,

@@ -14,6 +14,13 @@ The parent gives each file `load_timeout_s()` (60 s, env ``SAGE_TASK_LOAD_TIMEOU
 start; a file that overruns, or a child that dies, is recorded as a `LoadProblem` (kind "timeout",
 "memory" or "crashed") and a fresh child carries on with the next file. Nothing a task file does
 can stop the others loading.
+
+Every process the file starts goes with it: the child leads its own process group, which the
+parent kills on every exit path (finished, timed out, crashed, or the parent interrupted), so a
+process a task forks cannot outlive `sage tasks check` or `sage run`; the child asks the kernel to
+kill it when its parent dies (PR_SET_PDEATHSIG), so killing `sage` -- kill -9 included -- while it
+loads tasks leaves no loader spinning; and the child is a subreaper that kills what its files
+left behind, even a process that left the group (setsid), before it exits.
 """
 
 from __future__ import annotations
@@ -92,7 +99,7 @@ def _run_child(files: list[Path], root: Path | None, timeout: float, memory: int
 
     read_fd, write_fd = os.pipe()
     request = json.dumps({"files": [str(f) for f in files], "root": str(root) if root else None,
-                          "mem": memory, "fd": write_fd})
+                          "mem": memory, "fd": write_fd, "parent": os.getpid()})
     proc = subprocess.Popen(
         [sys.executable, "-m", "sagekernel.tasks.isolate"], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, pass_fds=(write_fd,), start_new_session=True,
@@ -161,12 +168,12 @@ def _run_child(files: list[Path], root: Path | None, timeout: float, memory: int
     finally:
         sel.close()
         os.close(read_fd)
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
+        try:  # always: what the file forked in the child's group dies with it, even after a clean exit
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            if proc.poll() is None:
                 proc.kill()
-            proc.wait()
+        proc.wait()
         proc.stdout.close()
 
 
@@ -179,10 +186,47 @@ def _quote(output: _Output) -> str:
 
 # ----------------------------------------------------------------------------- the child
 
+def _bind_to_parent(parent: int) -> None:
+    """Die with the parent (Linux PR_SET_PDEATHSIG), and adopt orphaned descendants (subreaper)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):  # not Linux: the parent's group kill still applies
+        return
+    if os.getppid() != parent:  # the parent died before the request was read
+        os._exit(1)
+
+
+def _kill_descendants() -> None:
+    """Kill every process below this one (a subreaper adopts those whose parent exited)."""
+    me = str(os.getpid())
+    for _ in range(20):  # killed ones' children are adopted by us: repeat until none are left
+        children = []
+        for entry in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = entry.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[1] == me:
+                children.append(int(entry.parent.name))
+        if not children:
+            return
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+
+
 def _child() -> None:
     import resource
 
     request = json.loads(sys.stdin.read())
+    _bind_to_parent(int(request.get("parent", os.getppid())))
     mem = int(request["mem"])
     if mem > 0:
         resource.setrlimit(resource.RLIMIT_DATA, (mem, mem))
@@ -213,6 +257,7 @@ def _child() -> None:
                                            "kind": kind, "device": outcome.device}})
         result.write(line + "\n")
         result.flush()
+        _kill_descendants()
     result.close()
 
 

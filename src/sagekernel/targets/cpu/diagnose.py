@@ -47,12 +47,20 @@ _ASAN_KIND = re.compile(r"ERROR: AddressSanitizer: (?P<kind>[\w-]+)")
 _ALLOC_AT = re.compile(r"#\d+\s+0x[0-9a-f]+\s+in\s+main\s+\S*diag_main\.c:(?P<line>\d+)")
 
 
+#: Where the diagnostic build and run see their folder. Every path in their command lines is
+#: absolute under it, because only bwrap runs a command in `workdir`; the weaker sandboxes rewrite
+#: /box paths to the host folder but start in a private temporary folder ("cc1: diag_main.c: No
+#: such file or directory" without bubblewrap). The run changes into the folder it is given.
+_BOX = "/box/diag"
+
+
 def main_source(probe: DiagnosticProbe) -> tuple[str, dict[int, str]]:
     """diag_main.c and the map from each allocation's line to its buffer name."""
     lines = [
         "#include <stdint.h>",
         "#include <stdio.h>",
         "#include <stdlib.h>",
+        "#include <unistd.h>",
         "",
         f"extern void {KERNEL_SYMBOL}();",
         "",
@@ -68,8 +76,9 @@ def main_source(probe: DiagnosticProbe) -> tuple[str, dict[int, str]]:
         "    fclose(f);",
         "}",
         "",
-        "int main(void) {",
+        "int main(int argc, char **argv) {",
         "    setvbuf(stdout, NULL, _IONBF, 0);",
+        '    if (argc > 1 && chdir(argv[1]) != 0) { perror("chdir"); return 92; }  /* the probe\'s folder */',
     ]
     alloc_lines: dict[int, str] = {}
     for k, t in enumerate(probe.tensors):
@@ -121,13 +130,13 @@ def diagnose(
         "-x",
         "c",
         "-std=gnu11",
-        "diag_main.c",
+        f"{_BOX}/diag_main.c",
         "-x",
         "c++" if cxx else "c",
         *lang,
-        kernel_name,
+        f"{_BOX}/{kernel_name}",
         "-o",
-        "diag",
+        f"{_BOX}/diag",
         "-lm",
     ]
     log, ok = _sandboxed(argv, box, kind, timeout_s, "compile")
@@ -140,7 +149,7 @@ def diagnose(
     kernel_warnings = "\n".join(line for line in warnings.splitlines() if "diag_main.c" not in line).strip()
     out.sections.append(DiagnosticSection("compiler warnings (-Wall -Wextra)", kernel_warnings or "none"))
     env = {"ASAN_OPTIONS": _ASAN_OPTIONS, "UBSAN_OPTIONS": _UBSAN_OPTIONS, "OMP_NUM_THREADS": "1"}
-    log, ran = _sandboxed(["./diag"], box, kind, timeout_s, "run", env=env)
+    log, ran = _sandboxed([f"{_BOX}/diag", _BOX], box, kind, timeout_s, "run", env=env)
     printed = log.partition(_MARK)[0]
     if ran and _MARK in log:
         out.ran = True
@@ -178,7 +187,7 @@ def _sandboxed(
     argv: list[str], box: Path, kind: str, timeout_s: float, name: str, env: dict[str, str] | None = None
 ) -> tuple[str, bool]:
     cmd = sandbox.SandboxCommand(
-        argv=argv, rw_binds=[(str(box), "/box/diag")], workdir="/box/diag", env=env or {}, python=False
+        argv=argv, rw_binds=[(str(box), _BOX)], workdir=_BOX, env=env or {}, python=False
     )
     # AddressSanitizer reserves terabytes of shadow address space: no RLIMIT_AS (wall/CPU limits stay)
     limits = sandbox.Limits(
