@@ -28,6 +28,7 @@ BAD_MODEL = "scripted:/nonexistent/replies.jsonl"
 BASE: dict[str, list[str]] = {
     "simulate": ["--items", "20", "--operators", "2", "--seeds", "1"],
     "eval": ["softmax", "{kernel}", "--skip-timing"],
+    "lint": ["softmax", "{kernel}"],
     "selfcheck": ["--suite", "{empty}", "--skip-timing"],
     "run": ["--workspace", "{ws}", "--model", BAD_MODEL, "--suite", "demo", "--limit", "1", "--no-progress"],
     "mcp": ["--workspace", "{ws}", "--model", BAD_MODEL, "--suite", "demo", "--limit", "1"],
@@ -81,6 +82,11 @@ BAD: dict[str, dict[str, list[str]]] = {
         "--threads": ["-3", "0", "abc"],
         "--sandbox": ["nonsense"],
         "more_files": ["{binary}"],
+    },
+    "lint": {
+        "task": ["{binary_py}", "nonexistent_task"],
+        "candidate": [*PATHS],
+        "--target": ["nonsense"],
     },
     "selfcheck": {"--suite": ["nonsense"], "--target": ["nonsense"], "--device": ["nonsense"]},
     "run": {

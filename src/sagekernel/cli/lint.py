@@ -14,6 +14,9 @@ from typing import Annotated, Any
 
 import typer
 
+from sagekernel.cli.options import OptionError, read_text
+from sagekernel.terminal import printable
+
 
 def register(app: typer.Typer) -> None:
     app.command("lint")(lint_command)
@@ -31,7 +34,7 @@ def candidate_files(paths: list[Path], wanted: list[str]) -> dict[str, str]:
                 hits = sorted(root.rglob(Path(rel).name))
                 if hits:
                     found[rel] = hits[0]
-        return {rel: p.read_text(encoding="utf-8") for rel, p in found.items()}
+        return {rel: read_text(p, "CANDIDATE") for rel, p in found.items()}
     files: dict[str, str] = {}
     for p in paths:
         posix = p.as_posix()
@@ -40,17 +43,16 @@ def candidate_files(paths: list[Path], wanted: list[str]) -> dict[str, str]:
         )
         if match is None and len(wanted) == 1 and len(paths) == 1:
             match = wanted[0]
-        files[match or p.name] = p.read_text(encoding="utf-8")
+        files[match or p.name] = read_text(p, "CANDIDATE")
     return files
 
 
 def lint_report(task_spec: str, paths: list[Path], target_name: str) -> dict[str, Any]:
     from sagekernel.candidate import Candidate
-    from sagekernel.cli.harness import _load_task
-    from sagekernel.targets import get_target
+    from sagekernel.cli.harness import _load_task, _target_and_device
 
+    target = _target_and_device(target_name, None)
     task = _load_task(task_spec)
-    target = get_target(target_name)
     wanted = [f.path for f in target.files(task)]
     files = candidate_files(paths, wanted)
     findings = target.lint(Candidate(files), task)
@@ -77,15 +79,16 @@ def lint_command(
     """Run a target's static checks on a candidate (no build, no run)."""
     for p in candidate:
         if not p.exists():
-            raise typer.BadParameter(f"{p} does not exist", param_hint="CANDIDATE")
+            raise OptionError("CANDIDATE", f"{p} does not exist")
     report = lint_report(task, candidate, target)
     if as_json:
         typer.echo(json.dumps(report, indent=2))
     else:
-        typer.echo(f"{report['task']} on {report['target']}: {len(report['findings'])} finding(s)")
+        # task names, file names and excerpts come from outside SAGE: escaped before the terminal
+        typer.echo(printable(f"{report['task']} on {report['target']}: {len(report['findings'])} finding(s)"))
         for rel, state in report["files"].items():
-            typer.echo(f"  {rel}: {state}")
+            typer.echo(printable(f"  {rel}: {state}"))
         for f in report["findings"]:
             where = f" (line {f['line']})" if f["line"] else ""
-            typer.echo(f"  [{f['rule']}] {f['reason']}{where}")
+            typer.echo(printable(f"  [{f['rule']}] {f['reason']}{where}"))
     raise typer.Exit(0 if report["ok"] else 1)

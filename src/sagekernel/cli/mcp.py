@@ -88,6 +88,7 @@ def mcp_command(
         model_options=_parse_overrides(model_opt, "--model-opt", "timeout_s=300"),
         progress=False,
     )
+    _preflight(cfg)
     worker = ServiceWorker(cfg)
     worker.on_open = _announce
     # the run opens on its own thread while the server already answers the client's handshake:
@@ -108,6 +109,32 @@ def mcp_command(
         if worker.summary is not None:
             s = worker.summary
             print(f"sage mcp: run {s.run_id} {s.status}: {s.done}/{s.operators} operators", file=sys.stderr)
+
+
+def _preflight(cfg: Any) -> None:
+    """What can be refused at once is refused before serving (one line naming the option); the
+    slow part (suite, memory, embedder, model probe) opens in the background afterwards."""
+    from sagekernel import db
+    from sagekernel.models.registry import parse_spec
+    from sagekernel.runner.config import check_device
+    from sagekernel.runner.schedule import check_schedule
+    from sagekernel.targets import get_target
+    from sagekernel.tasks.suites import check_suite_name
+
+    checks: list[tuple[str, Any]] = [
+        ("--workspace", lambda: db.require_directory(cfg.workspace)),
+        ("--target", lambda: get_target(cfg.target)),
+        ("--device", lambda: check_device(get_target(cfg.target), cfg.device)),
+        ("--model", lambda: parse_spec(cfg.model)),
+        ("--suite", lambda: check_suite_name(cfg.suite)),
+        ("--schedule", lambda: check_schedule(cfg.schedule)),
+    ]
+    for option, check in checks:
+        try:
+            check()
+        except SageError as exc:
+            text = str(exc)
+            raise OptionError(option, text.removeprefix(f"{option}: ")) from None
 
 
 def _announce(worker: Any) -> None:

@@ -121,6 +121,7 @@ class EvaluateResult(_Recoverable, total=False):
     missing: list[str]
     conflicting: list[str]
     unknown: list[str]
+    invalid: list[str]  # why a record did not validate (agent/decisions.py)
     message: str
     budget: dict[str, Any]
     operator_finished: bool

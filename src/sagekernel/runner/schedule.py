@@ -35,7 +35,13 @@ def _level(text: str, spec: str) -> int:
     return int(match.group(1))
 
 
-def order(tasks: Sequence[Task], schedule: str) -> list[Task]:
+def check_schedule(schedule: str) -> None:
+    """Refuse a schedule string that `order` could not parse, without any task (`sage mcp` checks
+    its options before it serves, and loads the suite later)."""
+    order([], schedule, allow_empty=True)
+
+
+def order(tasks: Sequence[Task], schedule: str, *, allow_empty: bool = False) -> list[Task]:
     """The operators of `tasks` in the order `schedule` prescribes."""
     spec = schedule.strip()
     kind, _, arg = spec.partition(":")
@@ -60,7 +66,7 @@ def order(tasks: Sequence[Task], schedule: str) -> list[Task]:
                     planned.append(queue.pop(0))
     else:
         raise ScheduleError(f"unknown schedule {schedule!r}; choose one of {', '.join(SCHEDULES)}")
-    if not planned:
+    if not planned and not allow_empty:
         levels_present = sorted({t.level for t in tasks})
         raise ScheduleError(f"schedule {schedule!r} selects no operator (the suite has levels "
                             f"{levels_present})")

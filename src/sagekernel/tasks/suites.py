@@ -127,6 +127,18 @@ def paper_eval_report(root_text: str, *, isolate: bool = True) -> LoadReport:
     return report
 
 
+def check_suite_name(name: str) -> None:
+    """Refuse a suite that `suite_report` would not know (a name or a directory), without loading
+    it (`sage mcp` checks its options before it serves, and loads the suite later)."""
+    head, sep, _ = name.partition(":")
+    if (head == "paper_eval" and (sep or name == "paper_eval")) or name in PAPER_SUITES:
+        return
+    if name in ("builtin", "demo", "level1", "level2", "level3") or Path(name).expanduser().is_dir():
+        return
+    raise TaskError(f"unknown suite {name!r}: use one of {', '.join(SUITE_NAMES)} "
+                    "or a directory of task files")
+
+
 def suite_report(name: str, *, isolate: bool = True) -> LoadReport:
     """Load a named suite or a directory and return the full report (tasks and problems).
     A directory is loaded in limited child processes unless `isolate` is False."""
