@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from sagekernel.candidate import Candidate
@@ -25,10 +26,11 @@ from sagekernel.harness import sandbox
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.correctness import run_correctness
 from sagekernel.harness.timing import INTEGRITY_FLAGS, QUARANTINE_FLAGS, TimingOutcome, run_timing
-from sagekernel.harness.trials import Trial, plan_trials
+from sagekernel.harness.trials import TrialPlan, plan_trials
 from sagekernel.harness.verdict import Stage, Verdict
 from sagekernel.protocols import Target
 from sagekernel.targets.base import Evidence
+from sagekernel.tasks.sizegen import LARGE
 from sagekernel.tasks.task import Task
 
 __all__ = ["HarnessConfig", "as_candidate", "evaluate"]
@@ -58,6 +60,31 @@ def evaluate(
     """Judge one candidate for `task` on `target` (its first device unless `device` is given).
     A task with input groups (NPUKernelBench's `get_input_groups()`) is judged group by group."""
     config = config or HarnessConfig()
+    return _evaluate(task, source, target, config, device, None)
+
+
+#: Builds of one candidate by interface (`interface_key`): the input groups of a task share one.
+Builds = dict[tuple[object, ...], object]
+
+
+def interface_key(task: Task) -> tuple[object, ...]:
+    """What a kernel's build depends on: names, element types and ranks of its tensors, its size
+    symbols and its attributes' names and kinds (never the sizes' values). Input groups that agree
+    on it are built once."""
+    tensors = tuple((s.name, s.dtype, len(s.dims)) for s in (*task.inputs, *task.params, *task.outputs))
+    attrs = tuple((k, isinstance(v, float)) for k, v in task.attrs.items())
+    return (tensors, tuple(task.sizes), attrs)
+
+
+def _evaluate(
+    task: Task,
+    source: Candidate | str,
+    target: Target,
+    config: HarnessConfig,
+    device: str | None,
+    builds: Builds | None,
+) -> Verdict:
+    """`builds`: the candidate's builds so far (input groups): lint and build happen once."""
     if len(task.groups) > 1 and task.group_index is None:
         return _evaluate_groups(task, source, target, config, device)
     t_start = time.perf_counter()
@@ -81,7 +108,7 @@ def evaluate(
             else f"the reply is missing the file(s) {', '.join(missing)}"
         )
         return _finish(verdict, t_start)
-    if config.static_checks:
+    if config.static_checks and builds is None:  # the input groups' candidate is linted once
         verdict.lint = target.lint(candidate, task)
         if verdict.lint:
             verdict.stage = Stage.LINT
@@ -104,6 +131,7 @@ def evaluate(
                 workdir,
                 t_start,
                 planner,
+                builds,
             )
     finally:
         if planner is not None:
@@ -136,7 +164,7 @@ class _Planner:
     """`plan_trials` on a background thread; `result()` joins and re-raises."""
 
     def __init__(self, task: Task, config: HarnessConfig) -> None:
-        self.trials: list[Trial] | None = None
+        self.trials: TrialPlan | None = None
         self.error: BaseException | None = None
         self.seconds = 0.0
         self.thread = threading.Thread(target=self._run, args=(task, config), daemon=True)
@@ -150,7 +178,7 @@ class _Planner:
             self.error = exc
         self.seconds = time.perf_counter() - t0
 
-    def result(self) -> list[Trial]:
+    def result(self) -> TrialPlan:
         self.thread.join()
         if self.error is not None:
             raise self.error
@@ -170,11 +198,17 @@ def _run(
     workdir: Path,
     t_start: float,
     planner: _Planner,
+    builds: Builds | None,
 ) -> Verdict:
     t0 = time.perf_counter()
-    built = target.build(
-        candidate, task, workdir, device=device, sandbox_kind=kind, timeout_s=config.build_timeout_s
-    )
+    key = interface_key(task)
+    built = builds.get(key) if builds is not None else None
+    if built is None:
+        built = target.build(
+            candidate, task, workdir, device=device, sandbox_kind=kind, timeout_s=config.build_timeout_s
+        )
+        if builds is not None:
+            builds[key] = built
     verdict.durations_s["build"] = time.perf_counter() - t0
     verdict.build = dict(built.info)
     if not built.ok and not (built.stage == "lint" and not config.static_checks):
@@ -187,7 +221,7 @@ def _run(
     verdict.compiled = True
     t0 = time.perf_counter()
     try:
-        trials = planner.result()
+        plan = planner.result()
         spec = target.runtime(built, task, device)
     except TaskError as exc:
         verdict.stage = Stage.BROKEN_TASK
@@ -209,7 +243,7 @@ def _run(
     verdict.durations_s["reference"] = time.perf_counter() - t0
     verdict.durations_s["reference_compute"] = planner.seconds
     t0 = time.perf_counter()
-    outcome = run_correctness(task, trials, spec, config, kind, workdir / "run")
+    outcome = run_correctness(task, plan.trials, spec, config, kind, workdir / "run", plan.notes)
     verdict.durations_s["correctness"] = time.perf_counter() - t0
     verdict.sandbox, verdict.checks = outcome.sandbox, outcome.checks
     verdict.flags.extend(outcome.flags)
@@ -227,19 +261,75 @@ def _run(
         )
         return _finish(verdict, t_start)
     t0 = time.perf_counter()
-    timed_out = run_timing(task, spec, config, kind, workdir / "timing")
-    attempts = [timed_out]
-    if (
-        timed_out.stage is Stage.OK
-        and QUARANTINE_FLAGS & set(timed_out.flags)
-        and config.quarantine_remeasure
-    ):
-        # Quarantine: re-measure in fresh processes with fresh inputs, every timed call checked.
-        attempts.append(
-            run_timing(task, spec, config, kind, workdir / "timing-recheck", check_every_call=True)
-        )
+    # Quarantine: a flagged timing is re-measured in fresh processes, every timed call checked.
+    attempts = _attempts(task, spec, config, kind, workdir / "timing")
+    verdict = _timing_verdict(verdict, outcome.message, attempts)
+    large = next((t.sizes for t in plan.trials if t.shape_label == LARGE), None)
+    if verdict.stage is Stage.OK and config.timed_held_out and large is not None:
+        verdict = _time_held_out(verdict, task, large, spec, config, kind, workdir)
     verdict.durations_s["timing"] = time.perf_counter() - t0
-    return _finish(_timing_verdict(verdict, outcome.message, attempts), t_start)
+    return _finish(verdict, t_start)
+
+
+def _attempts(
+    task: Task, spec: object, config: HarnessConfig, kind: str, scratch: Path
+) -> list[TimingOutcome]:
+    """One timing run, and its re-measurement when it was flagged (the quarantine)."""
+    first = run_timing(task, spec, config, kind, scratch)  # type: ignore[arg-type]
+    attempts = [first]
+    if first.stage is Stage.OK and QUARANTINE_FLAGS & set(first.flags) and config.quarantine_remeasure:
+        attempts.append(run_timing(task, spec, config, kind, scratch.with_name(scratch.name + "-recheck"),
+                                   check_every_call=True))  # type: ignore[arg-type]
+    return attempts
+
+
+def _time_held_out(
+    verdict: Verdict,
+    task: Task,
+    sizes: dict[str, int],
+    spec: object,
+    config: HarnessConfig,
+    kind: str,
+    workdir: Path,
+) -> Verdict:
+    """Time the large held-out shape too (fewer rounds: `held_out_rounds`), so a fast path for the
+    published shape earns nothing: the verdict's speedup is the worse of the two shapes, and a
+    failure or a quarantine there is the verdict's."""
+    rounds = max(1, min(config.held_out_rounds, config.rounds))
+    short = replace(config, rounds=rounds, iters=max(rounds, config.iters * rounds // max(1, config.rounds)),
+                    calibration_rounds=min(1, config.calibration_rounds))
+    shape = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    held = _timing_verdict(
+        Verdict(stage=Stage.OK, message="", correct=True),
+        "",
+        _attempts(replace(task, sizes=dict(sizes), variants=[]), spec, short, kind, workdir / "timing-held-out"),
+    )
+    verdict.timing["held_out"] = {
+        "sizes": dict(sizes), "speedup": held.speedup, "candidate_ms": held.candidate_ms,
+        "reference_ms": held.reference_ms, "flags": held.flags, "timing": held.timing,
+    }
+    if held.stage is not Stage.OK:
+        verdict.stage, verdict.correct = held.stage, held.correct
+        verdict.message = f"on the held-out large shape ({shape}) timed after the published one: {held.message}"
+        verdict.flags.extend(held.flags)
+        return verdict
+    verdict.flags = sorted(set(verdict.flags) | set(held.flags))
+    if held.suspect:
+        verdict.suspect = True
+        verdict.quarantine = sorted(set(verdict.quarantine) | set(held.quarantine))
+    if held.speedup is not None and (verdict.speedup is None or held.speedup < verdict.speedup):
+        verdict.speedup, verdict.candidate_ms, verdict.reference_ms = (
+            held.speedup, held.candidate_ms, held.reference_ms)
+        verdict.timing["speedup_from"] = "held-out large shape"
+    else:
+        verdict.timing["speedup_from"] = "published shape"
+    verdict.message += (
+        f"; held-out large shape ({shape}): {held.message.lstrip('; ')}; the speedup reported is the worse "
+        f"of the two ({verdict.speedup:.2f}x)" if verdict.speedup else ""
+    )
+    if held.suspect:
+        verdict.message += ". SUSPECT: the held-out timing stays quarantined"
+    return verdict
 
 
 def _timing_verdict(verdict: Verdict, correct_message: str, attempts: list[TimingOutcome]) -> Verdict:
@@ -303,8 +393,14 @@ def _evaluate_groups(
     geometric mean of the groups' speedups, each group's timing is kept."""
     t_start = time.perf_counter()
     verdicts: list[Verdict] = []
+    builds: Builds = {}
+    first_lint: Verdict | None = None
+    if config.static_checks:  # lint once per candidate (the groups share its source)
+        first_lint = _lint_only(task.group_task(0), source, target)
+        if first_lint is not None:
+            return first_lint
     for i, group in enumerate(task.group_tasks()):
-        v = evaluate(group, source, target, config, device)
+        v = _evaluate(group, source, target, config, device, builds)
         name = getattr(task.groups[i], "name", "") or f"group {i}"
         if not v.ok:
             v.message = f"input group {i} ({name}): {v.message}"
@@ -353,7 +449,22 @@ def _evaluate_groups(
     geo = f"; geometric-mean speedup {combined.speedup:.2f}x" if combined.speedup else ""
     combined.message = f"correct on all {len(verdicts)} input groups{geo} ({parts})"
     combined.durations_s = {"total": round(time.perf_counter() - t_start, 4)}
+    combined.build = {**first.build, "builds": len(builds)}
     return combined
+
+
+def _lint_only(task: Task, source: Candidate | str, target: Target) -> Verdict | None:
+    """A LINT verdict if the candidate fails the static checks, else None."""
+    t_start = time.perf_counter()
+    candidate = as_candidate(target, task, source)
+    if candidate.is_empty():
+        return None  # _evaluate reports it
+    lint = target.lint(candidate, task)
+    if not lint:
+        return None
+    verdict = Verdict(stage=Stage.LINT, message="", evidence=Evidence.STATIC.value, lint=lint)
+    verdict.message = _lint_message(verdict)
+    return _finish(verdict, t_start)
 
 
 def _finish(verdict: Verdict, t_start: float) -> Verdict:

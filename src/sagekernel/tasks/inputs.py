@@ -340,6 +340,14 @@ def assemble_call(task: Task, tensors: Sequence[torch.Tensor]) -> list[Any]:
     return call
 
 
+def trial_kinds(task: Task) -> tuple[str, ...]:
+    """Every distribution `build_inputs` accepts for `task`: the value distributions, then the
+    coverage trials the task declares valid (tasks/special.py), then its named edge cases."""
+    cov = task.coverage
+    extra = (("special_values",) if cov.special_values else ()) + (("ties",) if cov.ties else ())
+    return DISTRIBUTIONS + extra + tuple(cov.edge_cases)
+
+
 def build_inputs(task: Task, sizes: Mapping[str, int] | None = None, seed: int = 0,
                  distribution: str = "default") -> list[torch.Tensor]:
     """Fresh, contiguous input tensors for `task` at `sizes` (defaults where omitted).
@@ -347,10 +355,18 @@ def build_inputs(task: Task, sizes: Mapping[str, int] | None = None, seed: int =
     Deterministic in (`sizes`, `seed`, `distribution`); leaves the global RNG untouched.
     Raises `TaskError` if the file's inputs do not match the task's declared shapes and dtypes.
     Only tensors are returned (non-tensor forward arguments travel as attrs); for a task with
-    input groups, the tensors of group `task.group_index` (0 by default).
+    input groups, the tensors of group `task.group_index` (0 by default). `distribution` is one of
+    `trial_kinds(task)`: ``special_values`` and ``ties`` start from ``normal`` inputs and transform
+    the inputs the task declares (tasks/special.py); an edge case name goes to ``make_inputs``.
     """
-    if distribution not in DISTRIBUTIONS:
-        raise TaskError(f"unknown input distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})")
+    from sagekernel.tasks.special import BASE_DISTRIBUTION, make_ties, plant_special_values, redraw_structured
+
+    if distribution not in trial_kinds(task):
+        raise TaskError(f"unknown input distribution {distribution!r} for task {task.name} "
+                        f"(known: {', '.join(trial_kinds(task))})")
+    cov = task.coverage
+    edge = distribution in cov.edge_cases
+    base = BASE_DISTRIBUTION if distribution in ("special_values", "ties") else distribution
     full = full_sizes(task, sizes)
     module = task_module(task)
     path = task.source_path
@@ -360,19 +376,33 @@ def build_inputs(task: Task, sizes: Mapping[str, int] | None = None, seed: int =
         if callable(make) and not task.groups:
             gen = torch.Generator().manual_seed(seed)
             try:
-                raw = make(dict(full), gen, distribution)
+                raw = make(dict(full), gen, base)
             except Exception as exc:
                 raise TaskError(f"{path}: make_inputs() raised {type(exc).__name__}: {exc}") from exc
             inputs = tensor_args(task, _tensor_list(raw, f"{path}: make_inputs()")
                                  if not task.forward_args else list(raw))
+        elif edge:
+            raise TaskError(f"{path}: edge case {distribution!r} needs make_inputs()")
         else:
             inputs = tensor_args(task, raw_args(task, module))
-            if distribution != "default":
+            if base != "default":
                 gen = torch.Generator().manual_seed((seed + _REDRAW_SALT) % (2**63))
                 keep = structured_inputs(module)
-                inputs = [sample_tensor(t.shape, t.dtype, gen, distribution)
-                          if t.is_floating_point() and spec.name not in keep else t
-                          for spec, t in zip(task.inputs, inputs, strict=False)]
+                redrawn = []
+                for spec, t in zip(task.inputs, inputs, strict=False):
+                    if not t.is_floating_point() or (spec.name in keep and spec.name not in cov.structured_domains):
+                        redrawn.append(t)
+                        continue
+                    sample = sample_tensor(t.shape, t.dtype, gen, base)
+                    redrawn.append(redraw_structured(t, cov.structured_domains[spec.name], sample, gen)
+                                   if spec.name in keep else sample)
+                inputs = redrawn
+        if distribution in ("special_values", "ties"):
+            gen = torch.Generator().manual_seed((seed + 2 * _REDRAW_SALT) % (2**63))
+            inputs = [plant_special_values(t, cov.special_values[spec.name], gen)
+                      if distribution == "special_values" and spec.name in cov.special_values
+                      else make_ties(t, gen) if distribution == "ties" and spec.name in cov.ties else t
+                      for spec, t in zip(task.inputs, inputs, strict=False)]
     inputs = [t.detach().clone().contiguous() for t in inputs]
     check_tensors(task, task.inputs, inputs, full, f"inputs for distribution {distribution!r}")
     return inputs
@@ -490,5 +520,5 @@ def init_arguments(task: Task, sizes: Mapping[str, int] | None = None) -> list[A
     """`get_init_inputs()` with the size symbols bound to `sizes`: the arguments `Model` and a
     KernelBench-style `ModelNew` are constructed with."""
     module = task_module(task)
-    with bound_sizes(module, full_sizes(task, sizes)):
+    with bound_sizes(module, task.binding(full_sizes(task, sizes))):
         return call_init_inputs(module, task.source_path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from sagekernel.tasks.coverage import Coverage
 from sagekernel.tasks.task import ForwardArg, InputGroup, Task, TensorSpec
 
 RECORD_VERSION = 1
@@ -44,6 +45,7 @@ def task_to_json(task: Task) -> dict[str, Any]:
         "size_tuples": {k: list(v) for k, v in task.size_tuples.items()},
         "scaled_ints": dict(task.scaled_ints),
         "layout_note": task.layout_note,
+        "coverage": task.coverage.to_json(), "attr_binding": dict(task.attr_binding),
     }
 
 
@@ -90,4 +92,5 @@ def task_from_json(data: dict[str, Any], source_path: Path | None = None) -> Tas
         size_tuples={k: tuple(int(x) for x in v) for k, v in data.get("size_tuples", {}).items()},
         scaled_ints={k: int(v) for k, v in data.get("scaled_ints", {}).items()},
         layout_note=data.get("layout_note", ""),
+        coverage=Coverage.from_json(data.get("coverage")), attr_binding=dict(data.get("attr_binding", {})),
     )
