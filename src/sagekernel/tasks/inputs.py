@@ -388,15 +388,11 @@ def build_inputs(task: Task, sizes: Mapping[str, int] | None = None, seed: int =
             if base != "default":
                 gen = torch.Generator().manual_seed((seed + _REDRAW_SALT) % (2**63))
                 keep = structured_inputs(module)
-                redrawn = []
-                for spec, t in zip(task.inputs, inputs, strict=False):
-                    if not t.is_floating_point() or (spec.name in keep and spec.name not in cov.structured_domains):
-                        redrawn.append(t)
-                        continue
-                    sample = sample_tensor(t.shape, t.dtype, gen, base)
-                    redrawn.append(redraw_structured(t, cov.structured_domains[spec.name], sample, gen)
-                                   if spec.name in keep else sample)
-                inputs = redrawn
+                domains = cov.structured_domains
+                inputs = [t if not t.is_floating_point() or (spec.name in keep and spec.name not in domains)
+                          else redraw_structured(t, domains[spec.name], gen) if spec.name in keep
+                          else sample_tensor(t.shape, t.dtype, gen, base)
+                          for spec, t in zip(task.inputs, inputs, strict=False)]
         if distribution in ("special_values", "ties"):
             gen = torch.Generator().manual_seed((seed + 2 * _REDRAW_SALT) % (2**63))
             inputs = [plant_special_values(t, cov.special_values[spec.name], gen)

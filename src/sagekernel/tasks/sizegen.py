@@ -4,13 +4,16 @@ For every evaluation the generator draws two shapes from a trusted-side random s
 
 - ``held-out small``: every free size below the smallest value the task publishes for it (the
   default and the variants), so loops that assume at least one full vector or tile are exercised;
-- ``held-out large``: at least one free size (a random half of them) well above the largest
-  published value (`STRETCH` times it), the others below it, so the element count stays within
-  `ELEMENT_GROWTH` times the default's (the CPU budget of tasks/sizepolicy.py still holds).
+- ``held-out large``: the innermost free size (the last in ``sizes`` order) and a random half of
+  the others well above the largest published value (`STRETCH` times it), the rest below it, so
+  the element count stays within `ELEMENT_GROWTH` times the default's (the CPU budget of
+  tasks/sizepolicy.py still holds).
 
 Every drawn size is placed at a residue modulo the vector widths (`VECTOR_WIDTHS`) that published
-shapes rarely have: the small shape a partial first vector (1..7 mod 8), the large one a tail past
-whole 8-vectors but short of 64 (9..63 mod 64, not a multiple of 8), unless the task's
+shapes rarely have: in the small shape the innermost size is -1 modulo the widest width that fits
+(every bit of a tail set: a tail handled by 4 + 2 + 1 pieces takes every branch) and the others
++1, so the element count is -1 too; in the large shape a tail past whole 8-vectors but short of
+64 (9..63 mod 64, not a multiple of 8); unless the task's
 ``size_rules`` (tasks/coverage.py: ``multiple_of``, ``min``, ``max``, ``fixed``) forbid it; the
 rules always win, and a symbol whose rules leave no value is an explicit `TaskError`.
 
@@ -100,17 +103,32 @@ def _with_residue(base: int, width: int, residues: range, rng: secrets.SystemRan
     return max(1, base // width * width + r)
 
 
-def _draw(task: Task, syms: list[str], kind: str, rng: secrets.SystemRandom) -> int:
-    """One value for a group of symbols (they share their published values' range)."""
+def _at_residue(residue: int, top: int, rng: secrets.SystemRandom) -> int:
+    """A value in [1, top] congruent to `residue` modulo the widest vector width that has one
+    (residue -1: every bit below the width set, so every branch of a tail is taken), else any."""
+    for width in sorted(VECTOR_WIDTHS, reverse=True):
+        first = residue % width or width
+        if first <= top:
+            return first + width * rng.randint(0, (top - first) // width)
+    return rng.randint(1, max(1, top))
+
+
+def _merged_rule(task: Task, syms: list[str]) -> SizeRule:
+    rules = [_rule(task, s) for s in syms]
+    return SizeRule(math.lcm(*(r.multiple_of for r in rules)), max(r.min for r in rules),
+                    min((r.max for r in rules if r.max is not None), default=None))
+
+
+def _draw(task: Task, syms: list[str], kind: str, rng: secrets.SystemRandom, inner: bool = False) -> int:
+    """One value for a group of symbols (they share their published values' range); `inner`: the
+    group is the innermost free size (the small shape puts it at residue -1, the others at +1, so
+    the element count has every low bit set too)."""
     published = [shape[s] for shape in task.all_shapes() for s in syms]
     lo_pub, hi_pub = min(published), max(published)
-    rules = [_rule(task, s) for s in syms]
-    rule = SizeRule(math.lcm(*(r.multiple_of for r in rules)), max(r.min for r in rules),
-                    min((r.max for r in rules if r.max is not None), default=None))
+    rule = _merged_rule(task, syms)
     if kind == SMALL:
         top = max(rule.min, lo_pub - 1)
-        raw = _with_residue(rng.randint(1, max(1, top)), 8, range(1, 8), rng)
-        raw = min(raw, top) if raw > top else raw
+        raw = _at_residue(-1 if inner else 1, top, rng)
         got = snap(raw, rule, 1, top) or snap(raw, rule, 1, hi_pub)
     elif kind == LARGE:
         target = round(hi_pub * rng.uniform(*STRETCH))
@@ -154,11 +172,13 @@ def held_out_plan(task: Task, rng: secrets.SystemRandom | None = None) -> HeldOu
                f"({', '.join(synthetic[:6])})" if synthetic else "no size is free to vary (all fixed or <= 2)")
         return HeldOutPlan([], f"no held-out shape: {why}")
     small = dict(task.sizes)
-    for syms in groups:
-        v = _draw(task, syms, SMALL, rng)
+    for i, syms in enumerate(groups):
+        v = _draw(task, syms, SMALL, rng, inner=i == len(groups) - 1)
         small.update({s: v for s in syms})
     large = dict(task.sizes)
-    stretched = set(rng.sample(range(len(groups)), max(1, len(groups) // 2)))
+    # the innermost free size always grows (rows, buffers, tails live there), a random half of the others too
+    others = rng.sample(range(len(groups) - 1), (len(groups) - 1) // 2)
+    stretched = {len(groups) - 1, *others}
     for i, syms in enumerate(groups):
         v = _draw(task, syms, LARGE if i in stretched else "mid", rng)
         large.update({s: v for s in syms})
