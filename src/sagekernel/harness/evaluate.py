@@ -17,8 +17,9 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from sagekernel.candidate import Candidate
 from sagekernel.errors import SageError, TaskError
@@ -63,8 +64,13 @@ def evaluate(
     return _evaluate(task, source, target, config, device, None)
 
 
-#: Builds of one candidate by interface (`interface_key`): the input groups of a task share one.
-Builds = dict[tuple[object, ...], object]
+@dataclass
+class Builds:
+    """The builds of one candidate by interface (`interface_key`), under `root` (kept until every
+    input group is judged): the groups of a task share them."""
+
+    root: Path
+    by_key: dict[tuple[object, ...], Any] = field(default_factory=dict)
 
 
 def interface_key(task: Task) -> tuple[object, ...]:
@@ -202,13 +208,15 @@ def _run(
 ) -> Verdict:
     t0 = time.perf_counter()
     key = interface_key(task)
-    built = builds.get(key) if builds is not None else None
+    built = builds.by_key.get(key) if builds is not None else None
     if built is None:
+        where = workdir if builds is None else builds.root / f"build{len(builds.by_key)}"
+        where.mkdir(parents=True, exist_ok=True)
         built = target.build(
-            candidate, task, workdir, device=device, sandbox_kind=kind, timeout_s=config.build_timeout_s
+            candidate, task, where, device=device, sandbox_kind=kind, timeout_s=config.build_timeout_s
         )
         if builds is not None:
-            builds[key] = built
+            builds.by_key[key] = built
     verdict.durations_s["build"] = time.perf_counter() - t0
     verdict.build = dict(built.info)
     if not built.ok and not (built.stage == "lint" and not config.static_checks):
@@ -388,12 +396,27 @@ def _evaluate_groups(
     geometric mean of the groups' speedups, each group's timing is kept."""
     t_start = time.perf_counter()
     verdicts: list[Verdict] = []
-    builds: Builds = {}
-    first_lint: Verdict | None = None
     if config.static_checks:  # lint once per candidate (the groups share its source)
-        first_lint = _lint_only(task.group_task(0), source, target)
-        if first_lint is not None:
-            return first_lint
+        linted = _lint_only(task.group_task(0), source, target)
+        if linted is not None:
+            return linted
+    builds = Builds(Path(tempfile.mkdtemp(prefix="sage-builds-")))
+    try:
+        return _judge_groups(task, source, target, config, device, builds, verdicts, t_start)
+    finally:
+        shutil.rmtree(builds.root, ignore_errors=True)
+
+
+def _judge_groups(
+    task: Task,
+    source: Candidate | str,
+    target: Target,
+    config: HarnessConfig,
+    device: str | None,
+    builds: Builds,
+    verdicts: list[Verdict],
+    t_start: float,
+) -> Verdict:
     for i, group in enumerate(task.group_tasks()):
         v = _evaluate(group, source, target, config, device, builds)
         name = getattr(task.groups[i], "name", "") or f"group {i}"
@@ -444,7 +467,7 @@ def _evaluate_groups(
     geo = f"; geometric-mean speedup {combined.speedup:.2f}x" if combined.speedup else ""
     combined.message = f"correct on all {len(verdicts)} input groups{geo} ({parts})"
     combined.durations_s = {"total": round(time.perf_counter() - t_start, 4)}
-    combined.build = {**first.build, "builds": len(builds)}
+    combined.build = {**first.build, "builds": len(builds.by_key)}
     return combined
 
 

@@ -100,7 +100,8 @@ def snap(value: int, rule: SizeRule, lo: int, hi: int) -> int | None:
 def _with_residue(base: int, width: int, residues: range, rng: secrets.SystemRandom) -> int:
     """`base` moved to the nearest value at a residue drawn from `residues` modulo `width`."""
     r = rng.choice([x for x in residues if x % 8]) if width > 8 else rng.choice(list(residues))
-    return max(1, base // width * width + r)
+    value = base // width * width + r
+    return value if value >= base else value + width
 
 
 def _at_residue(residue: int, top: int, rng: secrets.SystemRandom) -> int:
@@ -144,8 +145,9 @@ def _draw(task: Task, syms: list[str], kind: str, rng: secrets.SystemRandom, inn
 
 
 def _fit(task: Task, sizes: dict[str, int], groups: list[list[str]], stretched: set[int]) -> None:
-    """Halve the unstretched groups (then the stretched, never below their published maximum)
-    until the product of free sizes is within ELEMENT_GROWTH times the default's."""
+    """Halve the unstretched groups (then the stretched, never below STRETCH[0] times their
+    published maximum) until the product of free sizes is within ELEMENT_GROWTH times the
+    default's (or nothing can shrink further)."""
     def product(s: dict[str, int]) -> int:
         return math.prod(s[g[0]] for g in groups)
 
@@ -153,7 +155,8 @@ def _fit(task: Task, sizes: dict[str, int], groups: list[list[str]], stretched: 
     order = [i for i in range(len(groups)) if i not in stretched] + sorted(stretched)
     for i in order:
         syms = groups[i]
-        floor = max(shape[s] for shape in task.all_shapes() for s in syms) + 1 if i in stretched else 1
+        top = max(shape[s] for shape in task.all_shapes() for s in syms)
+        floor = math.ceil(STRETCH[0] * top) if i in stretched else 1
         rule = _rule(task, syms[0])
         while product(sizes) > budget:
             smaller = snap(sizes[syms[0]] // 2, rule, floor, sizes[syms[0]] - 1)
