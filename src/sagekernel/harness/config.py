@@ -25,7 +25,7 @@ class HarnessConfig:
     threads: int = 1  #: OpenMP / torch threads for candidate and reference alike
     trials: int = 3  #: correctness trials on the default shape (fresh secret seed and distribution each)
     variant_trials: int = 2  #: trials on every shape variant
-    held_out_shape: bool = True  #: also test the held-out shapes drawn fresh per evaluation (tasks/sizegen.py)
+    held_out_shape: bool = True  #: also test the held-out shapes drawn per evaluation (tasks/sizegen.py)
     coverage_trials: bool = True  #: special values, ties, edge cases, drawn attributes (tasks/coverage.py)
     timed_held_out: bool = True  #: also time the large held-out shape; the verdict's speedup is the worse
     held_out_rounds: int = 4  #: interleaved rounds of the held-out timing (its iters scale alike)

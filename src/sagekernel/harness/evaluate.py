@@ -30,7 +30,7 @@ from sagekernel.harness.timing import INTEGRITY_FLAGS, QUARANTINE_FLAGS, TimingO
 from sagekernel.harness.trials import TrialPlan, plan_trials
 from sagekernel.harness.verdict import Stage, Verdict
 from sagekernel.protocols import Target
-from sagekernel.targets.base import Evidence
+from sagekernel.targets.base import Evidence, RuntimeSpec
 from sagekernel.tasks.sizegen import LARGE
 from sagekernel.tasks.task import Task
 
@@ -280,14 +280,14 @@ def _run(
 
 
 def _attempts(
-    task: Task, spec: object, config: HarnessConfig, kind: str, scratch: Path
+    task: Task, spec: RuntimeSpec, config: HarnessConfig, kind: str, scratch: Path
 ) -> list[TimingOutcome]:
     """One timing run, and its re-measurement when it was flagged (the quarantine)."""
-    first = run_timing(task, spec, config, kind, scratch)  # type: ignore[arg-type]
+    first = run_timing(task, spec, config, kind, scratch)
     attempts = [first]
     if first.stage is Stage.OK and QUARANTINE_FLAGS & set(first.flags) and config.quarantine_remeasure:
         attempts.append(run_timing(task, spec, config, kind, scratch.with_name(scratch.name + "-recheck"),
-                                   check_every_call=True))  # type: ignore[arg-type]
+                                   check_every_call=True))
     return attempts
 
 
@@ -295,7 +295,7 @@ def _time_held_out(
     verdict: Verdict,
     task: Task,
     sizes: dict[str, int],
-    spec: object,
+    spec: RuntimeSpec,
     config: HarnessConfig,
     kind: str,
     workdir: Path,
@@ -309,7 +309,7 @@ def _time_held_out(
     short = replace(config, rounds=rounds, iters=max(rounds, config.iters * rounds // max(1, config.rounds)),
                     calibration_rounds=min(1, config.calibration_rounds))
     shape = ", ".join(f"{k}={v}" for k, v in sizes.items())
-    held = run_timing(replace(task, sizes=dict(sizes), variants=[]), spec, short, kind,  # type: ignore[arg-type]
+    held = run_timing(replace(task, sizes=dict(sizes), variants=[]), spec, short, kind,
                       workdir / "timing-held-out")
     verdict.timing["held_out"] = {
         "sizes": dict(sizes), "speedup": held.speedup, "candidate_ms": held.candidate_ms,
@@ -318,7 +318,9 @@ def _time_held_out(
     if held.stage is not Stage.OK:
         verdict.stage = held.stage
         verdict.correct = held.stage not in (Stage.CORRECTNESS, Stage.INTEGRITY)
-        verdict.message = f"on the held-out large shape ({shape}), timed after the published one: {held.message}"
+        verdict.message = (
+            f"on the held-out large shape ({shape}), timed after the published one: {held.message}"
+        )
         verdict.flags.extend(held.flags)
         return verdict
     verdict.timing["published_speedup"] = verdict.speedup

@@ -444,7 +444,8 @@ def recheck(
             exp = expected[k]
             dtype = torch.uint8 if spec.dtype == "bool" else exp.dtype
             got = tensor_from_bytes(call.outputs[k], dtype, tuple(exp.shape))
-            tol = atol if slack[k] is None else slack[k] + atol
+            extra = slack[k]
+            tol = atol if extra is None else extra + atol
             mism = compare(got, exp, tol, task.rtol, spec.dtype, call.outputs[k])
             if mism is not None:
                 return (

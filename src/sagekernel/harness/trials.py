@@ -78,7 +78,8 @@ class Trial:
         return self.atol if extra is None else extra + self.atol
 
     def widest_atol(self) -> float:
-        return self.atol + max((float(s.max()) for s in self.slack if s is not None and s.numel()), default=0.0)
+        widest = (float(s.max()) for s in self.slack if s is not None and s.numel())
+        return self.atol + max(widest, default=0.0)
 
     def describe(self) -> str:
         sizes = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
@@ -116,7 +117,9 @@ def elementwise_slack(declared: torch.Tensor, expected: torch.Tensor) -> torch.T
         return None
     mag = e.abs().double()
     bucket = torch.where(
-        finite & (mag > 0), torch.floor(torch.log10(mag.clamp_min(1e-300))), torch.full_like(mag, _ZERO_BUCKET)
+        finite & (mag > 0),
+        torch.floor(torch.log10(mag.clamp_min(1e-300))),
+        torch.full_like(mag, _ZERO_BUCKET),
     ).to(torch.int64)
     values, inverse = torch.unique(bucket, return_inverse=True)
     worst = torch.zeros(values.numel(), dtype=work).scatter_reduce(0, inverse, d, reduce="amax")
@@ -178,7 +181,10 @@ def draw_attrs(task: Task, rng: secrets.SystemRandom) -> dict[str, float | int]:
     for name, dom in task.coverage.attr_domains.items():
         value: float | int = task.attrs[name]
         for _ in range(8):
-            value = rng.randint(int(dom.low), int(dom.high)) if dom.integer else rng.uniform(dom.low, dom.high)
+            if dom.integer:
+                value = rng.randint(int(dom.low), int(dom.high))
+            else:
+                value = rng.uniform(dom.low, dom.high)
             if value != task.attrs[name]:
                 break
         out[name] = value

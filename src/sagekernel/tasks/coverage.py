@@ -124,7 +124,8 @@ def _size_rules(path: Path, raw: object, sizes: Mapping[str, int]) -> dict[str, 
         made = SizeRule(
             _positive_int(path, rule.get("multiple_of", 1), f"size_rules[{sym!r}]['multiple_of']"),
             _positive_int(path, rule.get("min", 1), f"size_rules[{sym!r}]['min']"),
-            None if rule.get("max") is None else _positive_int(path, rule["max"], f"size_rules[{sym!r}]['max']"),
+            None if rule.get("max") is None
+            else _positive_int(path, rule["max"], f"size_rules[{sym!r}]['max']"),
             fixed,
         )
         if not made.allows(sizes[sym]):
@@ -139,9 +140,11 @@ def _attr_domains(path: Path, raw: object, attrs: Mapping[str, float | int]) -> 
     out = {}
     for name, dom in raw.items():
         if name not in attrs:
-            raise _fail(path, f"attr_domains names unknown attr {name!r} (known: {', '.join(attrs) or 'none'})")
+            raise _fail(path, f"attr_domains names unknown attr {name!r} "
+                        f"(known: {', '.join(attrs) or 'none'})")
         if not isinstance(dom, dict) or set(dom) - {"range", "bind"} or "range" not in dom:
-            raise _fail(path, f"attr_domains[{name!r}] must be {{'range': [lo, hi], 'bind': 'VAR'}}, got {dom!r}")
+            raise _fail(path, f"attr_domains[{name!r}] must be {{'range': [lo, hi], 'bind': 'VAR'}}, "
+                        f"got {dom!r}")
         rng = dom["range"]
         if (not isinstance(rng, (list, tuple)) or len(rng) != 2
                 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in rng)
@@ -170,7 +173,8 @@ def _kinds(path: Path, raw: object, what: str) -> tuple[str, ...]:
     if raw is True:
         return SPECIAL_KINDS
     if not isinstance(raw, (list, tuple)) or not raw or any(k not in SPECIAL_KINDS for k in raw):
-        raise _fail(path, f"{what} must be True or a non-empty list of {', '.join(SPECIAL_KINDS)}; got {raw!r}")
+        raise _fail(path, f"{what} must be True or a non-empty list of {', '.join(SPECIAL_KINDS)}; "
+                    f"got {raw!r}")
     return tuple(raw)
 
 
@@ -184,7 +188,8 @@ def parse_coverage(path: Path, meta: Mapping[str, Any], sizes: Mapping[str, int]
     if isinstance(raw_special, dict):
         for name, kinds in raw_special.items():
             if name not in inputs:
-                raise _fail(path, f"special_values names unknown input {name!r} (inputs: {', '.join(inputs)})")
+                raise _fail(path, f"special_values names unknown input {name!r} "
+                            f"(inputs: {', '.join(inputs)})")
             special[name] = _kinds(path, kinds, f"special_values[{name!r}]")
     elif raw_special is not None and raw_special is not False:
         kinds = _kinds(path, raw_special, "SAGE_TASK['special_values']")
@@ -195,7 +200,8 @@ def parse_coverage(path: Path, meta: Mapping[str, Any], sizes: Mapping[str, int]
     if not isinstance(raw_struct, dict) or any(
             n not in structured or d not in STRUCTURED_DOMAINS for n, d in raw_struct.items()):
         raise _fail(path, "SAGE_TASK['structured_domains'] must map structured inputs "
-                    f"({', '.join(structured) or 'none declared'}) to one of {', '.join(STRUCTURED_DOMAINS)}; "
+                    f"({', '.join(structured) or 'none declared'}) to one of "
+                    f"{', '.join(STRUCTURED_DOMAINS)}; "
                     f"got {raw_struct!r}")
     edges = meta.get("edge_cases", [])
     if not isinstance(edges, list) or not all(isinstance(e, str) and e.isidentifier() for e in edges):

@@ -178,7 +178,7 @@ def module_ints(module: ModuleType) -> dict[str, int]:
 
 
 @contextmanager
-def bound_sizes(module: ModuleType, sizes: Mapping[str, int | tuple[int, ...]]) -> Iterator[None]:
+def bound_sizes(module: ModuleType, sizes: Mapping[str, int | float | tuple[int, ...]]) -> Iterator[None]:
     """Rebind the module-level int of every symbol in `sizes` that the module defines (and a
     module-level tuple of ints, given a tuple: the size policy's `Task.size_tuples`); restore after.
 

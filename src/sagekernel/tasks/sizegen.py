@@ -172,7 +172,8 @@ def held_out_plan(task: Task, rng: secrets.SystemRandom | None = None) -> HeldOu
     groups, synthetic = free_groups(task)
     if not groups:
         why = ("its sizes are synthetic symbols of a file without SAGE_TASK, which cannot be rebound "
-               f"({', '.join(synthetic[:6])})" if synthetic else "no size is free to vary (all fixed or <= 2)")
+               f"({', '.join(synthetic[:6])})" if synthetic
+               else "no size is free to vary (all fixed or <= 2)")
         return HeldOutPlan([], f"no held-out shape: {why}")
     small = dict(task.sizes)
     for i, syms in enumerate(groups):

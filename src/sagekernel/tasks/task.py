@@ -173,7 +173,7 @@ class Task:
         """One task per input group (just `[self]` without groups): check each, time each."""
         return [self.group_task(i) for i in range(max(1, len(self.groups)))]
 
-    def binding(self, sizes: dict[str, int]) -> dict[str, int | tuple[int, ...]]:
+    def binding(self, sizes: dict[str, int]) -> dict[str, int | float | tuple[int, ...]]:
         """What to rebind in the task's module to run it at `sizes` (with the scaled tuples)."""
         return {**self.scaled_ints, **self.size_tuples, **self.attr_binding, **sizes}
 
