@@ -36,7 +36,7 @@ class Case:
 CASES = [
     Case("tail_missing_pair", "level1/abs", "held-out small"),  # item 6: residues
     Case("softmax_row_buffer", "level2/softmax", "held-out large"),  # item 6: sizes above the published
-    Case("clip_bounds_compiled_in", "level1/clip_by_value", "attributes"),  # item 7
+    Case("clip_bounds_compiled_in", "level1/clip_by_value", "attributes clip_min="),  # item 7
     Case("max_drops_nan", "level2/reduce_max", "special_values"),  # item 8
     # infinities repeat in the special-values trial: ties there too
     Case("argmax_last_tie", "level2/argmax", "ties inputs|special_values"),  # item 8

@@ -3,9 +3,10 @@
 Every evaluation covers every value distribution on the task's default shape, whatever the number
 of shape variants (large magnitudes and large offsets included), then the trials of what the task
 declares valid (tasks/coverage.py): special values, ties and each named edge case on the default
-shape, drawn attribute values in their own process ("attributes"); then the variants and the
-held-out shapes drawn fresh for this evaluation (tasks/sizegen.py: one below the smallest published
-sizes, one above the largest, at tail residues of the vector widths).
+shape; then the variants and the held-out shapes drawn fresh for this evaluation (tasks/sizegen.py:
+one below the smallest published sizes, one above the largest, at tail residues of the vector
+widths). Attribute values drawn from their declared domains ride on the held-out large shape (or,
+without one, get their own process on the default shape, "attributes").
 
 Tolerances: the task's atol scales with the reference outputs' magnitude (tasks.inputs.
 reference_scale), never with the inputs'; on top, each output element gets a slack for what
@@ -27,7 +28,7 @@ from sagekernel.harness.wire import Arg
 from sagekernel.tasks.inputs import declared_precision_outputs, reference_scale
 from sagekernel.tasks.loader import DISTRIBUTIONS, build_inputs, reference_outputs
 from sagekernel.tasks.params import param_tensors
-from sagekernel.tasks.sizegen import held_out_plan
+from sagekernel.tasks.sizegen import LARGE, HeldOutPlan, held_out_plan
 from sagekernel.tasks.task import Task
 
 #: The order distributions are given to a shape's trials ("default" is the file's own).
@@ -44,8 +45,11 @@ DISTRIBUTION_ORDER = tuple(
     )
     if d in DISTRIBUTIONS
 )
-#: The shape label of the trials with drawn attribute values.
+#: The shape label of the trials with drawn attribute values when there is no held-out large shape
+#: to carry them (it does otherwise: one process less).
 ATTRIBUTES = "attributes"
+#: A drawn attribute lies at least this fraction of its domain away from the published value.
+ATTR_DISTANCE = 0.25
 
 
 @dataclass
@@ -180,12 +184,12 @@ def draw_attrs(task: Task, rng: secrets.SystemRandom) -> dict[str, float | int]:
     out: dict[str, float | int] = {}
     for name, dom in task.coverage.attr_domains.items():
         value: float | int = task.attrs[name]
-        for _ in range(8):
+        for _ in range(16):  # a quarter of the domain away from the published value, if it has room
             if dom.integer:
                 value = rng.randint(int(dom.low), int(dom.high))
             else:
                 value = rng.uniform(dom.low, dom.high)
-            if value != task.attrs[name]:
+            if abs(value - task.attrs[name]) >= ATTR_DISTANCE * (dom.high - dom.low) > 0:
                 break
         out[name] = value
     return out
@@ -219,25 +223,28 @@ def plan_trials(task: Task, config: HarnessConfig) -> TrialPlan:
         kinds = (["special_values"] if cov.special_values else []) + (["ties"] if cov.ties else [])
         for kind in [*kinds, *cov.edge_cases]:
             trials.append(make_trial(task, len(trials), "default", dict(task.sizes), kind))
-        if cov.attr_domains:
-            drawn = draw_attrs(task, rng)  # one process runs the group: one set of values
-            for k in range(max(1, config.variant_trials)):
-                dist = DISTRIBUTION_ORDER[(k + 1) % len(DISTRIBUTION_ORDER)]
-                trials.append(make_trial(task, len(trials), ATTRIBUTES, dict(task.sizes), dist, drawn))
+    # one process runs a shape: one set of attribute values for it
+    drawn = draw_attrs(task, rng) if config.coverage_trials and task.coverage.attr_domains else {}
+    plan = held_out_plan(task, rng) if config.held_out_shape else HeldOutPlan()
+    carrier = next((s for s in plan.shapes if s.label == LARGE), None)
+    if drawn and carrier is None:
+        for k in range(max(1, config.variant_trials)):
+            dist = DISTRIBUTION_ORDER[(k + 1) % len(DISTRIBUTION_ORDER)]
+            trials.append(make_trial(task, len(trials), ATTRIBUTES, dict(task.sizes), dist, drawn))
     offset = rng.randrange(len(DISTRIBUTION_ORDER))
     for i, sizes in enumerate(task.all_shapes()[1:]):
         for k in range(config.variant_trials):
             dist = DISTRIBUTION_ORDER[(offset + i * config.variant_trials + k) % len(DISTRIBUTION_ORDER)]
             trials.append(make_trial(task, len(trials), f"variant {i + 1}", sizes, dist))
     if config.held_out_shape:
-        plan = held_out_plan(task, rng)
         if plan.unavailable:
             notes.append(plan.unavailable)
         for shape in plan.shapes:
+            attrs = drawn if shape is carrier else None
             try:
-                trials.append(
-                    make_trial(task, len(trials), shape.label, shape.sizes, rng.choice(DISTRIBUTION_ORDER))
-                )
+                trials.append(make_trial(
+                    task, len(trials), shape.label, shape.sizes, rng.choice(DISTRIBUTION_ORDER), attrs
+                ))
             except TaskError as exc:
                 if task.layout_note.startswith("level and category from SAGE_TASK"):
                     raise TaskError(
