@@ -86,7 +86,9 @@ def test_held_out_shapes_go_below_and_above_the_published_ones(name: str) -> Non
         if not task.coverage.size_rules:
             assert (small[inner] + 1) % 8 == 0  # every tail branch taken
             assert (math.prod(small[s] for s in free) + 1) % 8 == 0
-        assert math.prod(large[s] for s in free) <= 4 * math.prod(task.sizes[s] for s in free)
+        # within ELEMENT_GROWTH x the default's, unless the stretched innermost size alone exceeds it
+        others = math.prod(large[s] for s in free[:-1])
+        assert math.prod(large[s] for s in free) <= 2 * math.prod(task.sizes[s] for s in free) or others == 1
 
 
 def test_a_rule_that_allows_no_value_is_an_explicit_error() -> None:

@@ -18,7 +18,11 @@ Value distributions (`DISTRIBUTIONS`):
 Without a ``make_inputs`` hook, a non-default distribution re-draws every floating-point input from
 that distribution and keeps integer and bool inputs exactly as ``get_inputs()`` made them (so index
 tensors stay in range). Inputs named in ``SAGE_TASK["structured_inputs"]`` (weights, cos/sin tables,
-quantisation scales) are also kept: their realistic values are part of the task.
+quantisation scales) are also kept, unless the task gives them a domain
+(``SAGE_TASK["structured_domains"]``, tasks/coverage.py): then they are re-drawn within it
+(tasks/special.py), so a kernel cannot rely on the published table's structure (equal halves).
+The trial kinds ``special_values`` and ``ties`` and the task's named edge cases are accepted too
+(`trial_kinds`).
 
 A task file whose inputs have a domain (non-negative, inf/nan present, ties between two tensors,
 probabilities, valid scales) defines

@@ -41,7 +41,7 @@ VECTOR_WIDTHS = (8, 16, 64)
 #: The large shape's stretched sizes: this many times the largest published value.
 STRETCH = (1.5, 3.0)
 #: The large shape's product of free sizes stays within this many times the default's.
-ELEMENT_GROWTH = 4.0
+ELEMENT_GROWTH = 2.0
 #: Labels of the held-out shapes, in the order they are planned.
 SMALL, LARGE = "held-out small", "held-out large"
 
