@@ -142,6 +142,9 @@ def test_attribute_domains_rebind_the_reference(tmp_path: Path) -> None:
     assert drawn and all(t.attrs["lo"] != -0.5 and -2.0 <= t.attrs["lo"] <= 0.0 for t in drawn)
     for t in drawn:
         assert float(t.expected[0].min()) == pytest.approx(max(t.attrs["lo"], float(t.inputs[0].min())))
+    # with held-out shapes, the drawn values ride on the large one (no extra process)
+    carried = [t for t in plan_trials(task, HarnessConfig()).trials if t.attrs]
+    assert [t.shape_label for t in carried] == [LARGE]
 
 
 # ----------------------------------------------------------------------------- inputs
