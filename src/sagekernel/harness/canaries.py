@@ -70,6 +70,7 @@ def task_canaries(task: Task, config: HarnessConfig, trials: list[Trial]) -> tup
         config.trials,
         config.variant_trials,
         config.held_out_shape,
+        config.coverage_trials,
     )
     cached = _CANARY_CACHE.get(key)
     if cached is not None:
@@ -85,8 +86,8 @@ def passing_canaries(task: Task, trials: list[Trial]) -> list[str]:
         ok = True
         for trial in trials:
             got_all = canary_outputs(name, task, trial, anchor=trials[0])
-            for spec, got, exp in zip(task.outputs, got_all, trial.expected, strict=True):
-                if compare(got, exp, trial.atol, task.rtol, spec.dtype) is not None:
+            for k, (spec, got, exp) in enumerate(zip(task.outputs, got_all, trial.expected, strict=True)):
+                if compare(got, exp, trial.tolerance(k), task.rtol, spec.dtype) is not None:
                     ok = False
                     break
             if not ok:

@@ -2,8 +2,11 @@
 can act on.
 
 Rules (eval_integrity.md §2 recipe): NaN must sit exactly where the reference has NaN (never a
-wildcard); +-Inf must match exactly; finite elements pass when |a - e| <= atol + rtol * |e|;
-integer and bool outputs must be equal. The first failing element is reported with its index,
+wildcard); +-Inf must match exactly; finite elements pass when |a - e| <= atol + rtol * |e|, where
+atol may be one number or a tensor of one tolerance per element (harness/trials.py: the framework
+slack is elementwise); integer and bool outputs must be equal. Where the tolerance is zero (atol and
+rtol both 0) floating-point outputs are compared bit for bit, NaN canonicalised (any NaN matches any
+NaN) and the sign of zero kept: -0.0 is not +0.0. The first failing element is reported with its index,
 expected and actual values; a NaN that is still the harness's fill pattern is called unwritten.
 """
 
@@ -65,10 +68,14 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(idx)) if shape else ()
 
 
+#: Integer views for bit-for-bit comparison, by element size.
+_BITS = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}
+
+
 def compare(
     actual: torch.Tensor,
     expected: torch.Tensor,
-    atol: float,
+    atol: float | torch.Tensor,
     rtol: float,
     dtype: str,
     raw: bytes | None = None,
@@ -80,17 +87,23 @@ def compare(
     total = e.numel()
     if a.numel() != total:
         return Mismatch(total, total, (), f"{total} elements", f"{a.numel()}", "wrong element count")
-    if (
+    exact = rtol == 0 and (not bool(atol.any()) if isinstance(atol, torch.Tensor) else atol == 0)
+    tol: torch.Tensor | None = None
+    if expected.is_floating_point() and exact and a.dtype == e.dtype:
+        bits = _BITS[e.element_size()]
+        nan_a, nan_e = torch.isnan(a), torch.isnan(e)
+        bad = (nan_a != nan_e) | (~nan_e & (a.view(bits) != e.view(bits)))
+        detail = ""
+    elif (
         a.dtype == e.dtype
         and torch.equal(a, e)
         and not (expected.is_floating_point() and bool(torch.isnan(e).any()))
     ):
         return None  # bit-identical (the common case for exact ops): nothing more to check
-    if not expected.is_floating_point():
+    elif not expected.is_floating_point():
         # bool outputs are read as raw bytes (uint8), so anything but 0/1 is wrong
         bad = a.to(torch.int64) != e.to(torch.int64)
         detail = "integer and bool outputs must be exact (bool is one byte, 0 or 1)"
-        tol = None
     else:
         # float32 arithmetic suffices for judging 16/32-bit outputs and halves the work on large ones
         work = torch.float64 if expected.dtype == torch.float64 else torch.float32
@@ -98,7 +111,8 @@ def compare(
         nan_a, nan_e = torch.isnan(ad), torch.isnan(ed)
         inf_e = torch.isinf(ed)
         finite_e = ~(nan_e | inf_e)
-        tol = atol + rtol * ed.abs()
+        slack = atol.reshape(-1).to(work) if isinstance(atol, torch.Tensor) else atol
+        tol = slack + rtol * ed.abs()
         close = (ad - ed).abs() <= tol
         bad = (nan_a != nan_e) | (inf_e & (ad != ed)) | (finite_e & ~close)
         detail = ""
@@ -117,11 +131,16 @@ def compare(
             detail = "the reference is NaN here (NaN inputs must give NaN)"
         elif math.isinf(exp_v) or math.isinf(act_v):
             detail = "infinities must match exactly"
+        elif tol is None:
+            detail = (
+                "the tolerance is zero, so the bits must match"
+                + (" (the sign of zero differs)" if exp_v == act_v == 0 else "")
+            )
         else:
-            assert tol is not None
+            here = float(atol.reshape(-1)[first]) if isinstance(atol, torch.Tensor) else atol
             detail = (
                 f"|diff| {abs(act_v - exp_v):.3g} > tolerance {float(tol[first]):.3g} "
-                f"= atol {atol:g} + rtol {rtol:g}*|expected|"
+                f"= atol {here:.3g} (at this element) + rtol {rtol:g}*|expected|"
             )
     elif raw is not None:
         width = len(SENTINELS[dtype])

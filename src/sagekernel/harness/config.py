@@ -44,7 +44,10 @@ class HarnessConfig:
     threads: int = 1  #: OpenMP / torch threads for candidate and reference alike
     trials: int = 3  #: correctness trials on the default shape (fresh secret seed and distribution each)
     variant_trials: int = 2  #: trials on every shape variant
-    held_out_shape: bool = True  #: also test one shape derived at random from the defaults (odd sizes)
+    held_out_shape: bool = True  #: also test the held-out shapes drawn per evaluation (tasks/sizegen.py)
+    coverage_trials: bool = True  #: special values, ties, edge cases, drawn attributes (tasks/coverage.py)
+    timed_held_out: bool = True  #: also time the large held-out shape; the verdict's speedup is the worse
+    held_out_rounds: int = 3  #: interleaved rounds of the held-out timing (as many calls per round)
     build_timeout_s: float = 60.0  #: wall-clock limit for the compiler
     call_timeout_s: float = 20.0  #: wall-clock allowance per kernel call (a round may take calls x this)
     start_timeout_s: float = 15.0  #: allowance for a runtime process to start and load its artifact

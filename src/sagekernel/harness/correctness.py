@@ -23,10 +23,11 @@ from sagekernel.harness.canaries import CANARIES, task_canaries
 from sagekernel.harness.compare import compare, tensor_from_bytes
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.runs import Failure, RoundResult, RuntimeRun
-from sagekernel.harness.trials import Trial, kernel_args, pack_sets, raw_bytes
+from sagekernel.harness.trials import Trial, kernel_args, pack_sets, raw_bytes, trial_task
 from sagekernel.harness.verdict import Stage
 from sagekernel.harness.wire import ALL, Plan, Round
 from sagekernel.seam import RuntimeSpec
+from sagekernel.tasks.modules import bound_sizes, task_module
 from sagekernel.tasks.task import Task
 
 
@@ -59,7 +60,9 @@ def run_shape(
     plan.artifact_blob = spec.artifact.read_bytes() if spec.artifact else b""
     plan.artifact = {**spec.artifact_record, "blob": [0, len(plan.artifact_blob)]}
     if spec.artifact_for is not None:
-        plan.artifact.update(spec.artifact_for(dict(trials[0].sizes)))
+        # the artifact record (e.g. ModelNew's init arguments) under the trials' attribute values
+        with bound_sizes(task_module(task), trial_task(task, trials[0]).attr_binding):
+            plan.artifact.update(spec.artifact_for(dict(trials[0].sizes)))
     run = RuntimeRun(spec, plan, kind=kind, limits=limits_for(config, spec, len(trials)), scratch=scratch)
     failure = run.started()
     if failure is not None:
@@ -95,7 +98,7 @@ def judge_call(task: Task, trial: Trial, call: Any) -> str | None:
         exp = trial.expected[k]
         dtype = torch.uint8 if spec.dtype == "bool" else exp.dtype
         actual = tensor_from_bytes(call.outputs[k], dtype, tuple(exp.shape))
-        mism = compare(actual, exp, trial.atol, task.rtol, spec.dtype, call.outputs[k])
+        mism = compare(actual, exp, trial.tolerance(k), task.rtol, spec.dtype, call.outputs[k])
         if mism is not None:
             return f"wrong result on the {trial.describe()}: {mism.describe(spec.name)}."
     return None
@@ -119,8 +122,15 @@ def benchmark_check(task: Task, trial: Trial, call: Any) -> dict[str, Any]:
 
 
 def run_correctness(
-    task: Task, trials: list[Trial], spec: RuntimeSpec, config: HarnessConfig, kind: str, scratch: Path
+    task: Task,
+    trials: list[Trial],
+    spec: RuntimeSpec,
+    config: HarnessConfig,
+    kind: str,
+    scratch: Path,
+    notes: list[str] | None = None,
 ) -> Outcome:
+    """`notes`: what the trial plan could not cover (stated in the checks and the message)."""
     box: dict[str, Any] = {"kind": kind, "runtime": spec.name}
     checks: dict[str, Any] = {
         "trials": [
@@ -130,10 +140,13 @@ def run_correctness(
                 "distribution": t.distribution,
                 "seed": t.seed,
                 "atol": t.atol,
+                "widest_atol": t.widest_atol(),
+                **({"attrs": t.attrs} if t.attrs else {}),
             }
             for t in trials
         ],
         "distributions": sorted({t.distribution for t in trials}),
+        "not_covered": list(notes or []),
     }
 
     def out(stage: Stage, message: str, flags: list[str] | None = None) -> Outcome:
@@ -192,10 +205,11 @@ def run_correctness(
                 "trial, so passing says nothing about a candidate",
                 ["broken_task"],
             )
+    gaps = f" ({'; '.join(notes)})" if notes else ""
     return out(
         Stage.OK,
         f"correct on {len(trials)} trials over {len(shapes)} shapes and "
-        f"{len(checks['distributions'])} value distributions",
+        f"{len(checks['distributions'])} input kinds{gaps}",
     )
 
 

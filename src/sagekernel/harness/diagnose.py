@@ -139,7 +139,7 @@ def locate_mismatch(task: Task, trial: Trial, outputs: list[bytes]) -> MismatchL
             got_n = f"{n} elements"
             return MismatchLocation(spec.name, (), 0, want, got_n, "wrong element count", total, total, [])
         got = tensor_from_bytes(outputs[k], dtype, tuple(exp.shape))
-        mism = compare(got, exp, trial.atol, task.rtol, spec.dtype, outputs[k])
+        mism = compare(got, exp, trial.tolerance(k), task.rtol, spec.dtype, outputs[k])
         if mism is None:
             continue
         flat = 0

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,13 @@ from sagekernel.errors import SageError, TaskError
 from sagekernel.harness import sandbox
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.correctness import run_correctness
-from sagekernel.harness.timing import INTEGRITY_FLAGS, QUARANTINE_FLAGS, TimingOutcome, run_timing
-from sagekernel.harness.trials import Trial, plan_trials
+from sagekernel.harness.timed import time_held_out, timing_attempts, timing_verdict
+from sagekernel.harness.trials import TrialPlan, plan_trials
 from sagekernel.harness.verdict import Stage, Verdict
 from sagekernel.protocols import Target
 from sagekernel.seam import Evidence
 from sagekernel.tasks.npukb_rule import score_record
+from sagekernel.tasks.sizegen import LARGE
 from sagekernel.tasks.task import Task
 
 __all__ = ["HarnessConfig", "as_candidate", "evaluate"]
@@ -60,6 +62,36 @@ def evaluate(
     """Judge one candidate for `task` on `target` (its first device unless `device` is given).
     A task with input groups (NPUKernelBench's `get_input_groups()`) is judged group by group."""
     config = config or HarnessConfig()
+    return _evaluate(task, source, target, config, device, None)
+
+
+@dataclass
+class Builds:
+    """The builds of one candidate by interface (`interface_key`), under `root` (kept until every
+    input group is judged): the groups of a task share them."""
+
+    root: Path
+    by_key: dict[tuple[object, ...], Any] = field(default_factory=dict)
+
+
+def interface_key(task: Task) -> tuple[object, ...]:
+    """What a kernel's build depends on: names, element types and ranks of its tensors, its size
+    symbols and its attributes' names and kinds (never the sizes' values). Input groups that agree
+    on it are built once."""
+    tensors = tuple((s.name, s.dtype, len(s.dims)) for s in (*task.inputs, *task.params, *task.outputs))
+    attrs = tuple((k, isinstance(v, float)) for k, v in task.attrs.items())
+    return (tensors, tuple(task.sizes), attrs)
+
+
+def _evaluate(
+    task: Task,
+    source: Candidate | str,
+    target: Target,
+    config: HarnessConfig,
+    device: str | None,
+    builds: Builds | None,
+) -> Verdict:
+    """`builds`: the candidate's builds so far (input groups): lint and build happen once."""
     if (len(task.groups) > 1 or task.benchmark is not None) and task.group_index is None:
         return _evaluate_groups(task, source, target, config, device)
     t_start = time.perf_counter()
@@ -83,7 +115,7 @@ def evaluate(
             else f"the reply is missing the file(s) {', '.join(missing)}"
         )
         return _finish(verdict, t_start)
-    if config.static_checks:
+    if config.static_checks and builds is None:  # the input groups' candidate is linted once
         verdict.lint = target.lint(candidate, task)
         if verdict.lint:
             verdict.stage = Stage.LINT
@@ -106,6 +138,7 @@ def evaluate(
                 workdir,
                 t_start,
                 planner,
+                builds,
             )
     finally:
         if planner is not None:
@@ -138,7 +171,7 @@ class _Planner:
     """`plan_trials` on a background thread; `result()` joins and re-raises."""
 
     def __init__(self, task: Task, config: HarnessConfig) -> None:
-        self.trials: list[Trial] | None = None
+        self.trials: TrialPlan | None = None
         self.error: BaseException | None = None
         self.seconds = 0.0
         self.thread = threading.Thread(target=self._run, args=(task, config), daemon=True)
@@ -152,7 +185,7 @@ class _Planner:
             self.error = exc
         self.seconds = time.perf_counter() - t0
 
-    def result(self) -> list[Trial]:
+    def result(self) -> TrialPlan:
         self.thread.join()
         if self.error is not None:
             raise self.error
@@ -172,11 +205,19 @@ def _run(
     workdir: Path,
     t_start: float,
     planner: _Planner,
+    builds: Builds | None,
 ) -> Verdict:
     t0 = time.perf_counter()
-    built = target.build(
-        candidate, task, workdir, device=device, sandbox_kind=kind, timeout_s=config.build_timeout_s
-    )
+    key = interface_key(task)
+    built = builds.by_key.get(key) if builds is not None else None
+    if built is None:
+        where = workdir if builds is None else builds.root / f"build{len(builds.by_key)}"
+        where.mkdir(parents=True, exist_ok=True)
+        built = target.build(
+            candidate, task, where, device=device, sandbox_kind=kind, timeout_s=config.build_timeout_s
+        )
+        if builds is not None:
+            builds.by_key[key] = built
     verdict.durations_s["build"] = time.perf_counter() - t0
     verdict.build = dict(built.info)
     if not built.ok and not (built.stage == "lint" and not config.static_checks):
@@ -189,7 +230,7 @@ def _run(
     verdict.compiled = True
     t0 = time.perf_counter()
     try:
-        trials = planner.result()
+        plan = planner.result()
         spec = target.runtime(built, task, device)
     except TaskError as exc:
         verdict.stage = Stage.BROKEN_TASK
@@ -211,7 +252,7 @@ def _run(
     verdict.durations_s["reference"] = time.perf_counter() - t0
     verdict.durations_s["reference_compute"] = planner.seconds
     t0 = time.perf_counter()
-    outcome = run_correctness(task, trials, spec, config, kind, workdir / "run")
+    outcome = run_correctness(task, plan.trials, spec, config, kind, workdir / "run", plan.notes)
     verdict.durations_s["correctness"] = time.perf_counter() - t0
     verdict.sandbox, verdict.checks = outcome.sandbox, outcome.checks
     verdict.flags.extend(outcome.flags)
@@ -229,73 +270,14 @@ def _run(
         )
         return _finish(verdict, t_start)
     t0 = time.perf_counter()
-    timed_out = run_timing(task, spec, config, kind, workdir / "timing")
-    attempts = [timed_out]
-    if (
-        timed_out.stage is Stage.OK
-        and QUARANTINE_FLAGS & set(timed_out.flags)
-        and config.quarantine_remeasure
-    ):
-        # Quarantine: re-measure in fresh processes with fresh inputs, every timed call checked.
-        attempts.append(
-            run_timing(task, spec, config, kind, workdir / "timing-recheck", check_every_call=True)
-        )
+    # Quarantine: a flagged timing is re-measured in fresh processes, every timed call checked.
+    attempts = timing_attempts(task, spec, config, kind, workdir / "timing")
+    verdict = timing_verdict(verdict, outcome.message, attempts)
+    large = next((t.sizes for t in plan.trials if t.shape_label == LARGE), None)
+    if verdict.stage is Stage.OK and config.timed_held_out and large is not None:
+        verdict = time_held_out(verdict, task, large, spec, config, kind, workdir)
     verdict.durations_s["timing"] = time.perf_counter() - t0
-    return _finish(_timing_verdict(verdict, outcome.message, attempts), t_start)
-
-
-def _timing_verdict(verdict: Verdict, correct_message: str, attempts: list[TimingOutcome]) -> Verdict:
-    last = attempts[-1]
-    verdict.sandbox["timing"] = last.sandbox
-    if last.stage is not Stage.OK:
-        verdict.stage = last.stage
-        verdict.correct = last.stage not in (Stage.CORRECTNESS, Stage.INTEGRITY)
-        verdict.message = last.message
-        verdict.flags.extend(last.flags)
-        if len(attempts) > 1:
-            verdict.quarantine = sorted(QUARANTINE_FLAGS & set(attempts[0].flags))
-        return verdict
-    verdict.timing = dict(last.timing)
-    verdict.flags.extend(last.flags)
-    verdict.candidate_ms, verdict.reference_ms, verdict.speedup = (
-        last.candidate_ms,
-        last.reference_ms,
-        last.speedup,
-    )
-    verdict.stage = Stage.OK
-    flagged = sorted(QUARANTINE_FLAGS & set(last.flags))
-    reasons: list[str] = []
-    if len(attempts) > 1:
-        first = attempts[0]
-        verdict.quarantine = sorted(QUARANTINE_FLAGS & set(first.flags))
-        verdict.timing["first_measurement"] = {"speedup": first.speedup, "flags": first.flags}
-        # Confirmed only by a clean re-measurement (fresh processes and inputs, every timed call
-        # checked) that reproduces the first within a factor of two; integrity flags never clear.
-        reasons = sorted(INTEGRITY_FLAGS & set(last.flags))
-        if (
-            "speedup_audit" in flagged
-            and first.speedup
-            and last.speedup
-            and not (0.5 <= last.speedup / first.speedup <= 2.0)
-        ):
-            reasons.append("speedup_not_reproduced")
-    elif flagged:
-        reasons = flagged  # re-measurement disabled: the flags stand
-    if reasons:
-        verdict.suspect = True
-        verdict.quarantine = sorted(set(verdict.quarantine) | set(reasons))
-        verdict.message = (
-            f"{correct_message}; {last.message}. SUSPECT: quarantined ({', '.join(reasons)}); "
-            "this result earns no credit until a person confirms it"
-        )
-    elif verdict.quarantine:
-        verdict.message = (
-            f"{correct_message}; {last.message} (quarantined for {', '.join(verdict.quarantine)}, "
-            "then confirmed by a fresh re-measurement with every timed call checked)"
-        )
-    else:
-        verdict.message = f"{correct_message}; {last.message}"
-    return verdict
+    return _finish(verdict, t_start)
 
 
 def _evaluate_groups(
@@ -305,10 +287,31 @@ def _evaluate_groups(
     geometric mean of the groups' speedups, each group's timing is kept."""
     t_start = time.perf_counter()
     verdicts: list[Verdict] = []
+    if config.static_checks:  # lint once per candidate (the groups share its source)
+        linted = _lint_only(task.group_task(0), source, target)
+        if linted is not None:
+            return linted
+    builds = Builds(Path(tempfile.mkdtemp(prefix="sage-builds-")))
+    try:
+        return _judge_groups(task, source, target, config, device, builds, verdicts, t_start)
+    finally:
+        shutil.rmtree(builds.root, ignore_errors=True)
+
+
+def _judge_groups(
+    task: Task,
+    source: Candidate | str,
+    target: Target,
+    config: HarnessConfig,
+    device: str | None,
+    builds: Builds,
+    verdicts: list[Verdict],
+    t_start: float,
+) -> Verdict:
     failed: Verdict | None = None
     cases: list[dict[str, Any]] = []
     for i, group in enumerate(task.group_tasks()):
-        v = evaluate(group, source, target, config, device)
+        v = _evaluate(group, source, target, config, device, builds)
         name = getattr(task.groups[i], "name", "") or f"group {i}"
         if task.benchmark is not None:  # its score counts every case: judge them all
             cases.append(_benchmark_case(name, v))
@@ -367,6 +370,7 @@ def _evaluate_groups(
     geo = f"; geometric-mean speedup {combined.speedup:.2f}x" if combined.speedup else ""
     combined.message = f"correct on all {len(verdicts)} input groups{geo} ({parts})"
     combined.durations_s = {"total": round(time.perf_counter() - t_start, 4)}
+    combined.build = {**first.build, "builds": len(builds.by_key)}
     return combined
 
 
@@ -382,6 +386,20 @@ def _benchmark_case(name: str, v: Verdict) -> dict[str, Any]:
                           float(raw.get("max_abs_error") or 0.0), float(raw.get("max_rel_error") or 0.0),
                           str(raw.get("error", "")))
     return case_record(name, check, v.ok and v.correct)
+
+
+def _lint_only(task: Task, source: Candidate | str, target: Target) -> Verdict | None:
+    """A LINT verdict if the candidate fails the static checks, else None."""
+    t_start = time.perf_counter()
+    candidate = as_candidate(target, task, source)
+    if candidate.is_empty():
+        return None  # _evaluate reports it
+    lint = target.lint(candidate, task)
+    if not lint:
+        return None
+    verdict = Verdict(stage=Stage.LINT, message="", evidence=Evidence.STATIC.value, lint=lint)
+    verdict.message = _lint_message(verdict)
+    return _finish(verdict, t_start)
 
 
 def _finish(verdict: Verdict, t_start: float) -> Verdict:

@@ -42,7 +42,7 @@ from sagekernel.harness.compare import compare, tensor_from_bytes
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.runs import Failure, RoundResult, RuntimeRun
 from sagekernel.harness.supervised import SupervisedRound
-from sagekernel.harness.trials import Trial, kernel_args, pack_sets, raw_bytes, trial_atol
+from sagekernel.harness.trials import Trial, framework_slack, kernel_args, pack_sets, raw_bytes, trial_atol
 from sagekernel.harness.verdict import Stage
 from sagekernel.harness.warm import WarmSession
 from sagekernel.harness.wire import Plan, Round
@@ -491,6 +491,7 @@ def recheck(
         inputs = tensors[: len(task.inputs)]
         expected = reference_outputs(task, inputs, dict(task.sizes), seed=param_seed(seed))
         atol = trial_atol(task, inputs, expected, dict(task.sizes), seed=param_seed(seed))
+        slack = framework_slack(task, inputs, expected, dict(task.sizes), seed=param_seed(seed))
         if any(c >= 0 for c in call.inputs_changed) or not all(call.guards):
             return (
                 f"during timing ({where}, call {call.call}) the kernel modified an input or wrote outside "
@@ -500,7 +501,9 @@ def recheck(
             exp = expected[k]
             dtype = torch.uint8 if spec.dtype == "bool" else exp.dtype
             got = tensor_from_bytes(call.outputs[k], dtype, tuple(exp.shape))
-            mism = compare(got, exp, atol, task.rtol, spec.dtype, call.outputs[k])
+            extra = slack[k]
+            tol = atol if extra is None else extra + atol
+            mism = compare(got, exp, tol, task.rtol, spec.dtype, call.outputs[k])
             if mism is not None:
                 return (
                     f"wrong result during timing ({where}, call {call.call}, checked after the round): "

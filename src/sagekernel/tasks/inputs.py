@@ -18,7 +18,11 @@ Value distributions (`DISTRIBUTIONS`):
 Without a ``make_inputs`` hook, a non-default distribution re-draws every floating-point input from
 that distribution and keeps integer and bool inputs exactly as ``get_inputs()`` made them (so index
 tensors stay in range). Inputs named in ``SAGE_TASK["structured_inputs"]`` (weights, cos/sin tables,
-quantisation scales) are also kept: their realistic values are part of the task.
+quantisation scales) are also kept, unless the task gives them a domain
+(``SAGE_TASK["structured_domains"]``, tasks/coverage.py): then they are re-drawn within it
+(tasks/special.py), so a kernel cannot rely on the published table's structure (equal halves).
+The trial kinds ``special_values`` and ``ties`` and the task's named edge cases are accepted too
+(`trial_kinds`).
 
 A task file whose inputs have a domain (non-negative, inf/nan present, ties between two tensors,
 probabilities, valid scales) defines
@@ -46,6 +50,13 @@ _REDRAW_SALT = 0x5A6E_0001
 
 
 # ----------------------------------------------------------------------------- low-level calls
+
+def seed_cpu(seed: int) -> None:
+    """`torch.manual_seed` for the CPU generator only: the same stream, without queueing a lazy
+    CUDA seeding that records a formatted stack each time (measured: ~4 ms of a timing run's
+    per-call input building)."""
+    torch.random.default_generator.manual_seed(seed)
+
 
 def call_get_inputs(module: ModuleType, path: object) -> list[torch.Tensor]:
     """Call `get_inputs()` and check it returns a list/tuple of tensors."""
@@ -165,7 +176,7 @@ def instantiate(module: ModuleType, path: object, seed: int = 0) -> torch.nn.Mod
         raise TaskError(f"{path}: defines no Model class")
     init = call_init_inputs(module, path)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         try:
             model = cls(*init)
         except Exception as exc:
@@ -374,6 +385,14 @@ def assemble_call(task: Task, tensors: Sequence[torch.Tensor]) -> list[Any]:
     return call
 
 
+def trial_kinds(task: Task) -> tuple[str, ...]:
+    """Every distribution `build_inputs` accepts for `task`: the value distributions, then the
+    coverage trials the task declares valid (tasks/special.py), then its named edge cases."""
+    cov = task.coverage
+    extra = (("special_values",) if cov.special_values else ()) + (("ties",) if cov.ties else ())
+    return DISTRIBUTIONS + extra + tuple(cov.edge_cases)
+
+
 def build_inputs(task: Task, sizes: Mapping[str, int] | None = None, seed: int = 0,
                  distribution: str = "default") -> list[torch.Tensor]:
     """Fresh, contiguous input tensors for `task` at `sizes` (defaults where omitted).
@@ -381,32 +400,50 @@ def build_inputs(task: Task, sizes: Mapping[str, int] | None = None, seed: int =
     Deterministic in (`sizes`, `seed`, `distribution`); leaves the global RNG untouched.
     Raises `TaskError` if the file's inputs do not match the task's declared shapes and dtypes.
     Only tensors are returned (non-tensor forward arguments travel as attrs); for a task with
-    input groups, the tensors of group `task.group_index` (0 by default).
+    input groups, the tensors of group `task.group_index` (0 by default). `distribution` is one of
+    `trial_kinds(task)`: ``special_values`` and ``ties`` start from ``normal`` inputs and transform
+    the inputs the task declares (tasks/special.py); an edge case name goes to ``make_inputs``.
     """
-    if distribution not in DISTRIBUTIONS:
-        raise TaskError(f"unknown input distribution {distribution!r} (known: {', '.join(DISTRIBUTIONS)})")
+    from sagekernel.tasks.special import BASE_DISTRIBUTION, make_ties, plant_special_values, redraw_structured
+
+    if distribution not in trial_kinds(task):
+        raise TaskError(f"unknown input distribution {distribution!r} for task {task.name} "
+                        f"(known: {', '.join(trial_kinds(task))})")
+    cov = task.coverage
+    edge = distribution in cov.edge_cases
+    base = BASE_DISTRIBUTION if distribution in ("special_values", "ties") else distribution
     full = full_sizes(task, sizes)
     module = task_module(task)
     path = task.source_path
     make = getattr(module, "make_inputs", None)
     with bound_sizes(module, task.binding(full)), torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         if callable(make) and not task.groups:
             gen = torch.Generator().manual_seed(seed)
             try:
-                raw = make(dict(full), gen, distribution)
+                raw = make(dict(full), gen, base)
             except Exception as exc:
                 raise TaskError(f"{path}: make_inputs() raised {type(exc).__name__}: {exc}") from exc
             inputs = tensor_args(task, _tensor_list(raw, f"{path}: make_inputs()")
                                  if not task.forward_args else list(raw))
+        elif edge:
+            raise TaskError(f"{path}: edge case {distribution!r} needs make_inputs()")
         else:
             inputs = tensor_args(task, raw_args(task, module))
-            if distribution != "default":
+            if base != "default":
                 gen = torch.Generator().manual_seed((seed + _REDRAW_SALT) % (2**63))
                 keep = structured_inputs(module)
-                inputs = [sample_tensor(t.shape, t.dtype, gen, distribution)
-                          if t.is_floating_point() and spec.name not in keep else t
+                domains = cov.structured_domains
+                inputs = [t if not t.is_floating_point() or (spec.name in keep and spec.name not in domains)
+                          else redraw_structured(t, domains[spec.name], gen) if spec.name in keep
+                          else sample_tensor(t.shape, t.dtype, gen, base)
                           for spec, t in zip(task.inputs, inputs, strict=False)]
+        if distribution in ("special_values", "ties"):
+            gen = torch.Generator().manual_seed((seed + 2 * _REDRAW_SALT) % (2**63))
+            inputs = [plant_special_values(t, cov.special_values[spec.name], gen)
+                      if distribution == "special_values" and spec.name in cov.special_values
+                      else make_ties(t, gen) if distribution == "ties" and spec.name in cov.ties else t
+                      for spec, t in zip(task.inputs, inputs, strict=False)]
     inputs = [t.detach().clone().contiguous() for t in inputs]
     check_tensors(task, task.inputs, inputs, full, f"inputs for distribution {distribution!r}")
     return inputs
@@ -470,7 +507,7 @@ def reference_outputs(task: Task, inputs: Sequence[torch.Tensor],
     module = task_module(task)
     path = task.source_path
     with bound_sizes(module, task.binding(full)), torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         outputs: list[torch.Tensor] | None = None
         if uses_fp64_reference(task) and any(t.is_floating_point() for t in inputs):
             model = instantiate(module, path, seed)
@@ -508,7 +545,7 @@ def declared_precision_outputs(task: Task, inputs: Sequence[torch.Tensor],
     module = task_module(task)
     try:
         with bound_sizes(module, task.binding(full)), torch.random.fork_rng(devices=[]), torch.no_grad():
-            torch.manual_seed(seed)
+            seed_cpu(seed)
             model = instantiate(module, task.source_path, seed)
             outputs = call_forward(model, assemble_call(task, [t.detach().clone() for t in inputs]),
                                    task.source_path)
@@ -524,5 +561,5 @@ def init_arguments(task: Task, sizes: Mapping[str, int] | None = None) -> list[A
     """`get_init_inputs()` with the size symbols bound to `sizes`: the arguments `Model` and a
     KernelBench-style `ModelNew` are constructed with."""
     module = task_module(task)
-    with bound_sizes(module, full_sizes(task, sizes)):
+    with bound_sizes(module, task.binding(full_sizes(task, sizes))):
         return call_init_inputs(module, task.source_path)

@@ -17,13 +17,14 @@ from typing import Any
 import torch
 
 from sagekernel.errors import TaskError
+from sagekernel.tasks.coverage import COVERAGE_KEYS, Coverage, parse_coverage
 from sagekernel.tasks.inputs import call_forward, call_get_inputs, check_tensors, dtype_name, instantiate
 from sagekernel.tasks.modules import bound_sizes, module_ints
 from sagekernel.tasks.task import SUPPORTED_DTYPES, Task, TensorSpec
 
 REQUIRED_KEYS = ("name", "level", "category", "inputs", "outputs", "sizes")
 OPTIONAL_KEYS = ("description", "attrs", "variants", "dtype", "atol", "rtol", "fp64_reference",
-                 "structured_inputs")
+                 "structured_inputs", *COVERAGE_KEYS)
 
 #: C keywords and names a kernel parameter must not take.
 _C_RESERVED = frozenset((
@@ -171,10 +172,11 @@ def _validate_meta(path: Path, module: ModuleType, meta: object) -> dict[str, An
     fp64 = meta.get("fp64_reference", True)
     if not isinstance(fp64, bool):
         raise _fail(path, "SAGE_TASK['fp64_reference'] must be True or False")
+    coverage = parse_coverage(path, meta, sizes, attrs, [n for n, _ in inputs], list(structured))
     return {
         "name": name, "level": level, "category": category.strip(), "description": description,
         "sizes": dict(sizes), "inputs": inputs, "outputs": outputs, "attrs": dict(attrs),
-        "variants": [dict(v) for v in variants], "dtype": dtype,
+        "variants": [dict(v) for v in variants], "dtype": dtype, "coverage": coverage,
         "atol": _number(path, meta, "atol", 1e-2), "rtol": _number(path, meta, "rtol", 1e-2),
     }
 
@@ -215,14 +217,38 @@ def task_from_metadata(path: Path, module: ModuleType, raw_meta: object) -> Task
         outputs=[TensorSpec(n, d, t) for (n, d), t in zip(meta["outputs"], out_dtypes, strict=True)],
         attrs=meta["attrs"], sizes=meta["sizes"], variants=meta["variants"],
         dtype=meta["dtype"] or _main_dtype(in_dtypes, out_dtypes),
-        atol=meta["atol"], rtol=meta["rtol"], layout_note=METADATA_NOTE,
+        atol=meta["atol"], rtol=meta["rtol"], layout_note=METADATA_NOTE, coverage=meta["coverage"],
     )
     task.params = _declared_params(task, model)
     check_tensors(task, task.inputs, inputs, task.sizes, "get_inputs() at the default sizes")
     check_tensors(task, task.outputs, outputs, task.sizes, "forward() at the default sizes")
     for i, shape in enumerate(task.all_shapes()[1:]):
         _check_variant(task, module, shape, f"variant {i} {task.variants[i]}")
+    _check_coverage(task, module, meta["coverage"])
     return task
+
+
+def _check_coverage(task: Task, module: ModuleType, coverage: Coverage) -> None:
+    """The dynamic part of the coverage declarations: every attribute domain binds a module
+    variable holding the attr's value, and `make_inputs` accepts every named edge case."""
+    path = task.source_path
+    for name, dom in coverage.attr_domains.items():
+        current = getattr(module, dom.bind, None)
+        if isinstance(current, bool) or not isinstance(current, (int, float)) or current != task.attrs[name]:
+            raise _fail(path, f"attr_domains[{name!r}] binds module variable {dom.bind!r}, which must be a "
+                        f"module-level number equal to the attr ({task.attrs[name]}) that get_init_inputs() "
+                        f"reads; found {current!r}")
+    if coverage.edge_cases:
+        make = getattr(module, "make_inputs", None)
+        if not callable(make):
+            raise _fail(path, "SAGE_TASK['edge_cases'] needs make_inputs(sizes, gen, name) to build them")
+        for edge in coverage.edge_cases:
+            try:
+                with bound_sizes(module, task.sizes):
+                    make(dict(task.sizes), torch.Generator().manual_seed(0), edge)
+            except Exception as exc:
+                raise _fail(path, f"make_inputs() cannot build edge case {edge!r}: "
+                            f"{type(exc).__name__}: {exc}") from exc
 
 
 def _declared_params(task: Task, model: torch.nn.Module) -> list[TensorSpec]:

@@ -194,10 +194,11 @@ def module_ints(module: ModuleType) -> dict[str, int]:
 
 
 @contextmanager
-def bound_sizes(module: ModuleType, sizes: Mapping[str, int | tuple[int, ...]]) -> Iterator[None]:
+def bound_sizes(module: ModuleType, sizes: Mapping[str, int | float | tuple[int, ...]]) -> Iterator[None]:
     """Rebind the module-level int of every symbol in `sizes` that the module defines (and a
     module-level tuple of ints, given a tuple: the size policy's `Task.size_tuples`); restore after.
 
+    A module-level float is rebound to a number (attribute values, `Task.attr_binding`).
     Symbols the module does not define as an int (e.g. synthetic symbols of an inferred task) are
     ignored. Holds `MODULE_LOCK` for the whole block.
     """
@@ -211,6 +212,9 @@ def bound_sizes(module: ModuleType, sizes: Mapping[str, int | tuple[int, ...]]) 
             elif type(current) is tuple and isinstance(value, tuple):
                 saved[key] = current
                 setattr(module, key, tuple(int(x) for x in value))
+            elif type(current) is float and isinstance(value, (int, float)):
+                saved[key] = current  # an attribute drawn by the attributes trial (Task.with_attrs)
+                setattr(module, key, float(value))
         try:
             yield
         finally:

@@ -12,6 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from sagekernel.tasks.coverage import Coverage
 from sagekernel.tasks.task import BenchmarkSpec, ForwardArg, InputGroup, Task, TensorSpec
 
 RECORD_VERSION = 1
@@ -47,6 +48,7 @@ def task_to_json(task: Task) -> dict[str, Any]:
         "layout_note": task.layout_note,
         "specification": task.specification,
         "benchmark": asdict(task.benchmark) if task.benchmark is not None else None,
+        "coverage": task.coverage.to_json(), "attr_binding": dict(task.attr_binding),
     }
 
 
@@ -95,4 +97,5 @@ def task_from_json(data: dict[str, Any], source_path: Path | None = None) -> Tas
         layout_note=data.get("layout_note", ""),
         specification=data.get("specification", ""),
         benchmark=BenchmarkSpec(**data["benchmark"]) if data.get("benchmark") else None,
+        coverage=Coverage.from_json(data.get("coverage")), attr_binding=dict(data.get("attr_binding", {})),
     )

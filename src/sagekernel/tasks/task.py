@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sagekernel.errors import TaskError
+from sagekernel.tasks.coverage import Coverage
 
 
 class TaskNeedsDevice(TaskError):
@@ -172,6 +173,12 @@ class Task:
     specification: str = ""
     #: The benchmark's own cases, rule and starting project (None for plain KernelBench files).
     benchmark: BenchmarkSpec | None = None
+    #: What the task declares about its valid inputs (size rules, attribute domains, special
+    #: values, ties, structured-input domains, edge cases): tasks/coverage.py.
+    coverage: Coverage = field(default_factory=Coverage)
+    #: Module variables rebound with the sizes (`binding`): an attributes trial's drawn values
+    #: (`with_attrs`); empty for the published attributes.
+    attr_binding: dict[str, float | int] = field(default_factory=dict)
 
     @property
     def source(self) -> str:
@@ -197,9 +204,19 @@ class Task:
         """One task per input group (just `[self]` without groups): check each, time each."""
         return [self.group_task(i) for i in range(max(1, len(self.groups)))]
 
-    def binding(self, sizes: dict[str, int]) -> dict[str, int | tuple[int, ...]]:
+    def binding(self, sizes: dict[str, int]) -> dict[str, int | float | tuple[int, ...]]:
         """What to rebind in the task's module to run it at `sizes` (with the scaled tuples)."""
-        return {**self.scaled_ints, **self.size_tuples, **sizes}
+        return {**self.scaled_ints, **self.size_tuples, **self.attr_binding, **sizes}
+
+    def with_attrs(self, attrs: dict[str, float | int]) -> Task:
+        """The task with attribute values `attrs` (drawn from `coverage.attr_domains`): its
+        module variables are rebound to them wherever the file runs (`binding`)."""
+        domains = self.coverage.attr_domains
+        unknown = sorted(set(attrs) - set(domains))
+        if unknown:
+            raise TaskError(f"task {self.name}: attrs {unknown} have no declared domain")
+        return replace(self, attrs={**self.attrs, **attrs},
+                       attr_binding={**self.attr_binding, **{domains[k].bind: v for k, v in attrs.items()}})
 
     def all_shapes(self) -> list[dict[str, int]]:
         """The default sizes followed by every variant (each variant overrides some symbols)."""

@@ -73,12 +73,12 @@ def calibrate_task(task: Task, device: str, config: HarnessConfig | None = None)
     result = TaskCalibration(task.name, device)
     rule, atol, rtol = _rule(task)
     try:
-        trials = plan_trials(task, config or HarnessConfig())
-        for trial in trials:
+        plan = plan_trials(task, config or HarnessConfig())
+        for trial in plan.trials:
             got = device_reference(task, trial, device)
             result.trials += 1
-            for spec, actual, expected in zip(task.outputs, got, trial.expected, strict=True):
-                mism = compare(actual, expected, trial.atol, task.rtol, spec.dtype)
+            for k, (spec, actual, expected) in enumerate(zip(task.outputs, got, trial.expected, strict=True)):
+                mism = compare(actual, expected, trial.tolerance(k), task.rtol, spec.dtype)
                 if mism is not None:
                     result.failures.append(f"{trial.describe()}: output {spec.name}: {mism.detail}")
                 if rule == "elementwise_both":

@@ -13,6 +13,7 @@ SAGE_TASK = {
     "outputs": {"out": ["B", "D"]},
     "sizes": {"B": 64, "D": 1000},
     "variants": [{"B": 7, "D": 1531}, {"B": 33, "D": 33}],
+    "special_values": True, "ties": True,
     "dtype": "float32", "atol": 0.0, "rtol": 0.0,
 }
 

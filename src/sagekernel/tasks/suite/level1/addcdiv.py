@@ -15,6 +15,8 @@ SAGE_TASK = {
     "attrs": {"value": 0.5},
     "sizes": {"B": 64, "D": 1000},
     "variants": [{"B": 7, "D": 1531}, {"B": 33, "D": 33}],
+    "special_values": ["nan", "inf", "signed_zero"],
+    "attr_domains": {"value": {"range": [-2.0, 2.0]}},
     "dtype": "float32", "atol": 1e-5, "rtol": 1e-5,
 }
 

@@ -15,6 +15,7 @@ SAGE_TASK = {
     "attrs": {"start": -3.5, "step": 0.37},
     "sizes": {"N": 20000},
     "variants": [{"N": 1531}, {"N": 7}, {"N": 100003}],
+    "attr_domains": {"start": {"range": [-10.0, 10.0]}, "step": {"range": [0.05, 2.0]}},
     "dtype": "float32", "atol": 1e-5, "rtol": 1e-6,
 }
 

@@ -16,6 +16,8 @@ SAGE_TASK = {
     "attrs": {"clip_min": -0.5, "clip_max": 0.75},
     "sizes": {"B": 64, "D": 1000},
     "variants": [{"B": 7, "D": 1531}, {"B": 33, "D": 33}],
+    "special_values": True, "ties": True,
+    "attr_domains": {"clip_min": {"range": [-2.0, 0.0]}, "clip_max": {"range": [0.0, 2.0]}},
     "dtype": "float32", "atol": 0.0, "rtol": 0.0,
 }
 

@@ -14,6 +14,7 @@ SAGE_TASK = {
     "outputs": {"out": ["B", "K"]},
     "sizes": {"B": 64, "D": 1000, "K": 300},
     "variants": [{"B": 7, "D": 1531, "K": 1000}, {"B": 33, "D": 33, "K": 77}],
+    "special_values": {"x": ["nan", "inf", "signed_zero", "subnormal"]},
     "dtype": "float32", "atol": 0.0, "rtol": 0.0,
 }
 

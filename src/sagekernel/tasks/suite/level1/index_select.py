@@ -15,6 +15,7 @@ SAGE_TASK = {
     "outputs": {"out": ["K", "D"]},
     "sizes": {"N": 500, "D": 128, "K": 300},
     "variants": [{"N": 7, "D": 1531, "K": 20}, {"N": 1000, "D": 33, "K": 1531}],
+    "special_values": {"x": ["nan", "inf", "signed_zero", "subnormal"]},
     "dtype": "float32", "atol": 0.0, "rtol": 0.0,
 }
 

@@ -14,6 +14,7 @@ SAGE_TASK = {
     "sizes": {"B": 64, "D": 1000},
     "variants": [{"B": 7, "D": 1531}, {"B": 33, "D": 33}],
     "structured_inputs": ["weight"],
+    "structured_domains": {"weight": "unit_interval"},
     "dtype": "float32", "atol": 1e-5, "rtol": 1e-5,
 }
 

@@ -17,6 +17,7 @@ SAGE_TASK = {
     "attrs": {"on_value": 2.5, "off_value": -0.5},
     "sizes": {"B": 256, "C": 200},
     "variants": [{"B": 7, "C": 1531}, {"B": 1000, "C": 33}],
+    "attr_domains": {"on_value": {"range": [-4.0, 4.0]}, "off_value": {"range": [-4.0, 4.0]}},
     "dtype": "float32", "atol": 0.0, "rtol": 0.0,
 }
 

@@ -15,6 +15,7 @@ SAGE_TASK = {
     "outputs": {"out": ["B", "D"]},
     "sizes": {"B": 64, "D": 1000, "K": 500},
     "variants": [{"B": 7, "D": 1531, "K": 2000}, {"B": 33, "D": 33, "K": 7}],
+    "special_values": {"x": ["nan", "inf"], "src": ["nan", "inf"]},
     "dtype": "float32", "atol": 1e-5, "rtol": 1e-5,
 }
 

@@ -1,10 +1,12 @@
 #include <stdint.h>
 
+/* torch.argmax: NaN is the largest value (the first NaN wins); ties go to the first index. */
 void sage_kernel(const float* restrict x, int64_t* restrict out, int64_t B, int64_t D) {
     for (int64_t b = 0; b < B; ++b) {
         const float* row = x + b * D;
         int64_t best = 0;
-        for (int64_t d = 1; d < D; ++d) if (row[d] > row[best]) best = d;
+        for (int64_t d = 1; d < D && row[best] == row[best]; ++d)
+            if (row[d] > row[best] || row[d] != row[d]) best = d;
         out[b] = best;
     }
 }

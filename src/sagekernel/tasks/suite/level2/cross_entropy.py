@@ -19,6 +19,8 @@ SAGE_TASK = {
     "attrs": {"label_smoothing": 0.1},
     "sizes": {"B": 128, "C": 500},
     "variants": [{"B": 7, "C": 1531}, {"B": 1000, "C": 33}],
+    "special_values": {"logits": ["nan"]}, "ties": True,
+    "attr_domains": {"label_smoothing": {"range": [0.0, 0.4]}},
     "dtype": "float32", "atol": 1e-5, "rtol": 1e-4,
 }
 

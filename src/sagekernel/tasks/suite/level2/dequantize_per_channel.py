@@ -16,6 +16,7 @@ SAGE_TASK = {
     "sizes": {"M": 128, "N": 256},
     "variants": [{"M": 7, "N": 1531}, {"M": 1000, "N": 33}],
     "structured_inputs": ["scale"],
+    "structured_domains": {"scale": "positive"},
     "dtype": "float32", "atol": 1e-6, "rtol": 1e-6,
 }
 

@@ -15,6 +15,7 @@ SAGE_TASK = {
     "outputs": {"out": ["B", "H"]},
     "sizes": {"B": 64, "H": 1000},
     "variants": [{"B": 7, "H": 1531}, {"B": 33, "H": 33}],
+    "special_values": ["nan", "signed_zero", "subnormal"],
     "dtype": "float32", "atol": 1e-5, "rtol": 1e-5,
 }
 

@@ -22,6 +22,8 @@ SAGE_TASK = {
     "sizes": {"N": 4, "G": 8, "CG": 4, "L": 256},
     "variants": [{"N": 3, "G": 5, "CG": 3, "L": 33}, {"N": 2, "G": 1, "CG": 7, "L": 1000}],
     "structured_inputs": ["weight", "bias"],
+    "special_values": ["nan", "inf", "subnormal"], "structured_domains": {"weight": "real", "bias": "real"},
+    "attr_domains": {"eps": {"range": [1e-6, 0.1]}},
     "dtype": "float32", "atol": 1e-4, "rtol": 1e-4,
 }
 

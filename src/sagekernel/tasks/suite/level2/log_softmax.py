@@ -13,6 +13,7 @@ SAGE_TASK = {
     "outputs": {"out": ["B", "D"]},
     "sizes": {"B": 128, "D": 500},
     "variants": [{"B": 7, "D": 1531}, {"B": 33, "D": 33}],
+    "special_values": ["nan", "inf"], "ties": True,
     "dtype": "float32", "atol": 1e-5, "rtol": 1e-5,
 }
 

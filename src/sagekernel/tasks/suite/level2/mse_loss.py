@@ -15,6 +15,7 @@ SAGE_TASK = {
     "outputs": {"out": []},
     "sizes": {"B": 32, "D": 1000},
     "variants": [{"B": 7, "D": 1531}, {"B": 33, "D": 33}],
+    "special_values": ["nan", "inf"],
     "dtype": "float32", "atol": 1e-5, "rtol": 1e-4,
 }
 

@@ -15,6 +15,7 @@ SAGE_TASK = {
     "outputs": {"q": ["M", "N"]},
     "sizes": {"M": 128, "N": 256},
     "variants": [{"M": 7, "N": 1531}, {"M": 1000, "N": 33}],
+    "edge_cases": ["rounding_ties"],
     "dtype": "float32", "atol": 0.0, "rtol": 0.0,
 }
 
@@ -38,7 +39,20 @@ def _draw(shape, gen, distribution):
     return torch.randn(shape, generator=gen)
 
 
+def _rounding_ties(sizes, gen):
+    """Power-of-two scales and about half the values exactly halfway between two integers (x / scale
+    is exact in float32): round-half-even (torch.round, nearbyintf) and half-away (roundf) differ."""
+    m, n = sizes["M"], sizes["N"]
+    scale = 2.0 ** -torch.randint(3, 9, (n,), generator=gen).float()
+    k = torch.randint(-140, 140, (m, n), generator=gen).float()
+    halfway = torch.rand((m, n), generator=gen) < 0.5
+    x = torch.where(halfway, (k + 0.5) * scale, (k + 0.25) * scale)
+    return [x, scale]
+
+
 def make_inputs(sizes, gen, distribution):
+    if distribution == "rounding_ties":
+        return _rounding_ties(sizes, gen)
     x = _draw((sizes["M"], sizes["N"]), gen, distribution)
     amax = x.abs().amax(dim=0).clamp_min(1e-6)
     scale = amax / 127 * (0.6 + 0.6 * torch.rand(sizes["N"], generator=gen))

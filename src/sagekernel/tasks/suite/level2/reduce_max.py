@@ -13,6 +13,7 @@ SAGE_TASK = {
     "outputs": {"out": ["B"]},
     "sizes": {"B": 128, "D": 500},
     "variants": [{"B": 7, "D": 1531}, {"B": 1000, "D": 7}],
+    "special_values": True, "ties": True,
     "dtype": "float32", "atol": 0.0, "rtol": 0.0,
 }
 

@@ -14,6 +14,7 @@ SAGE_TASK = {
     "outputs": {"out": ["B", "D"]},
     "sizes": {"B": 16, "R": 100, "D": 64},
     "variants": [{"B": 7, "R": 1531, "D": 7}, {"B": 3, "R": 33, "D": 1000}],
+    "special_values": ["nan", "inf"],
     "dtype": "float32", "atol": 1e-4, "rtol": 1e-4,
 }
 

@@ -17,6 +17,8 @@ SAGE_TASK = {
     "attrs": {"beta": 0.5},
     "sizes": {"B": 64, "D": 1000},
     "variants": [{"B": 7, "D": 1531}, {"B": 33, "D": 33}],
+    "special_values": ["nan", "inf"], "ties": True,
+    "attr_domains": {"beta": {"range": [0.1, 2.0]}},
     "dtype": "float32", "atol": 1e-5, "rtol": 1e-5,
 }
 

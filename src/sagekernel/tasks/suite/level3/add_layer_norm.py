@@ -18,6 +18,8 @@ SAGE_TASK = {
     "sizes": {"B": 64, "D": 1000},
     "variants": [{"B": 7, "D": 1531}, {"B": 33, "D": 33}],
     "structured_inputs": ["weight", "bias"],
+    "special_values": ["nan", "inf", "subnormal"], "structured_domains": {"weight": "real", "bias": "real"},
+    "attr_domains": {"eps": {"range": [1e-6, 0.1]}},
     "dtype": "float32", "atol": 1e-4, "rtol": 1e-4,
 }
 

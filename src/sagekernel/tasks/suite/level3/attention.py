@@ -19,6 +19,7 @@ SAGE_TASK = {
     "attrs": {"scale": 0.125},
     "sizes": {"B": 2, "H": 4, "S": 64, "D": 32},
     "variants": [{"B": 1, "H": 3, "S": 33, "D": 16}, {"B": 1, "H": 2, "S": 100, "D": 24}],
+    "attr_domains": {"scale": {"range": [0.05, 0.5]}},
     "dtype": "float32", "atol": 1e-4, "rtol": 1e-4,
 }
 

@@ -17,6 +17,7 @@ SAGE_TASK = {
     "sizes": {"M": 256, "K": 64, "N": 96, "G": 4},
     "variants": [{"M": 100, "K": 33, "N": 7, "G": 3}, {"M": 1000, "K": 16, "N": 33, "G": 7}],
     "structured_inputs": ["w"],
+    "edge_cases": ["empty_last_group", "empty_first_group", "single_group"],
     "dtype": "float32", "atol": 1e-4, "rtol": 1e-4,
 }
 
@@ -33,10 +34,42 @@ class Model(nn.Module):
         return out
 
 
+def _draw(shape, gen, distribution):
+    if distribution == "uniform":
+        return torch.rand(shape, generator=gen) * 2 - 1
+    if distribution == "large_magnitude":
+        return torch.randn(shape, generator=gen) * 1000
+    if distribution == "large_offset":
+        return torch.randn(shape, generator=gen) + 100 + 900 * torch.rand((), generator=gen)
+    return torch.randn(shape, generator=gen)
+
+
+def _group_sizes(m, g, gen, edge):
+    """Random consecutive groups summing to m; the edge cases force an empty first or last group,
+    or every row in one group."""
+    if edge == "single_group" or g == 1:
+        sizes = torch.zeros(g, dtype=torch.int64)
+        sizes[int(torch.randint(0, g, (1,), generator=gen))] = m
+        return sizes
+    cuts = torch.sort(torch.randint(0, m + 1, (g - 1,), generator=gen)).values
+    bounds = torch.cat((torch.zeros(1, dtype=torch.int64), cuts, torch.full((1,), m, dtype=torch.int64)))
+    if edge == "empty_last_group":
+        bounds[-2] = m
+    elif edge == "empty_first_group":
+        bounds[1] = 0
+    return torch.diff(torch.sort(bounds).values)
+
+
+def make_inputs(sizes, gen, distribution):
+    m, k, n, g = sizes["M"], sizes["K"], sizes["N"], sizes["G"]
+    # the weights are re-drawn for every distribution: a kernel may assume nothing about them
+    x = _draw((m, k), gen, distribution)
+    w = _draw((g, k, n), gen, "normal") / k ** 0.5
+    return [x, w, _group_sizes(m, g, gen, distribution)]
+
+
 def get_inputs():
-    cuts = torch.sort(torch.randint(0, M + 1, (G - 1,))).values
-    bounds = torch.cat((torch.zeros(1, dtype=torch.int64), cuts, torch.full((1,), M, dtype=torch.int64)))
-    return [torch.randn(M, K), torch.randn(G, K, N) / K ** 0.5, torch.diff(bounds)]
+    return make_inputs({"M": M, "K": K, "N": N, "G": G}, None, "default")
 
 
 def get_init_inputs():

@@ -18,6 +18,7 @@ SAGE_TASK = {
     "sizes": {"M": 128, "K": 256, "N": 192},
     "variants": [{"M": 7, "K": 33, "N": 1531}, {"M": 100, "K": 1000, "N": 33}],
     "structured_inputs": ["w", "bias"],
+    "structured_domains": {"w": "real", "bias": "real"},
     "dtype": "float32", "atol": 1e-4, "rtol": 1e-4,
 }
 

@@ -21,6 +21,8 @@ SAGE_TASK = {
     "sizes": {"B": 2, "S": 64, "H": 4, "D": 64},
     "variants": [{"B": 1, "S": 33, "H": 3, "D": 34}, {"B": 3, "S": 7, "H": 5, "D": 128}],
     "structured_inputs": ["weight", "cos_emb", "sin_emb"],
+    "structured_domains": {"weight": "real", "cos_emb": "real", "sin_emb": "real"},
+    "size_rules": {"D": {"multiple_of": 2}}, "attr_domains": {"eps": {"range": [1e-6, 0.1]}},
     "dtype": "float32", "atol": 1e-4, "rtol": 1e-4,
 }
 

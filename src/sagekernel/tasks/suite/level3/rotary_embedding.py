@@ -19,6 +19,7 @@ SAGE_TASK = {
     "sizes": {"T": 128, "H": 8, "D": 64, "P": 256},
     "variants": [{"T": 33, "H": 3, "D": 34, "P": 100}, {"T": 7, "H": 16, "D": 128, "P": 1000}],
     "structured_inputs": ["cos_sin_cache"],
+    "structured_domains": {"cos_sin_cache": "real"}, "size_rules": {"D": {"multiple_of": 2}},
     "dtype": "float32", "atol": 1e-5, "rtol": 1e-5,
 }
 
