@@ -5,10 +5,10 @@
 For each built-in task with both a hand-written CPU and Triton kernel:
 - CPU: `harness.evaluate` with the CPU target, correctness only (`skip_timing=True`), the
   harness's sandbox and warm servers (the first call, which starts them, is excluded);
-- Triton (interpreter): the target's lint, its build (parse + the sm_90 AOT gate in the build
-  sandbox) and one runtime process under TRITON_INTERPRET=1 on two input sets at the default
-  sizes (devloop/direct.py: a plain subprocess, not the harness sandbox -- the harness is not
-  wired to the Triton runtime yet).
+- Triton (interpreter): the same `harness.evaluate`, correctness only, on the `interpreter`
+  device: the target's lint, its build (parse + the sm_90 AOT gate in the build sandbox) and the
+  sandboxed runtime under TRITON_INTERPRET=1 over every trial; the stages are the verdict's own
+  durations (`durations_s`).
 Medians over repeats, in seconds. Neither path is timed on the device here: these are the costs of
 judging one candidate, which bound how many candidates a run can afford.
 """
@@ -18,16 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
-from sagekernel.candidate import Candidate
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.evaluate import evaluate
 from sagekernel.targets import get_target
-from sagekernel.targets.devloop.direct import build_request, run_runtime
-from sagekernel.targets.devloop.selfcheck import RUNTIMES, check_outputs
 from sagekernel.tasks.suites import suite_report
 
 DEFAULT = ["abs", "sqrt", "softmax", "rms_norm", "layer_norm"]
@@ -48,24 +43,21 @@ def cpu_seconds(task, repeats: int) -> tuple[float, bool]:  # type: ignore[no-un
 
 
 def triton_seconds(task, repeats: int) -> tuple[dict[str, float], bool]:  # type: ignore[no-untyped-def]
+    """`harness.evaluate` on the interpreter, as production judges a Triton candidate."""
     target = get_target("triton")
-    cand = Candidate.single("kernel.py", task.reference_kernels["triton"].read_text())
-    stages: dict[str, list[float]] = {"lint": [], "build": [], "run": [], "total": []}
+    source = task.reference_kernels["triton"].read_text()
+    cfg = HarnessConfig(skip_timing=True)
+    stages: dict[str, list[float]] = {"build": [], "run": [], "total": []}
     ok = True
     for _ in range(repeats):
         t0 = time.perf_counter()
-        findings = target.lint(cand, task)
-        t1 = time.perf_counter()
-        with tempfile.TemporaryDirectory() as tmp:
-            built = target.build(cand, task, Path(tmp), device="interpreter", sandbox_kind="auto",
-                                 timeout_s=120)
-        t2 = time.perf_counter()
-        req = build_request(task, cand.main.encode(), {"file": "kernel.py"}, seeds=(1, 2))
-        frames, _, _ = run_runtime(RUNTIMES["triton"], "interpreter", req)
-        t3 = time.perf_counter()
-        ok &= not findings and built.ok and check_outputs(task, frames, req, dict(task.sizes)) == "ok"
-        for k, v in (("lint", t1 - t0), ("build", t2 - t1), ("run", t3 - t2), ("total", t3 - t0)):
-            stages[k].append(v)
+        verdict = evaluate(task, source, target, cfg, device="interpreter")
+        total = time.perf_counter() - t0
+        ok &= verdict.correct
+        build = verdict.durations_s.get("build", 0.0)
+        stages["build"].append(build)
+        stages["run"].append(verdict.durations_s.get("correctness", 0.0))
+        stages["total"].append(total)
     return {k: statistics.median(v) for k, v in stages.items()}, ok
 
 
@@ -87,16 +79,18 @@ def main() -> int:
     if opts.json:
         print(json.dumps({"repeats": opts.repeats, "rows": rows}, indent=1))
         return 0
-    print(f"{'task':<12} {'cpu total':>9} {'triton lint':>11} {'build(AOT)':>10} {'run':>7} {'total':>7} "
+    print(f"{'task':<12} {'cpu total':>9} {'triton build':>12} {'correctness':>11} {'total':>7} "
           f"{'ratio':>6}  correct(cpu/triton)")
     for r in rows:
-        print(f"{r['task']:<12} {r['cpu_s']:>9.3f} {r['triton_lint_s']:>11.3f} {r['triton_build_s']:>10.3f} "
-              f"{r['triton_run_s']:>7.3f} {r['triton_total_s']:>7.3f} {r['ratio']:>6.1f}  "
+        print(f"{r['task']:<12} {r['cpu_s']:>9.3f} {r['triton_build_s']:>12.3f} "
+              f"{r['triton_run_s']:>11.3f} {r['triton_total_s']:>7.3f} {r['ratio']:>6.1f}  "
               f"{r['cpu_correct']}/{r['triton_correct']}")
     cpu_med = statistics.median(r["cpu_s"] for r in rows)
     tri_med = statistics.median(r["triton_total_s"] for r in rows)
     print(f"median per candidate: cpu {cpu_med:.3f} s, triton interpreter {tri_med:.3f} s "
           f"(medians of {opts.repeats} repeats per task)")
+    print(f"command: PYTHONPATH=src python3 benchmarks/bench_targets.py --repeats {opts.repeats} "
+          + " ".join(opts.tasks))
     return 0
 
 
