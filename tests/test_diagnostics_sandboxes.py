@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from sagekernel import sandbox
 from sagekernel.candidate import Candidate
-from sagekernel.harness import sandbox
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.diagnose import diagnose
 from sagekernel.targets import get_target

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sagekernel.harness import sandbox
+from sagekernel import sandbox
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.timing import run_timing
 from sagekernel.harness.verdict import Stage
@@ -15,7 +15,7 @@ from sagekernel.tasks.loader import load_task
 
 HERE = Path(__file__).resolve().parent
 RUNTIME = HERE / "fixtures" / "runtimes"
-CHILDREN = Path(sandbox.__file__).resolve().parent / "children"
+CHILDREN = Path(sandbox.__file__).resolve().parent / "harness" / "children"
 TASK = HERE / "fixtures" / "tasks" / "relu_rows.py"
 GOOD = (
     "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sagekernel.harness import sandbox
+from sagekernel import sandbox
 from sagekernel.harness.wire import FrameStream
 
 KINDS = [k for k in ("bwrap", "process") if k != "bwrap" or sandbox.bwrap_works()]
@@ -41,7 +41,7 @@ def test_channel_frames_need_the_nonce(tmp_path: Path, kind: str) -> None:
         "Channel(int(os.environ['SAGE_RESULT_FD']), 'forged').send({'kind': 'y'})\n"
     )
     cmd = _script(tmp_path, body)
-    children = Path(sandbox.__file__).resolve().parent / "children"
+    children = Path(sandbox.__file__).resolve().parent / "harness" / "children"
     cmd.ro_binds.append((str(children), "/box/children"))
     if kind != "bwrap":
         cmd.argv = [a.replace("/box/children", str(children)) for a in cmd.argv]

@@ -5,7 +5,7 @@ are kilobytes; a payload many times larger is a mistake or an attack, and storin
 is logged, a candidate is stored) multiplies its cost: 20 MB of code sent over MCP once grew a
 workspace to 70 MB. Limits elsewhere, by their modules: memory import fields
 (`memory.io.MAX_FIELD_CHARS`), task files loaded in a limited child (`tasks/isolate.py`),
-compiler logs kept (`targets/*/build.py`), the harness channel (`harness.sandbox.MAX_CHANNEL_BYTES`).
+compiler logs kept (`targets/*/build.py`), the harness channel (`sandbox.MAX_CHANNEL_BYTES`).
 """
 
 from __future__ import annotations

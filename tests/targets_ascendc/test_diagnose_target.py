@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sagekernel.harness.diagnose import diagnose as harness_diagnose
-from sagekernel.harness.sandbox import best_kind
+from sagekernel.sandbox import best_kind
 from sagekernel.targets.ascendc import diagnose as diag
 from sagekernel.targets.ascendc.config import AscendConfig
 from sagekernel.targets.ascendc.target import AscendCTarget

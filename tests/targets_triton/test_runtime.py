@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sagekernel.harness import sandbox
+from sagekernel import sandbox
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.evaluate import evaluate
 from sagekernel.harness.verdict import Stage, Verdict

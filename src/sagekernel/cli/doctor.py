@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
 
 def facts() -> dict[str, Any]:
     """Targets with their devices (available or not, and why), the sandbox, the Python environment."""
-    from sagekernel.harness import sandbox
+    from sagekernel import sandbox
     from sagekernel.targets import get_target, target_names
 
     targets: list[dict[str, Any]] = []

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from sagekernel.harness import sandbox
+from sagekernel import sandbox
 from sagekernel.harness.canaries import CANARIES, task_canaries
 from sagekernel.harness.compare import compare, tensor_from_bytes
 from sagekernel.harness.config import HarnessConfig

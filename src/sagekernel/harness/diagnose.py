@@ -19,10 +19,10 @@ from typing import Any
 
 import torch
 
+from sagekernel import sandbox
 from sagekernel.candidate import Candidate
 from sagekernel.diagnostics_seam import DiagnosticProbe, ProbeTensor, TargetDiagnostics
 from sagekernel.errors import SageError
-from sagekernel.harness import sandbox
 from sagekernel.harness.compare import SENTINELS, compare, tensor_from_bytes
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.trials import Trial, make_trial, raw_bytes

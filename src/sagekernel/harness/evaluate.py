@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sagekernel import sandbox
 from sagekernel.candidate import Candidate
 from sagekernel.errors import SageError, TaskError
-from sagekernel.harness import sandbox
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.correctness import run_correctness
 from sagekernel.harness.timed import time_held_out, timing_attempts, timing_verdict

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sagekernel import sandbox
 from sagekernel.harness import runtime_evidence as evidence
-from sagekernel.harness import runtime_memory, sandbox
+from sagekernel.harness import runtime_memory
 from sagekernel.harness.session import Exit, Session
 from sagekernel.harness.verdict import Stage
 from sagekernel.harness.wire import ALL, Plan, encode_binary, encode_json

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sagekernel.harness import sandbox
+from sagekernel import sandbox
 from sagekernel.harness.wire import Frame, FrameStream, round_message
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.timing import INTEGRITY_FLAGS, QUARANTINE_FLAGS, TimingOutcome, run_timing
 from sagekernel.harness.verdict import Stage, Verdict
-from sagekernel.targets.base import RuntimeSpec
+from sagekernel.seam import RuntimeSpec
 from sagekernel.tasks.task import Task
 
 #: The held-out timing's calls: its rounds (the published timing's per-round calls each), warm-up

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sagekernel.harness import sandbox
+from sagekernel import sandbox
 from sagekernel.harness.session import Exit, Session
 
 CHILDREN_DIR = Path(__file__).resolve().parent / "children"

@@ -19,7 +19,7 @@ import re
 import sys
 from pathlib import Path
 
-from sagekernel.harness import sandbox
+from sagekernel import sandbox
 from sagekernel.targets.ascendc import availability
 from sagekernel.targets.diagnostics import (
     DiagnosticProbe,

@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sagekernel.harness.verdict import LintFinding
+from sagekernel.seam import LintFinding
 from sagekernel.targets.ascendc.cparse import Source
 from sagekernel.targets.ascendc.lint import _POW2, LintSpec, lint_files
 from sagekernel.targets.ascendc.names import OpNames, snake_from_camel

@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass, field
 
 from sagekernel.candidate import Candidate
-from sagekernel.harness.verdict import LintFinding
+from sagekernel.seam import LintFinding
 from sagekernel.targets.ascendc import integrity, tiling_check
 from sagekernel.targets.ascendc.config import AscendConfig
 from sagekernel.targets.ascendc.contract import (

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from sagekernel.candidate import Candidate
-from sagekernel.harness.verdict import LintFinding
+from sagekernel.seam import LintFinding
 from sagekernel.targets.ascendc import availability
 from sagekernel.targets.ascendc.build import execute
 from sagekernel.targets.ascendc.config import AscendConfig

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sagekernel.harness.verdict import LintFinding
+from sagekernel.seam import LintFinding
 from sagekernel.targets.ascendc.contract import TilingField, kernel_only_fields
 from sagekernel.targets.ascendc.cparse import Source
 from sagekernel.targets.ascendc.names import OpNames

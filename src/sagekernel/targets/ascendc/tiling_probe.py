@@ -23,8 +23,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from sagekernel.harness import sandbox
-from sagekernel.harness.verdict import LintFinding
+from sagekernel import sandbox
+from sagekernel.seam import LintFinding
 from sagekernel.targets.ascendc.contract import kernel_only_fields
 from sagekernel.targets.ascendc.names import op_names
 from sagekernel.targets.ascendc.skeleton import plain_tiling_header

@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from sagekernel.harness import sandbox
-from sagekernel.harness.verdict import LintFinding
+from sagekernel import sandbox
+from sagekernel.seam import LintFinding
 from sagekernel.targets.base import BuildResult
 from sagekernel.targets.cpu import preprocessed
 from sagekernel.targets.cpu.flags import LINK_LIBS, compiler_command, compiler_version, is_cxx

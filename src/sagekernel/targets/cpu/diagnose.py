@@ -4,7 +4,7 @@ The candidate is compiled with `-g -O1 -Wall -Wextra -fsanitize=address,undefine
 a generated `diag_main.c` that reads the probe's buffers from files into exactly-sized heap
 blocks (one `malloc` per buffer, each on its own line, so AddressSanitizer's allocation frame
 names the buffer), calls `sage_kernel` once with the probe's scalars, and writes the outputs back.
-Both the build and the run happen in the sandbox like every candidate command (harness/sandbox.py);
+Both the build and the run happen in the sandbox like every candidate command (sandbox.py);
 the kernel's own `printf` output is what the run printed before the report. The harness compares
 the outputs with the reference (harness/diagnose.py).
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sagekernel.harness import sandbox
+from sagekernel import sandbox
 from sagekernel.targets.cpu.contract import KERNEL_SYMBOL
 from sagekernel.targets.cpu.flags import is_cxx
 from sagekernel.targets.diagnostics import (

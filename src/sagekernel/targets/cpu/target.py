@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from sagekernel.candidate import Candidate
-from sagekernel.harness.verdict import LintFinding
+from sagekernel.seam import LintFinding
 from sagekernel.targets.base import (
     BuildResult,
     DeviceInfo,

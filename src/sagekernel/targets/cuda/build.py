@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sagekernel.harness import sandbox
+from sagekernel import sandbox
 from sagekernel.seam import LintFinding
 from sagekernel.targets.base import BuildResult
 from sagekernel.targets.cuda.contract import KERNEL_FILE, LAUNCH_SYMBOL

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sagekernel import sandbox
 from sagekernel.candidate import Candidate
-from sagekernel.harness import sandbox
 from sagekernel.seam import LintFinding
 from sagekernel.targets.base import (
     BuildResult,

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sagekernel.harness import sandbox
+from sagekernel import sandbox
 from sagekernel.targets.base import BuildResult
 from sagekernel.targets.triton.contract import KERNEL_FILE
 from sagekernel.tasks.task import Task

@@ -9,7 +9,7 @@ import json
 import re
 from pathlib import Path
 
-from sagekernel.harness import sandbox
+from sagekernel import sandbox
 from sagekernel.targets.device_host import stage_folder
 from sagekernel.targets.diagnostics import (
     DiagnosticProbe,
