@@ -17,6 +17,7 @@ SAGE_TASK = {
     "sizes": {"N": 20000},
     "variants": [{"N": 1531}, {"N": 7}, {"N": 100003}],
     "attr_domains": {"start": {"range": [-10.0, 0.0]}, "end": {"range": [0.5, 10.0]}},
+    "size_rules": {"N": {"min": 2}},
     "dtype": "float32", "atol": 1e-5, "rtol": 1e-5,
 }
 

@@ -13,6 +13,7 @@ SAGE_TASK = {
     "inputs": {"x": ["B", "D"]},
     "outputs": {"mean": ["B"], "var": ["B"]},
     "sizes": {"B": 128, "D": 500},
+    "size_rules": {"D": {"min": 2}},
     "variants": [{"B": 7, "D": 1531}, {"B": 1000, "D": 7}],
     "special_values": ["nan"], "ties": True,  # inf: var_mean's mean of [inf, 1] is NaN (Welford)
     "dtype": "float32", "atol": 1e-5, "rtol": 1e-5,
