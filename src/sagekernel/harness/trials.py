@@ -16,6 +16,7 @@ process.
 
 from __future__ import annotations
 
+import math
 import secrets
 from dataclasses import dataclass, field
 
@@ -178,6 +179,19 @@ def make_trial(
                  dict(attrs or {}))
 
 
+#: A drawn float attribute has at most ATTR_SIGNIFICANT_BITS significant bits: exactly representable
+#: in every float type a kernel uses (bf16 has 8), so a reference's own arithmetic on published-style
+#: values (one_hot's `hot * (on - off) + off`) stays exact and a zero tolerance stays valid.
+ATTR_SIGNIFICANT_BITS = 8
+
+
+def dyadic(value: float) -> float:
+    """`value` rounded to ATTR_SIGNIFICANT_BITS significant bits (0 stays 0; never rounds to 0)."""
+    mantissa, exponent = math.frexp(value)
+    scale = 2**ATTR_SIGNIFICANT_BITS
+    return math.ldexp(round(mantissa * scale) / scale, exponent)
+
+
 def draw_attrs(task: Task, rng: secrets.SystemRandom) -> dict[str, float | int]:
     """One value per declared attribute domain, different from the published value where the
     domain allows (an attribute compiled into the kernel then gives wrong results)."""
@@ -185,10 +199,11 @@ def draw_attrs(task: Task, rng: secrets.SystemRandom) -> dict[str, float | int]:
     for name, dom in task.coverage.attr_domains.items():
         value: float | int = task.attrs[name]
         for _ in range(16):  # a quarter of the domain away from the published value, if it has room
-            if dom.integer:
-                value = rng.randint(int(dom.low), int(dom.high))
-            else:
-                value = rng.uniform(dom.low, dom.high)
+            drawn = (rng.randint(int(dom.low), int(dom.high)) if dom.integer
+                     else dyadic(rng.uniform(dom.low, dom.high)))
+            if not dom.low <= drawn <= dom.high:  # rounded past an end of the domain: draw again
+                continue
+            value = drawn
             if abs(value - task.attrs[name]) >= ATTR_DISTANCE * (dom.high - dom.low) > 0:
                 break
         out[name] = value
