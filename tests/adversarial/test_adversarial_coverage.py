@@ -1,6 +1,6 @@
 """Sloppy-but-plausible kernels, one per coverage class of issue 21 (items 5-10), each rejected.
 
-kernels_v3/<name>.c: each file's header names the mistake, why the trials of the time missed it and
+kernels_coverage/<name>.c: each file's header names the mistake, why the trials of the time missed it and
 the defence expected to stop it. They run on the built-in suite's tasks (whose declarations say
 what inputs are valid) through `evaluate` as shipped: static checks on, held-out shapes and
 coverage trials on. Each case states the stage and words of the message that must name the trial
@@ -21,7 +21,7 @@ from sagekernel.targets import get_target
 from sagekernel.tasks.loader import load_task
 
 HERE = Path(__file__).resolve().parent
-KERNELS = HERE / "kernels_v3"
+KERNELS = HERE / "kernels_coverage"
 SUITE = HERE.parents[1] / "src" / "sagekernel" / "tasks" / "suite"
 FAST = {"skip_timing": True, "call_timeout_s": 4.0}
 

@@ -135,6 +135,10 @@ def _preflight(cfg: Any) -> None:
         except SageError as exc:
             text = str(exc)
             raise OptionError(option, text.removeprefix(f"{option}: ")) from None
+    from sagekernel.runner.lock import WorkspaceLock
+
+    with WorkspaceLock(cfg.workspace, "sage mcp"):  # held by another writer: RunLocked names it, now
+        pass
 
 
 def _announce(worker: Any) -> None:
