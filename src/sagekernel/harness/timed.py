@@ -14,7 +14,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from sagekernel.harness.config import HarnessConfig
-from sagekernel.harness.timing import INTEGRITY_FLAGS, QUARANTINE_FLAGS, TimingOutcome, run_timing
+from sagekernel.harness.timing import (
+    INTEGRITY_FLAGS,
+    QUARANTINE_FLAGS,
+    TAMPER_FLAGS,
+    TimingOutcome,
+    run_timing,
+)
 from sagekernel.harness.verdict import Stage, Verdict
 from sagekernel.seam import RuntimeSpec
 from sagekernel.tasks.task import Task
@@ -111,8 +117,9 @@ def timing_verdict(verdict: Verdict, correct_message: str, attempts: list[Timing
         verdict.quarantine = sorted(QUARANTINE_FLAGS & set(first.flags))
         verdict.timing["first_measurement"] = {"speedup": first.speedup, "flags": first.flags}
         # Confirmed only by a clean re-measurement (fresh processes and inputs, every timed call
-        # checked) that reproduces the first within a factor of two; integrity flags never clear.
-        reasons = sorted(INTEGRITY_FLAGS & set(last.flags))
+        # checked) that reproduces the first within a factor of two; integrity flags never clear,
+        # and evidence of tampering from the first measurement stands whatever the second shows.
+        reasons = sorted(INTEGRITY_FLAGS & set(last.flags) | TAMPER_FLAGS & set(first.flags))
         if (
             "speedup_audit" in flagged
             and first.speedup

@@ -66,6 +66,18 @@ INTEGRITY_FLAGS = frozenset(
         "work_outside_timed_window",
     }
 )
+#: The integrity flags only a candidate causes (a claim under its accounted time, work while the
+#: reference runs or outside the windows, a speed no memory system reaches): raised by ANY
+#: measurement they stand, so a quarantine layout that cannot resolve them (a few-microsecond
+#: kernel under the stops' jitter) never clears them. The others can be the machine's noise.
+TAMPER_FLAGS = frozenset(
+    {
+        "below_bandwidth_floor",
+        "timer_mismatch",
+        "candidate_active_during_reference",
+        "work_outside_timed_window",
+    }
+)
 #: Device runtimes: host wall clock (launch + device-wide synchronise) this many times the event
 #: time means work the events did not see (a side stream, deferred work).
 EVENT_WALL_RATIO = 3.0
