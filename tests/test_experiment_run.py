@@ -291,7 +291,9 @@ def test_the_terminal_live_view_draws_one_line_per_stream(finished: ExperimentDi
 
 
 def test_stream_selection_runs_a_recipient_whose_donor_finished_earlier(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "exp.toml", """
+    spec = write_spec(
+        tmp_path / "exp.toml",
+        """
 [[streams]]
 name = "donor"
 methods = ["sage"]
@@ -303,9 +305,45 @@ methods = ["sage"]
 models = ["scripted"]
 from = "donor"
 limit = 1
-""")
+""",
+    )
     exp, first = run_experiment(spec, directory=tmp_path / "run", live=False, only={"donor"})
     assert first.finished == ["donor"] and exp.run_status("recipient") is None
     _, second = run_experiment(exp.root, live=False, only={"recipient"})
     assert second.ok and second.finished == ["recipient"]
     assert exp.finished("recipient")
+
+
+def test_a_result_written_between_the_status_poll_and_the_log_read_is_logged_once(
+    finished: ExperimentDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stream keeps writing while the view polls: the status says 2 done, the store already
+    holds 3 when the view reads it. The third line is logged then, and not again on the next poll."""
+    import io
+    from dataclasses import replace
+
+    from sagekernel.experiment import live, status
+    from sagekernel.records import OperatorResult
+    from sagekernel.runner import store
+
+    def result(i: int) -> OperatorResult:
+        return OperatorResult("s", i, f"op{i}", 1, "c", True, True, 2, 1, 1.0, 1.0, 1.0)
+
+    row = status.StreamStatus(
+        "s", "running", "sage", "scripted", "", None, 0, 3, None, None, None, None, None
+    )
+    polled = [replace(row, done=0), replace(row, done=2), replace(row, done=3), replace(row, done=3)]
+    three = [result(0), result(1), result(2)]
+    stored = [[], three, three, three]
+    step = {"i": 0}
+    monkeypatch.setattr(live, "experiment_status", lambda exp: [polled[step["i"]]])
+    monkeypatch.setattr(status, "open_readonly", lambda ws: sqlite3.connect(":memory:"))
+    monkeypatch.setattr(store.RunStore, "results", lambda self, run_id: stored[step["i"]])
+    out = io.StringIO()
+    view = LiveView(finished, tty=False, stream=out)
+    view.start()
+    for i in range(1, 4):
+        step["i"] = i
+        view.tick(force=True)
+    logged = [line for line in out.getvalue().splitlines() if " solved in " in line]
+    assert [line.split(":")[0] for line in logged] == ["[s] 1/3 op0", "[s] 2/3 op1", "[s] 3/3 op2"]

@@ -81,20 +81,22 @@ class LiveView:
         for r in rows:
             seen = self.seen_done.get(r.name, 0)
             if r.done > seen:
-                self._log_results(r, seen)
+                seen = self._log_results(r, seen)
             if r.state != self.seen_state.get(r.name) and r.state != "pending":
                 extra = f": {r.message}" if r.message and r.state in ("failed", "interrupted") else ""
                 self._log(f"[{r.name}] {r.state}{extra}")
-            self.seen_done[r.name], self.seen_state[r.name] = r.done, r.state
+            self.seen_done[r.name], self.seen_state[r.name] = seen, r.state
 
-    def _log_results(self, r: StreamStatus, seen: int) -> None:
-        """One line per operator finished since the last poll, with the CR/ER after it."""
+    def _log_results(self, r: StreamStatus, seen: int) -> int:
+        """One line per operator finished since the last poll, with the CR/ER after it; returns how
+        many results have now been logged. The stream keeps writing between the status poll and this
+        read, so that count, not the polled `r.done`, is what the next poll starts from."""
         from sagekernel.experiment.status import open_readonly
         from sagekernel.runner.store import RunStore
 
         conn = open_readonly(self.exp.workspace(r.name))
         if conn is None:
-            return
+            return seen
         try:
             results = RunStore(conn).results(r.name)
         finally:
@@ -107,6 +109,7 @@ class LiveView:
                 f"[{r.name}] {i + 1}/{r.total} {res.operator}: {mark} in {res.rounds_used} rounds; "
                 f"CR {pct(compilation_rate(upto))} ER {pct(execution_rate(upto))}"
             )
+        return max(seen, len(results))
 
     def close(self) -> None:
         self.tick(force=True)
