@@ -8,6 +8,7 @@ PY="${PYTHON:-python3}"
 say() { printf '\033[1m[check]\033[0m %s\n' "$*"; }
 bash scripts/setup.sh --dev
 say "ruff";   "$PY" -m ruff check src tests benchmarks
+say "line budget (scripts/line_budget.py: growth is a decision)"; "$PY" scripts/line_budget.py
 say "mypy, with and without the optional runtimes"; "$PY" scripts/typecheck.py
 say "sage selfcheck: every hand-written kernel passes, every null-kernel canary fails"
 sage selfcheck --suite builtin > /tmp/sage-selfcheck.txt || { tail -60 /tmp/sage-selfcheck.txt; exit 1; }
