@@ -160,13 +160,13 @@ class StorePolicy:
         tf = None if self.type_filter is None else (lambda t: self.type_filter(episode, t))  # type: ignore[misc]
         if self.variant.credit == "value":
             stage = "q1" if episode is EpisodeKind.CORR else "q2"
-            pool = self.index.pool(text, qvec, size=self.cfg.pool, utility=stage, type_filter=tf)
+            pool = self.index.pool(text, qvec, size=self.cfg.pool_size(k), utility=stage, type_filter=tf)
             draws = draws or random.Random(f"value-memory:{self.seed}")
             picked = epsilon_greedy(pool, k, self.cfg.epsilon, draws)
             ranked = [(c, c.utility) for c in picked]
         else:
             gamma = self.cfg.gamma if self.variant.rerank else 0.0
-            pool = self.index.pool(text, qvec, size=self.cfg.pool,
+            pool = self.index.pool(text, qvec, size=self.cfg.pool_size(k),
                                    utility="u" if self.variant.rerank else "none", type_filter=tf)
             ranked = [(r.candidate, r.score) for r in rerank(pool, gamma, k)]
         return self._materialise(ranked)
@@ -371,7 +371,6 @@ def contains_literal(item: Item, literals: Collection[str]) -> bool:
 
 
 def make_policy(method: str, conn: sqlite3.Connection, *, run_id: str, frozen: bool = False, seed: int = 0,
-                gamma: float = defaults.GAMMA, budget_tokens: int = defaults.HOT_BUDGET,
                 abstract_rule: Callable[[Item, list[str]], str] | None = None,
                 embedder: Embedder | str | None = _AUTO, config: MemoryConfig | None = None,
                 type_filter: Callable[[EpisodeKind, str], bool] | None = None) -> MemoryPolicy:
@@ -379,13 +378,14 @@ def make_policy(method: str, conn: sqlite3.Connection, *, run_id: str, frozen: b
 
     `embedder="auto"` loads all-MiniLM-L6-v2 when installed (lexical-only otherwise, with a
     warning); pass None to force lexical-only. `frozen=True` makes `learn` a no-op (transfer and
-    fixed-bank runs). `gamma` and `budget_tokens` always override the same fields of `config`.
+    fixed-bank runs). `config` carries the run's knobs (`RunConfig.memory_config`: γ, k, B, the
+    writer's cap) and the spec's constants.
     """
     if method not in METHODS:
         raise UnknownMethod(f"unknown memory method {method!r}; choose one of {', '.join(METHODS)}")
     if method == "refinement":
         return NoMemory()
-    cfg = replace(config or MemoryConfig(), gamma=gamma, budget_tokens=budget_tokens)
+    cfg = config or MemoryConfig()
     emb = default_embedder() if embedder == _AUTO else embedder
     assert not isinstance(emb, str)
     return StorePolicy(method, conn, run_id=run_id, frozen=frozen, seed=seed, config=cfg,
