@@ -85,7 +85,7 @@ def run_options(surface: str) -> list[inspect.Parameter]:
             continue
         info = RunConfig.model_fields[name]
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-        annotation = info.annotation
+        annotation: Any = info.annotation
         default = None if model_dependent(name) else info.get_default(call_default_factory=True)
         optional = type(None) in getattr(annotation, "__args__", ())
         if default is None and annotation is not None and not optional:
@@ -154,3 +154,48 @@ def run_config(settings: dict[str, Any], **fixed: Any) -> Any:
     except ValidationError as exc:
         flags = {name: option_flag(name) for name in RunConfig.model_fields}
         raise from_validation(exc, flags) from None
+
+
+def settings_table() -> str:
+    """docs/settings.md: every RunConfig knob, where it is given, its default and help (kept equal
+    to the code by tests/test_config_consistency.py; regenerate with
+    `python3 -m sagekernel.cli.run_options > docs/settings.md`)."""
+    from sagekernel.runner.config import BLOCK, MCP, RUN, TABLE, RunConfig, knob_surfaces, model_dependent
+
+    where = {RUN: "`sage run`", MCP: "`sage mcp`", TABLE: "experiment `[run]`", BLOCK: "experiment block"}
+    lines = [
+        "# Run settings",
+        "",
+        "Generated from `RunConfig` (`src/sagekernel/runner/config.py`), where each setting is declared",
+        "once; `tests/test_config_consistency.py` keeps this page, the options of `sage run` and `sage mcp`",
+        "and the experiment keys equal to it. Regenerate with",
+        "`PYTHONPATH=src python3 -m sagekernel.cli.run_options > docs/settings.md`.",
+        "",
+        "A default marked *model* depends on the model (`defaults.for_model`): it is resolved in",
+        "`RunConfig`, so `sage run`, `sage mcp` and an experiment stream with the same model get the same",
+        "value. Settings not given anywhere are set by the command itself (`driver`) or read from the",
+        "environment (`environment`: the result-changing variables of `runner/environment.py`, part of",
+        "the run's identity; a resume under other values is refused).",
+        "",
+        "| setting | option | default | given in | help |",
+        "|---|---|---|---|---|",
+    ]
+    for name, info in RunConfig.model_fields.items():
+        options = (", ".join(f"`{o.flag}`" for o in SHAPED[name]) if name in SHAPED
+                   else f"`{option_flag(name)}`" if {RUN, MCP} & set(knob_surfaces(name)) else "")
+        if model_dependent(name):
+            api, local = defaults.for_model("api")[name], defaults.for_model("local")[name]
+            mcp_local = defaults.for_model("local", "mcp")[name]
+            default = f"*model*: {api}; {local} for `local`" + (
+                f" ({mcp_local} under `sage mcp`)" if mcp_local != local else "")
+        else:
+            value = info.get_default(call_default_factory=True)
+            default = "" if value is None else f"`{value}`"
+        given = ", ".join(where[s] for s in knob_surfaces(name))
+        help_text = " ".join((info.description or "").split()).replace("|", "\\|")
+        lines.append(f"| `{name}` | {options} | {default} | {given} | {help_text} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(settings_table(), end="")

@@ -38,6 +38,9 @@ def _on(*surfaces: str, flag: str | None = None, model_dependent: bool = False) 
     return extra
 
 
+#: The default of a field that `RunConfig._resolve` always fills in (from the model, the environment).
+_RESOLVED: Any = None
+
 # Fields that do not change what a run computes; they are not part of its identity. The spend caps
 # only say where the run stops: the same command with a raised cap continues the stopped run.
 _NOT_IDENTITY = {"workspace", "run_id", "resume", "new", "progress", "model_options", "max_total_tokens",
@@ -80,7 +83,7 @@ class RunConfig(BaseModel):
                           json_schema_extra=_on(RUN, MCP, BLOCK))
     limit: int | None = Field(default=None, ge=1, json_schema_extra=_on(RUN, MCP, BLOCK))
     """Process only the first N operators of the planned stream."""
-    budget: int = Field(default=None, ge=1, json_schema_extra=_on(RUN, MCP, BLOCK, model_dependent=True))
+    budget: int = Field(default=_RESOLVED, ge=1, json_schema_extra=_on(RUN, MCP, BLOCK, model_dependent=True))
     """T, rounds per operator shared by the correctness and optimisation episodes. Default: the
     paper's T for API models (and under `sage mcp`); fewer for the embedded `local` model writing the
     kernels, because a 1.5B model at ~5 tokens/s needs ~1.5-2 minutes per round."""
@@ -109,7 +112,7 @@ class RunConfig(BaseModel):
     """Trace-completeness re-asks per round."""
     history: int = Field(default=defaults.HISTORY, ge=0, json_schema_extra=_on(RUN, TABLE))
     """Earlier attempts summarised in each prompt."""
-    max_tokens_per_call: int = Field(default=None, ge=64, json_schema_extra=_on(
+    max_tokens_per_call: int = Field(default=_RESOLVED, ge=64, json_schema_extra=_on(
         RUN, MCP, TABLE, flag="--max-tokens", model_dependent=True))
     """Completion-token cap of one model call. Default: lower for the embedded `local` model, which
     needs a few hundred tokens per kernel and would otherwise spend minutes filling a larger cap
@@ -137,7 +140,7 @@ class RunConfig(BaseModel):
     """Overrides of HarnessConfig fields (e.g. {"iters": 20}); part of the run's identity."""
     progress: bool = Field(default=True, json_schema_extra=_on(RUN))
     """Show the live progress display (on stderr)."""
-    environment: dict[str, str] = Field(default=None, json_schema_extra=_on())
+    environment: dict[str, str] = Field(default=_RESOLVED, json_schema_extra=_on())
     """The result-changing environment variables the run started with (runner/environment.py),
     read from the process when not given; part of the run's identity."""
 
