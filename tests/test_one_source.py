@@ -9,7 +9,7 @@ import pytest
 
 from sagekernel import db
 from sagekernel.memory.literals import mentions_literal, size_literals
-from sagekernel.memory.policies import VARIANTS, WRITING_METHODS
+from sagekernel.memory.methods import VARIANTS, WRITING_METHODS
 
 
 def test_writing_methods_follow_the_variants() -> None:

@@ -37,6 +37,7 @@ from sagekernel.memory.atu import (
 )
 from sagekernel.memory.embedding import Embedder, count_tokens, default_embedder
 from sagekernel.memory.literals import mentions_literal
+from sagekernel.memory.methods import METHODS, VARIANTS
 from sagekernel.memory.records import AdoptionRecord, HotEntry, HotSnapshot, Item, ItemState, MemoryConfig
 from sagekernel.memory.retrieval import Candidate, RetrievalIndex, query_terms, rerank
 from sagekernel.memory.store import Store, draft_to_item, now_stamp
@@ -45,28 +46,7 @@ from sagekernel.memory.value_memory import PopArt, epsilon_greedy, q_update, rou
 from sagekernel.protocols import MemoryPolicy
 from sagekernel.records import EpisodeKind, EpisodeTrace, ItemDraft, ResidentRule, RetrievedItem
 
-METHODS = ("refinement", "static-rag", "value-memory", "sage", "sage-uniform-credit", "sage-no-ugc",
-           "sage-random-ugc")
 _AUTO = "auto"
-
-
-@dataclass(frozen=True)
-class Variant:
-    credit: str  # "atu" | "uniform" | "value" | "none"
-    ugc: str  # "utility" | "random" | "none"
-    rerank: bool  # utility reranking (γ) in retrieval
-
-
-VARIANTS = {
-    "static-rag": Variant("none", "none", False),
-    "value-memory": Variant("value", "none", False),
-    "sage": Variant("atu", "utility", True),
-    "sage-uniform-credit": Variant("uniform", "utility", True),
-    "sage-no-ugc": Variant("atu", "none", True),
-    "sage-random-ugc": Variant("atu", "random", True),
-}
-#: Methods whose memory learns and takes new items (spec §5, §9: refinement and static RAG write nothing).
-WRITING_METHODS = tuple(m for m, v in VARIANTS.items() if v.credit != "none")
 
 
 class UnknownMethod(SageError):

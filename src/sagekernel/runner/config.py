@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sagekernel import defaults
 from sagekernel.errors import SageError
-from sagekernel.memory.policies import METHODS
+from sagekernel.memory.methods import METHODS
 from sagekernel.runner.environment import environment_change, read_environment
 from sagekernel.runner.schedule import SCHEDULES
 

@@ -33,7 +33,7 @@ from sagekernel.agent.state import OperatorOutcome
 from sagekernel.candidate import Candidate
 from sagekernel.errors import BudgetExhausted, ModelError, SageError, WorkspaceError
 from sagekernel.harness.verdict import Verdict
-from sagekernel.memory.policies import WRITING_METHODS
+from sagekernel.memory.methods import WRITING_METHODS
 from sagekernel.models.base import Message, Model, Reply
 from sagekernel.models.exchange_log import ExchangeLog, exchange_context
 from sagekernel.protocols import MemoryPolicy, Target
