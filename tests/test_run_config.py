@@ -4,6 +4,7 @@ is refused, naming it)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,9 @@ def run_id_of(ws: Path) -> str:
 
 def test_the_environment_is_stored_and_an_empty_one_leaves_the_key_as_before(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("SAGE_NO_EMBED", "SAGE_TASK_MAX_BYTES", "SAGE_TASK_MAX_FLOPS", "SAGE_ASCENDC_SOC"):
+    from sagekernel.runner.environment import result_variables
+
+    for name in result_variables("ascendc"):
         monkeypatch.delenv(name, raising=False)
     assert "environment" not in RunConfig().key()  # keys recorded before it existed still match
     monkeypatch.setenv("SAGE_NO_EMBED", "1")
@@ -127,3 +130,25 @@ def test_the_environment_is_stored_and_an_empty_one_leaves_the_key_as_before(
     assert stored.environment_change() == [
         "SAGE_NO_EMBED: the run has '1', this process has it unset (1 turns dense retrieval off "
         "(memory/embedding.py))"]
+
+
+#: SAGE_* strings in the source that are names inside task files, not environment variables.
+TASK_FILE_NAMES = {"SAGE_TASK", "SAGE_ASCENDC"}
+
+
+def test_every_sage_variable_the_source_reads_is_classified() -> None:
+    """A variable that changes results must be part of the run's identity: each SAGE_* string in
+    src/ is either a result-changing variable (runner/environment.py) or listed as changing none."""
+    import ast
+
+    from sagekernel.runner import environment
+
+    src = Path(__file__).parents[1] / "src/sagekernel"
+    found = {node.value for path in src.rglob("*.py")
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str)
+             and re.fullmatch(r"SAGE_[A-Z0-9_]+", node.value)}
+    classified = {*environment.COMMON, *environment.NO_RESULT, *TASK_FILE_NAMES,
+                  *(v for table in environment.BY_TARGET.values() for v in table)}
+    assert found - classified == set()
+    assert {"SAGE_NO_EMBED", "SAGE_TASK_MAX_BYTES", "SAGE_ASCENDC_SOC"} <= found  # the scan sees them

@@ -161,6 +161,7 @@ def settings_table() -> str:
     to the code by tests/test_config_consistency.py; regenerate with
     `python3 -m sagekernel.cli.run_options > docs/settings.md`)."""
     from sagekernel.runner.config import BLOCK, MCP, RUN, TABLE, RunConfig, knob_surfaces, model_dependent
+    from sagekernel.runner.environment import BY_TARGET, COMMON
 
     where = {RUN: "`sage run`", MCP: "`sage mcp`", TABLE: "experiment `[run]`", BLOCK: "experiment block"}
     lines = [
@@ -194,6 +195,15 @@ def settings_table() -> str:
         given = ", ".join(where[s] for s in knob_surfaces(name))
         help_text = " ".join((info.description or "").split()).replace("|", "\\|")
         lines.append(f"| `{name}` | {options} | {default} | {given} | {help_text} |")
+    lines += ["", "## Result-changing environment", "",
+              "Read once when a run's configuration is built, stored in `environment` (part of the run's",
+              "identity); resuming the run while one of them has another value (or is set or unset) is",
+              "refused with a message naming it: restore the value, or start a new run with `--new`.",
+              "Runs recorded before the environment was stored adopt the environment they resume under.",
+              "", "| variable | targets | what it changes |", "|---|---|---|"]
+    lines += [f"| `{var}` | all | {why} |" for var, why in COMMON.items()]
+    lines += [f"| `{var}` | {target} | {why} |" for target, table in BY_TARGET.items()
+              for var, why in table.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -20,6 +20,7 @@ COMMON: dict[str, str] = {
     "SAGE_NO_EMBED": "1 turns dense retrieval off (memory/embedding.py)",
     "SAGE_TASK_MAX_BYTES": "the memory budget that picks published tasks' shapes (tasks/sizepolicy.py)",
     "SAGE_TASK_MAX_FLOPS": "the compute budget that picks published tasks' shapes (tasks/sizepolicy.py)",
+    "SAGE_NPUKERNELBENCH": "the NPUKernelBench checkout the paper_eval suites load (tasks/suites.py)",
 }
 
 #: Variables that change the results of one target's runs (the other targets never read them).
@@ -62,3 +63,18 @@ def environment_change(recorded: Mapping[str, str], target: str,
 
 def _shown(value: str | None) -> str:
     return "it unset" if value is None else f"{value!r}"
+
+
+#: Variables sagekernel reads that change no result, and why: with COMMON and BY_TARGET every
+#: SAGE_* variable the source reads is classified (tests/test_run_config.py checks it), so a new
+#: one cannot change results outside the run's identity unnoticed.
+NO_RESULT: dict[str, str] = {
+    "SAGE_CACHE_DIR": "where compiled drivers are cached",
+    "SAGE_ASCENDC_CACHE": "where Ascend builds are cached",
+    "SAGE_ASCENDC_JOBS": "how many Ascend builds run at once",
+    "SAGE_ASCENDC_VENDOR": "the vendor directory name of the built operator package",
+    "SAGE_TASK_LOAD_TIMEOUT_S": "how long loading a task file may take (a slow load fails, named)",
+    "SAGE_TASK_LOAD_MEM_BYTES": "the memory loading a task file may take (a larger load fails, named)",
+    "SAGE_RESULT_FD": "internal: the descriptor a sandboxed child reports on",
+    "SAGE_MCP_TOKEN": "the bearer token of `sage mcp --http`",
+}
