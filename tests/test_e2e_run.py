@@ -557,10 +557,10 @@ def test_model_settings_reach_the_endpoint(tmp_path: Path, server: OpenAITestSer
     monkeypatch.setenv("MY_VLLM_KEY", "sk-test-123")
     settings = tmp_path / "model.toml"
     settings.write_text('api_key_env = "MY_VLLM_KEY"\ntimeout_s = 30\n[extra_body]\ntop_k = 7\n')
-    from sagekernel.cli.run import _parse_overrides
+    from sagekernel.cli.run_options import parse_overrides
     from sagekernel.models.config import load_model_options
 
-    options = {**load_model_options(settings), **_parse_overrides(["max_retries=1"], "--model-opt", "")}
+    options = {**load_model_options(settings), **parse_overrides(["max_retries=1"], "--model-opt", "")}
     cfg = config(tmp_path / "ws", server, method="refinement").model_copy(
         update={"model_options": options, "limit": 1})
     assert run(cfg).done == 1

@@ -91,7 +91,7 @@ run = { k = 5 }
         ),
         (
             '[[streams]]\nmethods = ["sage"]\nmodels = ["a"]\nrun = { budget = 3 }\n',
-            "[run] may not set ['budget']",
+            "run may not set 'budget'",
         ),
         (
             '[[streams]]\nmethods = ["sage"]\nmodels = ["a"]\nrun = { k = -1 }\n',

@@ -1,34 +1,15 @@
-"""One definition each: knob defaults, the transaction helper, the writing methods, the literal filter."""
+"""One definition each: the transaction helper, the writing methods, the literal filter (the knob
+defaults: tests/test_config_consistency.py)."""
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 
 import pytest
 
-from sagekernel import db, defaults
-from sagekernel.agent.loop import AgentConfig
-from sagekernel.cli.run import run_command
+from sagekernel import db
 from sagekernel.memory.literals import mentions_literal, size_literals
-from sagekernel.memory.policies import VARIANTS, WRITING_METHODS, make_policy
-from sagekernel.memory.records import MemoryConfig
-from sagekernel.runner.config import RunConfig
-
-
-def test_every_default_comes_from_sagekernel_defaults() -> None:
-    agent, run, memory = AgentConfig(), RunConfig(), MemoryConfig()
-    cli = {name: p.default.default for name, p in inspect.signature(run_command).parameters.items()
-           if hasattr(p.default, "default")}
-    assert agent.rounds == run.budget == defaults.ROUNDS
-    assert agent.k == run.k == memory.k == cli["k"] == defaults.K
-    assert run.gamma == memory.gamma == cli["gamma"] == defaults.GAMMA
-    assert run.hot_budget == memory.budget_tokens == cli["hot_budget"] == defaults.HOT_BUDGET
-    assert run.max_new_items == memory.max_new_items == defaults.MAX_NEW_ITEMS
-    assert agent.max_reasks == run.max_reasks == cli["max_reasks"] == defaults.MAX_REASKS
-    assert agent.temperature == run.temperature == cli["temperature"] == defaults.TEMPERATURE
-    assert agent.max_tokens == run.max_tokens_per_call == defaults.MAX_TOKENS
-    assert inspect.signature(make_policy).parameters["gamma"].default == defaults.GAMMA
+from sagekernel.memory.methods import VARIANTS, WRITING_METHODS
 
 
 def test_writing_methods_follow_the_variants() -> None:

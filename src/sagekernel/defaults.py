@@ -31,3 +31,14 @@ MAX_TOKENS = 2048
 LOCAL_MAX_TOKENS = 1024
 #: Sampling temperature of every agent call.
 TEMPERATURE = 0.2
+
+
+def for_model(model: str, driver: str = "builtin") -> dict[str, int]:
+    """The defaults that depend on the model (RunConfig fields `budget`, `max_tokens_per_call`).
+
+    The embedded `local` model gets LOCAL_MAX_TOKENS for every call it makes, and LOCAL_ROUNDS
+    when it writes the kernels (driver "builtin"); under `sage mcp` a coding agent writes them and
+    the local model only distils, so T stays the paper's."""
+    local = model.strip().partition(":")[0] == "local"
+    return {"budget": LOCAL_ROUNDS if local and driver == "builtin" else ROUNDS,
+            "max_tokens_per_call": LOCAL_MAX_TOKENS if local else MAX_TOKENS}

@@ -6,56 +6,25 @@ import os
 import re
 import secrets
 import sys
-from pathlib import Path
 from typing import Any
 
 import typer
 
-from sagekernel import defaults
 from sagekernel.cli.options import OptionError
-from sagekernel.cli.run import _parse_overrides, run_config
+from sagekernel.cli.run_options import run_config, with_run_options
 from sagekernel.errors import SageError
+from sagekernel.runner.config import MCP
 
 
+@with_run_options(MCP)
 def mcp_command(
-    workspace: Path = typer.Option(Path("sage-workspace"), help="Workspace directory (memory, runs, logs)."),
-    target: str = typer.Option(
-        "cpu", help="Backend the kernels are written for: cpu, triton, cuda, ascendc."
-    ),
-    method: str = typer.Option("sage", help="Memory method (as `sage run --method`)."),
-    suite: str = typer.Option("demo", help="Suite of operators (as `sage run --suite`)."),
-    device: str | None = typer.Option(None, help="The target's device; default: its first."),
-    model: str = typer.Option(
-        "local",
-        help="Model the server itself calls to distil experiences and "
-        "abstract resident rules (the coding agent writes the kernels).",
-    ),
-    schedule: str = typer.Option(
-        "given", help="Stream order: given | by-level | level:N | interleave:L2,L3."
-    ),
-    limit: int | None = typer.Option(None, min=1, help="Only the first N operators of the stream."),
-    budget: int = typer.Option(defaults.ROUNDS, min=1, help="T: evaluation rounds per operator."),
-    k: int = typer.Option(defaults.K, "-k", help="Experiences retrieved per round."),
-    run_id: str | None = typer.Option(
-        None, "--run-id", help="Run id (default: new, or the unfinished run with the same configuration)."
-    ),
-    new: bool = typer.Option(
-        False, help="Start a new run even if one with this configuration is unfinished."
-    ),
-    frozen: bool = typer.Option(False, help="Memory is read-only: no distillation, no updates."),
-    embedder: str = typer.Option("auto", help="Dense retrieval: auto or none (BM25 only)."),
-    distill: bool = typer.Option(True, help="Distil new memory items after each episode."),
-    diagnostics: bool = typer.Option(
-        True, help="Attach diagnostics to the feedback of a crash or wrong result."
-    ),
-    harness: list[str] = typer.Option([], "--harness", help="Harness override KEY=VALUE (repeatable)."),
-    model_opt: list[str] = typer.Option([], "--model-opt", help="Model setting KEY=VALUE (repeatable)."),
     http: bool = typer.Option(False, help="Serve streamable HTTP on 127.0.0.1 instead of stdio."),
     port: int = typer.Option(8765, min=1, max=65535, help="HTTP port (with --http)."),
     token_env: str = typer.Option(
         "SAGE_MCP_TOKEN",
         help="Environment variable holding the HTTP bearer token; unset: a fresh token is printed on stderr.",
     ),
+    **settings: Any,
 ) -> None:
     """Serve SAGE's memory and harness as MCP tools for a coding agent (stdio by default)."""
     try:
@@ -66,35 +35,14 @@ def mcp_command(
     from sagekernel.mcp_server.worker import ServiceWorker
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", token_env):
         raise OptionError("--token-env", f"{token_env!r} is not an environment variable name")
-    cfg = run_config(
-        workspace=workspace,
-        suite=suite,
-        target=target,
-        device=device,
-        model=model,
-        method=method,
-        driver="mcp",
-        schedule=schedule,
-        limit=limit,
-        budget=budget,
-        k=k,
-        run_id=run_id,
-        new=new,
-        frozen=frozen,
-        embedder=embedder,
-        distill=distill,
-        diagnostics=diagnostics,
-        harness=_parse_overrides(harness),
-        model_options=_parse_overrides(model_opt, "--model-opt", "timeout_s=300"),
-        progress=False,
-    )
+    cfg = run_config(settings, driver="mcp", progress=False)
     _preflight(cfg)
     worker = ServiceWorker(cfg)
     worker.on_open = _announce
     # the run opens on its own thread while the server already answers the client's handshake:
     # opening can take longer than MCP clients wait for a connection (mcp_server/worker.py)
     worker.start()
-    print(f"sage mcp: opening the run in {workspace} ({method}, {target})", file=sys.stderr)
+    print(f"sage mcp: opening the run in {cfg.workspace} ({cfg.method}, {cfg.target})", file=sys.stderr)
     try:
         if http:
             token = os.environ.get(token_env) or secrets.token_urlsafe(24)

@@ -15,31 +15,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from sagekernel import defaults
 from sagekernel.errors import SageError
-from sagekernel.experiment.spec import Block, ExperimentSpec, ExperimentSpecError
+from sagekernel.experiment.spec import Block, ExperimentSpec, ExperimentSpecError, check_run_table
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
-#: RunConfig fields the experiment itself sets for each stream; [run] may not set them.
-_OWNED = (
-    "workspace",
-    "run_id",
-    "resume",
-    "new",
-    "memory_from",
-    "progress",
-    "suite",
-    "target",
-    "device",
-    "model",
-    "method",
-    "schedule",
-    "limit",
-    "budget",
-    "seed",
-    "frozen",
-)
-
-
 @dataclass(frozen=True)
 class StreamPlan:
     """One stream of an experiment: its matrix coordinates and every `sage run` setting."""
@@ -134,7 +114,9 @@ def _expand_block(spec: ExperimentSpec, block: Block) -> list[StreamPlan]:
     for model in block.models:
         for method in block.methods:
             for schedule in block.schedules:
-                for budget in block.budgets:
+                for given_budget in block.budgets:
+                    # unset: the model's default T, as `sage run --model` resolves it (RunConfig)
+                    budget = given_budget or defaults.for_model(spec.models[model])["budget"]
                     for seed in block.seeds:
                         coords = {
                             "method": method,
@@ -191,12 +173,7 @@ def expand(spec: ExperimentSpec) -> list[StreamPlan]:
         seen[s.name] = s
     for s in streams:
         where = f"stream {s.name!r}"
-        owned = sorted(set(s.run) & set(_OWNED))
-        if owned:
-            raise ExperimentSpecError(
-                f"{where}: [run] may not set {owned}; they are the experiment's own "
-                "(set them in the [[streams]] block)"
-            )
+        check_run_table(s.run, f"{where}: [run]")
         if s.donor is not None:
             if s.donor not in seen:
                 raise ExperimentSpecError(

@@ -6,9 +6,9 @@
     [models]                 # label -> model spec (sage run --model)
     qwen = "openai:Qwen3-Coder-Next@http://localhost:8000/v1"
 
-    [defaults]               # every block's settings unless the block sets its own
-    suite = "builtin"
-    target = "cpu"
+    [defaults]               # every block's settings unless the block sets its own; unset,
+    suite = "builtin"        # they are `sage run`'s (RunConfig's) defaults, and budget is the
+    target = "cpu"           # model's default T (defaults.for_model), as for `sage run --model`
     budget = 30
     seeds = [0]
 
@@ -68,7 +68,7 @@ class Block:
     models: tuple[str, ...]
     schedules: tuple[str, ...]
     seeds: tuple[int, ...]
-    budgets: tuple[int, ...]
+    budgets: tuple[int | None, ...]  # (None,): the model's default T (defaults.for_model)
     suite: str
     target: str
     device: str | None
@@ -91,6 +91,13 @@ class ExperimentSpec:
     source: str = ""  # the TOML text, stored with the experiment
 
 
+def _default(name: str) -> Any:
+    """The RunConfig default of a block setting (one default for `sage run` and experiments)."""
+    from sagekernel.runner.config import RunConfig
+
+    return RunConfig.model_fields[name].get_default(call_default_factory=True)
+
+
 def _where(index: int | None) -> str:
     return "the file" if index is None else f"[[streams]] #{index + 1}"
 
@@ -107,6 +114,23 @@ def _list(value: Any, key: str, kind: type, where: str) -> tuple[Any, ...]:
     if len(set(items)) != len(items):
         raise ExperimentSpecError(f"{where}: {key} lists a value twice: {items}")
     return tuple(items)
+
+
+def check_run_table(run: dict[str, Any], where: str) -> None:
+    """A [run] table sets only the RunConfig knobs an experiment takes there (runner/config.py
+    SURFACES); the matrix coordinates and block settings belong in [[streams]]."""
+    from sagekernel.runner.config import BLOCK, TABLE, RunConfig, knob_surfaces, knobs
+
+    allowed = knobs(TABLE)
+    for key in sorted(run):
+        if key in allowed:
+            continue
+        if key in RunConfig.model_fields and BLOCK in knob_surfaces(key):
+            raise ExperimentSpecError(f"{where} may not set {key!r}: it is a [[streams]] setting (set it in "
+                                      "the block or in [defaults])")
+        if key in RunConfig.model_fields:
+            raise ExperimentSpecError(f"{where} may not set {key!r}: the experiment sets it for each stream")
+        raise ExperimentSpecError(f"{where}: unknown setting {key!r}; known: {', '.join(allowed)}")
 
 
 def _block(index: int, raw: Any, defaults: dict[str, Any], models: dict[str, str]) -> Block:
@@ -128,12 +152,14 @@ def _block(index: int, raw: Any, defaults: dict[str, Any], models: dict[str, str
                 raise ExperimentSpecError(
                     f"{where}: no {plural} (set {plural} = [...] in the block or in [defaults])"
                 )
-            values[plural] = {"schedules": ("given",), "seeds": (0,), "budgets": (30,)}[plural]
+            # RunConfig's own defaults; budget None: the model's (defaults.for_model, resolved per stream)
+            values[plural] = {"schedules": (_default("schedule"),), "seeds": (_default("seed"),),
+                              "budgets": (None,)}[plural]
             continue
         key = plural if plural in raw else singular if singular in raw else present[0]
         values[plural] = _list(merged[key], key, int if plural in ("seeds", "budgets") else str, where)
     for budget in values["budgets"]:
-        if budget < 1:
+        if budget is not None and budget < 1:
             raise ExperimentSpecError(f"{where}: budget must be >= 1, got {budget}")
     for label in values["models"]:
         if label not in models:
@@ -165,6 +191,7 @@ def _block(index: int, raw: Any, defaults: dict[str, Any], models: dict[str, str
     run = raw.get("run", {})
     if not isinstance(run, dict):
         raise ExperimentSpecError(f"{where}: run must be a table of RunConfig settings")
+    check_run_table(run, f"{where}: run")
     return Block(
         index=index,
         methods=values["methods"],
@@ -172,8 +199,8 @@ def _block(index: int, raw: Any, defaults: dict[str, Any], models: dict[str, str
         schedules=values["schedules"],
         seeds=values["seeds"],
         budgets=values["budgets"],
-        suite=strings["suite"] or "builtin",
-        target=strings["target"] or "cpu",
+        suite=strings["suite"] or _default("suite"),
+        target=strings["target"] or _default("target"),
         device=strings["device"],
         limit=limit,
         frozen=frozen or memory not in (None, "continue"),
@@ -236,6 +263,7 @@ def parse(text: str, *, origin: str = "<experiment>", overrides: Overrides | Non
     for table in ("defaults", "run"):
         if not isinstance(data.get(table, {}), dict):
             raise ExperimentSpecError(f"{origin}: [{table}] must be a table")
+    check_run_table(data.get("run", {}), f"{origin}: [run]")
     defaults = data.get("defaults", {})
     bad = sorted(set(defaults) - (set(LIST_KEYS) | set(LIST_KEYS.values()) | set(SCALAR_KEYS)))
     if bad:

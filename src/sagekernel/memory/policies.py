@@ -37,6 +37,7 @@ from sagekernel.memory.atu import (
 )
 from sagekernel.memory.embedding import Embedder, count_tokens, default_embedder
 from sagekernel.memory.literals import mentions_literal
+from sagekernel.memory.methods import METHODS, VARIANTS
 from sagekernel.memory.records import AdoptionRecord, HotEntry, HotSnapshot, Item, ItemState, MemoryConfig
 from sagekernel.memory.retrieval import Candidate, RetrievalIndex, query_terms, rerank
 from sagekernel.memory.store import Store, draft_to_item, now_stamp
@@ -45,28 +46,7 @@ from sagekernel.memory.value_memory import PopArt, epsilon_greedy, q_update, rou
 from sagekernel.protocols import MemoryPolicy
 from sagekernel.records import EpisodeKind, EpisodeTrace, ItemDraft, ResidentRule, RetrievedItem
 
-METHODS = ("refinement", "static-rag", "value-memory", "sage", "sage-uniform-credit", "sage-no-ugc",
-           "sage-random-ugc")
 _AUTO = "auto"
-
-
-@dataclass(frozen=True)
-class Variant:
-    credit: str  # "atu" | "uniform" | "value" | "none"
-    ugc: str  # "utility" | "random" | "none"
-    rerank: bool  # utility reranking (γ) in retrieval
-
-
-VARIANTS = {
-    "static-rag": Variant("none", "none", False),
-    "value-memory": Variant("value", "none", False),
-    "sage": Variant("atu", "utility", True),
-    "sage-uniform-credit": Variant("uniform", "utility", True),
-    "sage-no-ugc": Variant("atu", "none", True),
-    "sage-random-ugc": Variant("atu", "random", True),
-}
-#: Methods whose memory learns and takes new items (spec §5, §9: refinement and static RAG write nothing).
-WRITING_METHODS = tuple(m for m, v in VARIANTS.items() if v.credit != "none")
 
 
 class UnknownMethod(SageError):
@@ -160,13 +140,13 @@ class StorePolicy:
         tf = None if self.type_filter is None else (lambda t: self.type_filter(episode, t))  # type: ignore[misc]
         if self.variant.credit == "value":
             stage = "q1" if episode is EpisodeKind.CORR else "q2"
-            pool = self.index.pool(text, qvec, size=self.cfg.pool, utility=stage, type_filter=tf)
+            pool = self.index.pool(text, qvec, size=self.cfg.pool_size(k), utility=stage, type_filter=tf)
             draws = draws or random.Random(f"value-memory:{self.seed}")
             picked = epsilon_greedy(pool, k, self.cfg.epsilon, draws)
             ranked = [(c, c.utility) for c in picked]
         else:
             gamma = self.cfg.gamma if self.variant.rerank else 0.0
-            pool = self.index.pool(text, qvec, size=self.cfg.pool,
+            pool = self.index.pool(text, qvec, size=self.cfg.pool_size(k),
                                    utility="u" if self.variant.rerank else "none", type_filter=tf)
             ranked = [(r.candidate, r.score) for r in rerank(pool, gamma, k)]
         return self._materialise(ranked)
@@ -371,7 +351,6 @@ def contains_literal(item: Item, literals: Collection[str]) -> bool:
 
 
 def make_policy(method: str, conn: sqlite3.Connection, *, run_id: str, frozen: bool = False, seed: int = 0,
-                gamma: float = defaults.GAMMA, budget_tokens: int = defaults.HOT_BUDGET,
                 abstract_rule: Callable[[Item, list[str]], str] | None = None,
                 embedder: Embedder | str | None = _AUTO, config: MemoryConfig | None = None,
                 type_filter: Callable[[EpisodeKind, str], bool] | None = None) -> MemoryPolicy:
@@ -379,13 +358,14 @@ def make_policy(method: str, conn: sqlite3.Connection, *, run_id: str, frozen: b
 
     `embedder="auto"` loads all-MiniLM-L6-v2 when installed (lexical-only otherwise, with a
     warning); pass None to force lexical-only. `frozen=True` makes `learn` a no-op (transfer and
-    fixed-bank runs). `gamma` and `budget_tokens` always override the same fields of `config`.
+    fixed-bank runs). `config` carries the run's knobs (`RunConfig.memory_config`: γ, k, B, the
+    writer's cap) and the spec's constants.
     """
     if method not in METHODS:
         raise UnknownMethod(f"unknown memory method {method!r}; choose one of {', '.join(METHODS)}")
     if method == "refinement":
         return NoMemory()
-    cfg = replace(config or MemoryConfig(), gamma=gamma, budget_tokens=budget_tokens)
+    cfg = config or MemoryConfig()
     emb = default_embedder() if embedder == _AUTO else embedder
     assert not isinstance(emb, str)
     return StorePolicy(method, conn, run_id=run_id, frozen=frozen, seed=seed, config=cfg,

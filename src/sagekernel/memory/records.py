@@ -34,7 +34,7 @@ class MemoryConfig:
     opt_no_gain_score: float | None = None  # None means −δ
     gamma: float = defaults.GAMMA  # utility reranking strength γ (SOURCED)
     k: int = defaults.K  # items per round (DERIVED)
-    pool: int = 15  # K′ = 3k (RECONSTRUCTED)
+    pool: int | None = None  # K′, the candidates reranked; None: 3k of each retrieval (RECONSTRUCTED)
     k_ado: int = 3  # K_ado (SOURCED)
     k_op: int = 3  # K_op (SECONDARY)
     budget_tokens: int = defaults.HOT_BUDGET  # B (SOURCED)
@@ -45,6 +45,10 @@ class MemoryConfig:
     # Value memory (spec §12.6, RECONSTRUCTED, borrowed from S5/S6)
     alpha: float = 0.1
     epsilon: float = 0.1
+
+    def pool_size(self, k: int) -> int:
+        """K′ for a retrieval of k items: `pool` when set, else 3k (spec §3), never below k."""
+        return max(k, self.pool if self.pool is not None else 3 * k)
 
     @property
     def q(self) -> float:

@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from sagekernel import db, defaults
-from sagekernel.memory.policies import StorePolicy, Variant
+from sagekernel.memory.methods import Variant
+from sagekernel.memory.policies import StorePolicy
 from sagekernel.memory.records import Item, MemoryConfig
 from sagekernel.memory.store import Store
 from sagekernel.records import AdoptionDecision, EpisodeKind, EpisodeTrace, RoundTrace

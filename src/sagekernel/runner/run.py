@@ -26,14 +26,14 @@ from typing import Any
 from sagekernel import db
 from sagekernel.agent.distill import distill, make_rule_abstractor
 from sagekernel.agent.exceptions import RunInterrupted
-from sagekernel.agent.loop import Agent, AgentConfig
+from sagekernel.agent.loop import Agent
 from sagekernel.agent.prompt import Prompts
 from sagekernel.agent.session import OperatorSession
 from sagekernel.agent.state import OperatorOutcome
 from sagekernel.candidate import Candidate
 from sagekernel.errors import BudgetExhausted, ModelError, SageError, WorkspaceError
 from sagekernel.harness.verdict import Verdict
-from sagekernel.memory.policies import WRITING_METHODS
+from sagekernel.memory.methods import WRITING_METHODS
 from sagekernel.models.base import Message, Model, Reply
 from sagekernel.models.exchange_log import ExchangeLog, exchange_context
 from sagekernel.protocols import MemoryPolicy, Target
@@ -183,10 +183,8 @@ class StreamRunner:
         self.harness = cfg.harness_config()
         self.store = RunStore(conn)
         self.prompts = Prompts()
-        self.agent = Agent(model, target, policy, self._evaluate, AgentConfig(
-            rounds=cfg.budget, k=cfg.k, max_reasks=cfg.max_reasks, history=cfg.history,
-            max_tokens=cfg.max_tokens_per_call, temperature=cfg.temperature), self.prompts,
-            diagnose=self.diagnose if cfg.diagnostics else None)
+        self.agent = Agent(model, target, policy, self._evaluate, cfg.agent_config(), self.prompts,
+                           diagnose=self.diagnose if cfg.diagnostics else None)
         self.ask = _asker(model, cfg)
 
     def _evaluate(self, task: Task, candidate: Candidate) -> Verdict:
@@ -268,6 +266,23 @@ def new_run_id(store: RunStore, method: str) -> str:
 
 def choose_run(store: RunStore, cfg: RunConfig) -> tuple[RunConfig, RunInfo | None]:
     """(the config to use, the run to resume or None for a new run)."""
+    cfg, info = _chosen_run(store, cfg)
+    if info is not None and info.status != "finished":
+        _same_environment(cfg, info)
+    return cfg, info
+
+
+def _same_environment(cfg: RunConfig, info: RunInfo) -> None:
+    """A run continues only under the result-changing environment it started with (runner/
+    environment.py): under another, retrieval or task shapes would change within the run."""
+    changed = cfg.environment_change()
+    if changed:
+        raise RunNotFound(f"run {info.run_id!r} started under another environment, and resuming it would "
+                          "change its results midway: " + "; ".join(changed)
+                          + ". Restore those variables to resume it, or start a new run (--new)")
+
+
+def _chosen_run(store: RunStore, cfg: RunConfig) -> tuple[RunConfig, RunInfo | None]:
     if cfg.run_id:
         info = store.run(cfg.run_id)
         if info is None:
@@ -278,6 +293,7 @@ def choose_run(store: RunStore, cfg: RunConfig) -> tuple[RunConfig, RunInfo | No
         if cfg.resume:
             return stored.model_copy(update={"progress": cfg.progress}), info
         if stored.key() != cfg.key():
+            _same_environment(stored, info)  # the likelier cause, named
             raise RunNotFound(f"run {cfg.run_id!r} exists with another configuration; resume it with "
                               f"`sage run --resume --run-id {cfg.run_id}` or pick a new --run-id")
         return cfg, info  # same identity: this command's settings (spend caps, model options) apply
@@ -394,7 +410,7 @@ def opened_run(cfg: RunConfig, *, progress: Progress | None = None, model: Model
         prompts = Prompts()
 
         policy = make_policy(cfg.method, mem_conn, run_id=run_id, frozen=cfg.frozen, seed=cfg.seed,
-                             gamma=cfg.gamma, budget_tokens=cfg.hot_budget,
+                             config=cfg.memory_config(),
                              **({"embedder": None} if cfg.embedder == "none" else {}),
                              abstract_rule=make_rule_abstractor(_asker(model, cfg), prompts, target.name))
         runner = StreamRunner(cfg, conn, info, model, target, policy, by_name, progress, after_episode)
