@@ -64,7 +64,8 @@ def run_command(
     target: str = typer.Option("cpu", help="Backend the kernels are written for: cpu, triton, cuda, "
                                            "ascendc."),
     device: str | None = typer.Option(None, help="The target's device (triton: interpreter, cuda, npu); "
-                                                 "default: its first. `sage doctor` lists them."),
+                                                 "default: its first. `sage doctor` lists them. cuda:N "
+                                                 "or npu:N also pins the run to card N."),
     model: str = typer.Option("local", help="Model spec: local (embedded Qwen2.5-Coder-1.5B), "
                                             "openai:<model>@<url>, anthropic:<model>, scripted:<file>."),
     method: str = typer.Option("sage", help="Memory method: refinement, static-rag, value-memory, sage, "
@@ -113,10 +114,12 @@ def run_command(
 ) -> None:
     """Run the agent over a stream of operators, learning as it goes (resumable: rerun to continue)."""
     from sagekernel.agent.exceptions import RunInterrupted
+    from sagekernel.cli.options import pinned_device
     from sagekernel.models.config import load_model_options
     from sagekernel.runner.progress import QuietProgress, RichProgress
     from sagekernel.runner.run import RunSummary, run
 
+    device = pinned_device(device)  # before anything starts a device runtime
     model_options = {**load_model_options(model_config), **_parse_overrides(model_opt, "--model-opt",
                                                                            "timeout_s=300")}
     is_local = model.strip().split(":")[0] == "local"

@@ -24,6 +24,7 @@ from typing import Any
 from sagekernel import sandbox
 from sagekernel.candidate import Candidate
 from sagekernel.errors import SageError, TaskError
+from sagekernel.experiment.devices import selection_env
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.correctness import run_correctness
 from sagekernel.harness.timed import time_held_out, timing_attempts, timing_verdict
@@ -255,6 +256,8 @@ def _run(
     outcome = run_correctness(task, plan.trials, spec, config, kind, workdir / "run", plan.notes)
     verdict.durations_s["correctness"] = time.perf_counter() - t0
     verdict.sandbox, verdict.checks = outcome.sandbox, outcome.checks
+    if pinned := selection_env():  # the device slot every runtime process of this verdict was given
+        verdict.sandbox["device_selection"] = pinned
     verdict.flags.extend(outcome.flags)
     if outcome.stage is not Stage.OK:
         verdict.stage, verdict.message = outcome.stage, outcome.message

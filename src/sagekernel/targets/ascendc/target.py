@@ -129,9 +129,8 @@ class AscendCTarget:
             **RUNTIME_LOG_ENV,
             "TORCH_DEVICE_BACKEND_AUTOLOAD": "1",
         }
-        # T1: the worker's device slot (experiment/devices.py sets it per worker process); the
-        # sandbox rebuilds the environment from this spec, so it must be carried here.
-        env.update({k: os.environ[k] for k in availability.DEVICE_SELECT_VARS if k in os.environ})
+        # T1: the worker's device slot (ASCEND_RT_VISIBLE_DEVICES) reaches this runtime through the
+        # sandbox, which forwards a pinned process's selection variables to every child.
         if mode == "twin":
             env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # plain CPU torch: never load torch_npu
         binds = [(str(RUNTIME_DIR), BOX_RUNTIME), (str(WIRE_DIR), BOX_WIRE), (workdir, workdir)]
