@@ -320,6 +320,7 @@ def test_runtime_carries_device_slot_logs_and_host_files(tmp_path, tasks, monkey
     H3: CANN's log goes to stderr; T3: the NPU host files present are bound; the timing protocol is
     named on the command line."""
     from sagekernel import sandbox
+    from sagekernel.seam import LAUNCH_SYNC_MS
     from sagekernel.targets.ascendc import availability
     from sagekernel.targets.base import BuildResult
 
@@ -338,6 +339,7 @@ def test_runtime_carries_device_slot_logs_and_host_files(tmp_path, tasks, monkey
                                       scratch_dir=tmp_path)
     assert ["--setenv", "ASCEND_RT_VISIBLE_DEVICES", "3"] in [argv[i : i + 3] for i in range(len(argv))]
     assert spec.env["ASCEND_SLOG_PRINT_TO_STDOUT"] == "1" and spec.env["ASCEND_GLOBAL_LOG_LEVEL"] == "3"
+    assert spec.launch_sync_ms == LAUNCH_SYNC_MS["npu"]  # the event/wall check's NPU allowance
     assert (str(info), str(info)) in spec.ro_binds and all("absent" not in s for s, _ in spec.ro_binds)
     module_dir = str(Path(plan.artifacts["module"]).parent)
     assert (module_dir, module_dir) in spec.ro_binds  # the per-task extension lives outside the workdir

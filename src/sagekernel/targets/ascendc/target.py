@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from sagekernel.candidate import Candidate
-from sagekernel.seam import LintFinding
+from sagekernel.seam import LAUNCH_SYNC_MS, LintFinding
 from sagekernel.targets.ascendc import availability
 from sagekernel.targets.ascendc.build import execute
 from sagekernel.targets.ascendc.config import AscendConfig
@@ -168,6 +168,7 @@ class AscendCTarget:
             address_space_bytes=None if mode == "npu" else 8 << 30,
             reference_in_process=mode == "npu",
             name=f"ascendc-{'npu' if mode == 'npu' else 'cpu-twin'}",
+            launch_sync_ms=LAUNCH_SYNC_MS["npu"],  # the event/wall check's allowance (seam.py: source)
         )
 
     def diagnose(
