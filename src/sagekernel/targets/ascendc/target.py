@@ -219,15 +219,14 @@ class AscendCTarget:
             runs, binds, spec.env, spec.device_nodes, probe_dir, workdir, sandbox_kind, timeout_s
         )
 
-    def comparison(self, task: Task) -> tuple[str, float, float]:
-        """(rule, atol, rtol) for this task: `allclose` (the harness's own) or `elementwise_both`
-        (NPUKernelBench: compare.compare_both_exceed)."""
+    def tolerances(self, task: Task) -> tuple[float, float] | None:
+        """(atol, rtol) this target judges `task` by, where the task file declares NPU tolerances
+        (SAGE_ASCENDC, settings.py); None: the task's own. The harness applies them to every
+        comparison of the verdict (harness/tolerances.py); calibrate.py to the reference's."""
         s = task_settings(task)
-        return (
-            s.compare,
-            s.atol if s.atol is not None else task.atol,
-            s.rtol if s.rtol is not None else task.rtol,
-        )
+        if s.atol is None and s.rtol is None:
+            return None
+        return (s.atol if s.atol is not None else task.atol, s.rtol if s.rtol is not None else task.rtol)
 
 
 def _with_timeouts(plan: BuildPlan, timeout_s: float) -> BuildPlan:
