@@ -16,6 +16,12 @@ harness's comparator judges every target alike, and NPUKernelBench's own rule (f
 absolute and the relative error exceed) has its one home in tasks/npukb_rule.py, applied beside
 the harness's verdict to every benchmark task. A `compare` key is reported as a problem.
 
+A task whose reference multiplies matrices (`needs_cube`: `@`, matmul / bmm / linear / conv /
+einsum / attention calls in its `Model`) gets the full template unless its file names one: the
+kernel-only skeleton launches vector (AIV) kernels only -- it has no `TCubeTiling` from
+`matmul_tiling::MatmulApiTiling` and caps the block count at the AIV cores, where a MIX kernel's
+block count is the AIC cores (audit H7).
+
 The built-in suite's tasks get sensible `forbidden_apis` from `BUILTIN_FORBIDDEN` (paper C.3: no
 equivalent high-level substitution). Primitive ops keep their primitive instruction (abs may use
 `Abs`, exp may use `Exp`): only composite APIs that replace the work being asked for are listed.
@@ -73,12 +79,42 @@ class AscendTaskSettings:
     atol: float | None = None
     rtol: float | None = None
     problems: tuple[str, ...] = field(default_factory=tuple)  # why a SAGE_ASCENDC entry was ignored
+    cube: bool = False  # the reference multiplies matrices: the cube unit's work (needs_cube)
 
 
-def _literal_block(source: str) -> object:
+#: Calls that put a reference's work on the cube unit (matrix products, convolutions, attention),
+#: as functions (torch.matmul, F.linear), tensor methods (x.mm) or modules (nn.Linear).
+CUBE_CALLS = frozenset({
+    "matmul", "mm", "bmm", "baddbmm", "addmm", "addbmm", "addmv", "mv", "einsum", "tensordot",
+    "linear", "Linear", "bilinear", "Bilinear", "conv1d", "conv2d", "conv3d", "Conv1d", "Conv2d",
+    "Conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "ConvTranspose1d",
+    "ConvTranspose2d", "ConvTranspose3d", "scaled_dot_product_attention", "MultiheadAttention",
+})
+
+
+def needs_cube(tree: ast.Module) -> bool:
+    """Whether the task's `Model` (the whole file if it has none) multiplies matrices: a `@`, or a
+    call named in CUBE_CALLS."""
+    model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), tree)
+    for node in ast.walk(model):
+        if isinstance(node, ast.BinOp | ast.AugAssign) and isinstance(node.op, ast.MatMult):
+            return True
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in CUBE_CALLS:
+                return True
+    return False
+
+
+def _parse(source: str) -> ast.Module | None:
     try:
-        tree = ast.parse(source)
+        return ast.parse(source)
     except SyntaxError:
+        return None
+
+
+def _literal_block(tree: ast.Module | None) -> object:
+    if tree is None:
         return None
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
@@ -95,13 +131,16 @@ def task_settings(task: Task) -> AscendTaskSettings:
     """The task's Ascend settings: built-in defaults, overridden by the file's SAGE_ASCENDC."""
     forbidden = BUILTIN_FORBIDDEN.get(task.name, ())
     try:
-        raw = _literal_block(task.source)
+        tree = _parse(task.source)
     except OSError:
-        raw = None
+        tree = None
+    raw = _literal_block(tree)
+    cube = tree is not None and needs_cube(tree)
     if raw is None:
-        return AscendTaskSettings(forbidden_apis=forbidden)
+        return AscendTaskSettings(forbidden_apis=forbidden, cube=cube)
     if not isinstance(raw, dict):
-        return AscendTaskSettings(forbidden_apis=forbidden, problems=("SAGE_ASCENDC is not a dict literal",))
+        return AscendTaskSettings(forbidden_apis=forbidden, problems=("SAGE_ASCENDC is not a dict literal",),
+                                  cube=cube)
     problems: list[str] = []
     template = raw.get("template")
     if template is not None and template not in TEMPLATES:
@@ -129,7 +168,10 @@ def task_settings(task: Task) -> AscendTaskSettings:
         atol=tolerances["atol"],
         rtol=tolerances["rtol"],
         problems=tuple(problems),
+        cube=cube,
     )
 
 
-__all__ = ["BUILTIN_FORBIDDEN", "TEMPLATES", "AscendTaskSettings", "task_settings"]
+__all__ = [
+    "BUILTIN_FORBIDDEN", "CUBE_CALLS", "TEMPLATES", "AscendTaskSettings", "needs_cube", "task_settings",
+]
