@@ -180,6 +180,28 @@ def test_the_verdict_records_the_card_its_runtimes_were_given(monkeypatch: pytes
     assert free.correct and "device_selection" not in free.sandbox
 
 
+@pytest.mark.slow  # one interpreter evaluation: half a minute on a loaded machine
+def test_the_runtime_itself_reports_the_card_it_was_started_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """End to end through the shared device loop (devloop/, which the cuda and triton runtimes run):
+    the triton runtime on the interpreter, in the sandbox, reports the selection it was started
+    with, and the verdict keeps it beside what the harness gave (no GPU needed for the interpreter)."""
+    pytest.importorskip("triton")
+    from sagekernel.harness.config import HarnessConfig
+    from sagekernel.harness.evaluate import evaluate
+    from sagekernel.targets import get_target
+
+    suite = SRC / "sagekernel" / "tasks" / "suite" / "level2"
+    pin(monkeypatch, DeviceSlot("cuda", (1,)))
+    cfg = HarnessConfig(skip_timing=True, held_out_shape=False, canaries=False, fresh_process_recheck=False,
+                        trials=1, variant_trials=0, coverage_trials=False, call_timeout_s=30.0)
+    verdict = evaluate(load_task(suite / "softmax.py"), (suite / "softmax.triton.py").read_text(),
+                       get_target("triton"), cfg, device="interpreter")
+    assert verdict.correct, verdict.message
+    want = {"CUDA_VISIBLE_DEVICES": "1", "HIP_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert want.items() <= verdict.sandbox["device_view"].items()  # as the runtime saw its environment
+    assert verdict.sandbox["device_selection"] == want  # as the harness gave it
+
+
 def test_a_device_number_on_the_command_line_is_checked_before_anything_runs(tmp_path: Path) -> None:
     """`--device cpu:0`: a CPU has no cards to pin; `--device cuda:x` is not a number. Each refused
     with one line naming the option (the valid forms pin the process: pinned_device)."""
