@@ -78,7 +78,7 @@ BAD: dict[str, dict[str, list[str]]] = {
         "task": ["{binary_py}", "nonexistent_task"],
         "kernel_file": [*PATHS, "{empty}"],
         "--target": ["nonsense"],
-        "--device": ["nonsense"],
+        "--device": ["nonsense", "cuda:x", "cpu:0"],
         "--threads": ["-3", "0", "abc"],
         "--sandbox": ["nonsense"],
         "more_files": ["{binary}"],
@@ -92,7 +92,7 @@ BAD: dict[str, dict[str, list[str]]] = {
     "run": {
         "--suite": ["nonsense"],
         "--target": ["nonsense"],
-        "--device": ["nonsense"],
+        "--device": ["nonsense", "cuda:x", "cpu:0"],
         "--model": ["nonsense"],
         "--method": ["nonsense"],
         "--workspace": ["{binary}"],

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from sagekernel.devices import DeviceError, DeviceSlot, parse_devices
 from sagekernel.experiment import presets
-from sagekernel.experiment.devices import DeviceError, DeviceSlot, parse_devices
 from sagekernel.experiment.plan import expand, order, recipients
 from sagekernel.experiment.scheduler import check_workers
 from sagekernel.experiment.spec import ExperimentSpecError, Overrides, parse

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "sagekernel"
 #: The layer of each package or top-level module; lower numbers are lower layers.
 LAYERS: dict[str, int] = {
     **dict.fromkeys(("errors", "defaults", "__init__"), 0),
-    **dict.fromkeys(("limits", "terminal", "records", "db", "candidate"), 1),
+    **dict.fromkeys(("limits", "terminal", "records", "db", "candidate", "devices"), 1),
     **dict.fromkeys(("models", "seam", "sandbox", "diagnostics_seam", "tasks", "report"), 2),
     "protocols": 3,
     **dict.fromkeys(("harness", "targets", "memory"), 4),

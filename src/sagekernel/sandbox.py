@@ -11,11 +11,12 @@ Layers (eval_integrity.md §4a), strongest available first:
 - ``process``: a plain child process.
 
 Every layer ALSO gets: its own process group (killed as a group on timeout), rlimits set by the
-util-linux ``prlimit`` wrapper (never ``preexec_fn``), a scrubbed environment, a private
-temporary directory as working directory, stdout/stderr into a size-capped file, and a result
-pipe passed as the only extra fd. Inside the child, ``children/guard.py`` adds the seccomp
-deny-list. RLIMIT_NPROC does not bind root (measured, eval_integrity.md §4a.3), so process
-creation is denied by seccomp instead (clone without CLONE_THREAD, fork, vfork, execve).
+util-linux ``prlimit`` wrapper (never ``preexec_fn``), a scrubbed environment (a pinned
+process's device-selection variables kept: devices.py), a private temporary directory
+as working directory, stdout/stderr into a size-capped file, and a result pipe passed as the only
+extra fd. Inside the child, ``children/guard.py`` adds the seccomp deny-list. RLIMIT_NPROC does not
+bind root (measured, eval_integrity.md §4a.3), so process creation is denied by seccomp instead
+(clone without CLONE_THREAD, fork, vfork, execve).
 
 The warm servers (timing_server.py, zygote.py) start through the same layers and then fork one
 child per candidate, which re-applies the per-candidate parts (session, rlimits, seccomp).
@@ -38,6 +39,8 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+
+from sagekernel.devices import selection_env
 
 #: Most bytes accepted on the result channel; the rest is dropped (and the run fails to parse).
 MAX_CHANNEL_BYTES = 1 << 31
@@ -351,6 +354,9 @@ def command_line(
         "HOME": "/tmp",
         "LC_ALL": "C",
         **cmd.env,
+        # the device slot this process is pinned to (a worker's, `sage run --device cuda:N`): the
+        # environment is rebuilt here, so without this every child would see every card
+        **selection_env(),
         "SAGE_RESULT_FD": str(result_fd),
     }
     if kind == "bwrap":

@@ -71,6 +71,21 @@ class BuildResult:
         return self.artifacts.get("library")
 
 
+#: Host wall time one timed call may take beyond its device events before the gap counts as work
+#: the events did not see (`event_wall_mismatch`, harness/device_timing.py): a launch plus a
+#: device-wide synchronise, per device family. Targets put their device's figure on RuntimeSpec.
+#: - cuda 0.05 ms: a CUDA launch costs a few microseconds and cudaDeviceSynchronize's round trip
+#:   some 10-20 (the figure the check was written with, about twice that sum).
+#: - npu 0.2 ms: a torch_npu call goes through the task queue and aclnn's two-phase API; on a 910B2
+#:   (CANN 8.5) the smallest calls of a custom kernel take 0.021 ms and torch_npu's einsum 0.079-0.081
+#:   ms whatever the size (public figures: gitcode.com/zhuzemao/ops-transformer_8242,
+#:   experimental/mhc/mhc_post/docs/performance.md), and MindStudio's "Host Bound" guide describes
+#:   host dispatch outlasting the device work. 0.08 ms of dispatch plus the synchronise and the two
+#:   queued event records, with the same margin as CUDA's. Not measured by this project: no NPU;
+#:   scripts/npu_check.sh reports the measured gap on a board so the figure can be replaced.
+LAUNCH_SYNC_MS: dict[str, float] = {"cuda": 0.05, "npu": 0.2}
+
+
 @dataclass(frozen=True)
 class RuntimeSpec:
     """How the harness starts a target's runtime inside the sandbox (the wire: docs/target_seam.md)."""
@@ -93,6 +108,9 @@ class RuntimeSpec:
     #: "out_meta", "host_guard"; targets/device_host.py): the harness requires each promised item
     #: and judges it (harness/runs.py). Empty for runtimes that report only the wire's basics.
     reports: frozenset[str] = frozenset()
+    #: Device runtimes: the host cost of one launch plus a device-wide synchronise on this device
+    #: (LAUNCH_SYNC_MS), which the event/wall plausibility check allows.
+    launch_sync_ms: float = LAUNCH_SYNC_MS["cuda"]
 
 
 @dataclass(frozen=True)

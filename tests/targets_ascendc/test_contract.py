@@ -90,6 +90,47 @@ def test_task_setting_overrides_template(tmp_path, tasks):
     assert len(files_for(task, AscendConfig(template="full"))) == 2
 
 
+def test_cube_work_gets_the_full_template(tmp_path):
+    """H7: the kernel-only skeleton launches vector kernels only (no TCubeTiling, block count capped
+    at the AIV cores), so a task whose reference multiplies matrices gets the full template under a
+    kernel-only configuration -- the three built-in cube tasks and any task file written that way --
+    unless its own file names a template. Vector tasks keep the configured one."""
+    from dataclasses import replace
+
+    from sagekernel.targets.ascendc.contract import template_of
+    from sagekernel.tasks.suites import find_task
+
+    ko = AscendConfig(template="kernel-only")
+    for name in ("grouped_matmul", "matmul_bias_gelu", "attention"):
+        task = find_task(name)
+        assert template_of(task, ko) == "full" and len(files_for(task, ko)) == 3, name
+    swish = find_task("swish")
+    assert template_of(swish, ko) == "kernel-only"
+    body = swish.source_path.read_text()
+    forward = "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+
+    def variant(name: str, text: str):
+        path = tmp_path / f"{name}.py"
+        path.write_text(text)
+        return replace(swish, source_path=path)
+
+    assert forward in body, "the swish task's Model.forward changed; update this test"
+    written = {
+        "at": body.replace(forward, forward + "        x = x @ x.transpose(-1, -2) @ x\n"),
+        "linear": body.replace(forward, forward + "        x = torch.nn.functional.linear(x, x)\n"),
+        "method": body.replace(forward, forward + "        x = x.bmm(x)\n"),
+    }
+    for name, text in written.items():
+        assert template_of(variant(name, text), ko) == "full", name
+    inputs_only = body + "\n\ndef weights():\n    return torch.matmul(torch.ones(2, 2), torch.ones(2, 2))\n"
+    assert template_of(variant("inputs_only", inputs_only), ko) == "kernel-only"  # not the Model's work
+    own = written["at"] + '\nSAGE_ASCENDC = {"template": "kernel-only"}\n'
+    assert template_of(variant("own", own), ko) == "kernel-only"  # the task file decides
+    text = contract_text(swish, ko)
+    assert "vector (AIV) core count" in text
+    assert "Cube work (Matmul and its TCubeTiling) needs the full template" in text
+
+
 def test_registered_and_protocol():
     assert "ascendc" in target_names()
     target = get_target("ascendc")

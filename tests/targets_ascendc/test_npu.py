@@ -6,6 +6,8 @@ test skips with the missing piece named. Run first on a machine with CANN:
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -75,6 +77,30 @@ def test_npu_runtime_correct_and_timed(tmp_path, tasks):
     got = _run_and_check(target, result, tasks["abs"], "npu", reference=True)
     assert all(f["ns"] > 0 for f, _ in got if f["kind"] in ("done", "ref_done"))
     assert sum(f["kind"] == "ref_done" for f, _ in got) == sum(f["kind"] == "done" for f, _ in got)
+
+
+def test_harness_verdict_in_bwrap_on_a_pinned_card(tasks, monkeypatch):
+    """The whole harness on the board, in the default bwrap sandbox (T3: the NPU host files bound),
+    pinned to one card (T1: ASCEND_RT_VISIBLE_DEVICES forwarded into the sandbox and recorded), timed
+    with the batched protocol (T2); the honest reference operator must not trip the event/wall check
+    under the NPU allowance (seam.LAUNCH_SYNC_MS["npu"]) -- if it does, the allowance is wrong."""
+    need("npu")
+    from sagekernel import sandbox
+    from sagekernel.harness.config import HarnessConfig
+    from sagekernel.harness.evaluate import evaluate
+
+    if sandbox.best_kind("auto") != "bwrap":
+        pytest.skip("needs bwrap (the default sandbox this test is about)")
+    card = os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "0").split(",")[0]
+    monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", card)
+    target = AscendCTarget(AscendConfig(template="kernel-only"))
+    verdict = evaluate(tasks["abs"], reference_candidate("abs"), target, HarnessConfig(sandbox="bwrap"),
+                       device="npu")
+    assert verdict.correct, verdict.message
+    assert verdict.sandbox["kind"] == "bwrap"
+    assert verdict.sandbox["device_selection"]["ASCEND_RT_VISIBLE_DEVICES"] == card
+    assert "batched" in verdict.build["timing_protocol"]
+    assert "event_wall_mismatch" not in verdict.flags, verdict.timing
 
 
 def _run_and_check(target, built, task, device, reference=False):

@@ -33,6 +33,22 @@ def test_report_collects_each_step(tmp_path):
     assert "4 passed, 1 failed" in text and "noise" not in text
 
 
+def test_report_gives_the_measured_launch_gap_of_each_eval(tmp_path):
+    """The NPU launch allowance is a figure from public numbers: the report carries the board's own
+    measurement (wall - events per call) from each `sage eval --json` log, to replace it."""
+    import json
+
+    verdict = {"stage": "ok", "flags": [], "timing": {"candidate_round_ms": [0.012, 0.010, 0.011],
+                                                       "candidate_wall_median_ms": 0.131,
+                                                       "launch_sync_allowance_ms": 0.2}}
+    (tmp_path / "4-eval-cold-l2.log").write_text("building...\n" + json.dumps(verdict, indent=1))
+    (tmp_path / "4-eval-cold-l2.rc").write_text("0\n")
+    text = npucheck.report(tmp_path)
+    assert "launch+sync gap: wall 0.1310 ms - events 0.0110 ms = 0.1200 ms per call" in text
+    assert "allowance 0.2 ms; event_wall_mismatch not raised" in text
+    assert npucheck.launch_gap("no verdict here") == [] and npucheck.launch_gap('{"stage": "compile"}') == []
+
+
 def test_script_says_plainly_when_nothing_can_be_checked(tmp_path):
     if npucheck.doctor_table()[0].startswith("ok  CANN toolkit"):
         return  # a machine with CANN runs the real check instead

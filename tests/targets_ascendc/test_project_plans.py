@@ -316,8 +316,11 @@ def test_runtime_spec(tmp_path, tasks):
 
 def test_runtime_carries_device_slot_logs_and_host_files(tmp_path, tasks, monkeypatch):
     """T1: the worker's ASCEND_RT_VISIBLE_DEVICES reaches the sandboxed runtime (the sandbox rebuilds
-    the environment from the spec); H3: CANN's log goes to stderr; T3: the NPU host files present
-    are bound; the timing protocol is named on the command line."""
+    the environment and forwards the pin: tests/test_device_pinning.py for every device target);
+    H3: CANN's log goes to stderr; T3: the NPU host files present are bound; the timing protocol is
+    named on the command line."""
+    from sagekernel import sandbox
+    from sagekernel.seam import LAUNCH_SYNC_MS
     from sagekernel.targets.ascendc import availability
     from sagekernel.targets.base import BuildResult
 
@@ -330,8 +333,13 @@ def test_runtime_carries_device_slot_logs_and_host_files(tmp_path, tasks, monkey
     plan = target.plan(reference_candidate("abs"), tasks["abs"], tmp_path / "wd")
     built = BuildResult(True, "built", {"module": Path(plan.artifacts["module"])}, {"plan": plan.to_dict()})
     spec = target.runtime(built, tasks["abs"], "npu")
-    assert spec.env["ASCEND_RT_VISIBLE_DEVICES"] == "3"
+    cmd = sandbox.SandboxCommand(argv=spec.argv, ro_binds=spec.ro_binds, env=spec.env,
+                                 device_nodes=spec.device_nodes)
+    argv, _, _ = sandbox.command_line(cmd, kind="bwrap", limits=sandbox.Limits(), result_fd=9,
+                                      scratch_dir=tmp_path)
+    assert ["--setenv", "ASCEND_RT_VISIBLE_DEVICES", "3"] in [argv[i : i + 3] for i in range(len(argv))]
     assert spec.env["ASCEND_SLOG_PRINT_TO_STDOUT"] == "1" and spec.env["ASCEND_GLOBAL_LOG_LEVEL"] == "3"
+    assert spec.launch_sync_ms == LAUNCH_SYNC_MS["npu"]  # the event/wall check's NPU allowance
     assert (str(info), str(info)) in spec.ro_binds and all("absent" not in s for s, _ in spec.ro_binds)
     module_dir = str(Path(plan.artifacts["module"]).parent)
     assert (module_dir, module_dir) in spec.ro_binds  # the per-task extension lives outside the workdir

@@ -152,7 +152,8 @@ def abs_header(nonce: str, sets: list[np.ndarray], rounds: list[dict]) -> tuple[
     return header, b"", messages
 
 
-def test_rounds_outputs_and_frames(tmp_path):
+def test_rounds_outputs_and_frames(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "2")  # a worker's slot: the hello reports it
     rng = np.random.default_rng(0)
     sets = [rng.standard_normal((3, 5)).astype(np.float32) for _ in range(2)]
     nonce = "ab" * 16
@@ -164,6 +165,7 @@ def test_rounds_outputs_and_frames(tmp_path):
     kinds = [f["kind"] for f, _ in got]
     assert kinds[:2] == ["hello", "loaded"] and kinds[-1] == "end"
     assert got[0][0]["runtime"] == "ascendc-cpu-twin"
+    assert got[0][0]["device_view"]["ASCEND_RT_VISIBLE_DEVICES"] == "2"
     dones = [f for f, _ in got if f["kind"] == "done"]
     assert [d["call"] for d in dones] == [0, 1, 2, 0, 1]
     assert all(d["inputs_changed"] == [-1] and d["guards"] == [True, True] for d in dones)

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from sagekernel.cli.options import OptionError, read_text
+from sagekernel.cli.options import OptionError, pinned_device, read_text
 from sagekernel.errors import SageError
 from sagekernel.terminal import Console
 
@@ -68,7 +68,9 @@ def eval_command(
     ],
     target: Annotated[str, typer.Option("--target", "-t", help="Target name.")] = "cpu",
     device: Annotated[
-        str | None, typer.Option("--device", "-d", help="The target's device (default: its first).")
+        str | None,
+        typer.Option("--device", "-d", help="The target's device (default: its first); cuda:N or npu:N also "
+                                            "pins the evaluation to card N."),
     ] = None,
     skip_timing: Annotated[bool, typer.Option("--skip-timing", help="Stop after correctness.")] = False,
     threads: Annotated[int, typer.Option("--threads", help="Threads for candidate and reference.")] = 1,
@@ -91,6 +93,7 @@ def eval_command(
     from sagekernel.harness.evaluate import evaluate
 
     config = _config(skip_timing, threads, sandbox)
+    device = pinned_device(device)  # cuda:N / npu:N: this process and its children see card N only
     target_obj = _target_and_device(target, device)
     given = [kernel_file, *(more_files or [])]
     texts = {path: read_text(path, "KERNEL_FILE") for path in given}

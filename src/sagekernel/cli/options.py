@@ -79,3 +79,17 @@ def output_file(path: Path | None, option: str) -> Path | None:
     if path is not None and Path(path).is_dir():
         raise OptionError(option, f"{path} is a directory; give a file path")
     return path
+
+
+def pinned_device(device: str | None) -> str | None:
+    """The target's device named by a --device value; `cuda:N` / `npu:N` also pin this process to
+    card N before any device runtime starts (devices.py): it and every child it starts,
+    sandboxed or not, then see that card only, as device 0."""
+    from sagekernel.devices import DeviceError, pin_current_process, split_device
+
+    try:
+        name, slot = split_device(device)
+    except DeviceError as exc:
+        raise OptionError("--device", str(exc).removeprefix(f"--device {device!r}: ")) from None
+    pin_current_process(slot)
+    return name

@@ -134,11 +134,13 @@ def run_config(settings: dict[str, Any], **fixed: Any) -> Any:
     driver); a bad value is one line naming its option."""
     from pydantic import ValidationError
 
-    from sagekernel.cli.options import OptionError, from_validation
+    from sagekernel.cli.options import OptionError, from_validation, pinned_device
     from sagekernel.models.config import load_model_options, model_config_from
     from sagekernel.runner.config import RunConfig
 
     values = dict(settings)
+    if "device" in values:
+        values["device"] = pinned_device(values["device"])  # before anything starts a device runtime
     if "harness" in values:
         values["harness"] = parse_overrides(values["harness"], "--harness", "iters=20")
     if "model_opt" in values:

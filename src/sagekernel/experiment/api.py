@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from sagekernel.devices import parse_devices
 from sagekernel.experiment import presets
-from sagekernel.experiment.devices import parse_devices
 from sagekernel.experiment.layout import ExperimentDir
 from sagekernel.experiment.live import LiveView
 from sagekernel.experiment.plan import StreamPlan

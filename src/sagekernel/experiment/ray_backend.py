@@ -22,7 +22,6 @@ own copy of the weights on its node).
 from __future__ import annotations
 
 import io
-import os
 import secrets
 import tarfile
 import tempfile
@@ -100,9 +99,9 @@ def stream_task(root: str, name: str, token: str, payload: bytes | None) -> dict
 
 
 def _device_label() -> str:
-    visible = [
-        f"{k}={v}" for k in ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES") if (v := os.environ.get(k))
-    ]
+    from sagekernel.devices import selection_env
+
+    visible = [f"{k}={v}" for k, v in selection_env().items() if v]
     return "ray:" + ",".join(visible) if visible else "ray"
 
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sagekernel.experiment.devices import DeviceError, DeviceSlot
+from sagekernel.devices import DeviceError, DeviceSlot
 from sagekernel.experiment.layout import ExperimentDir
 from sagekernel.experiment.plan import StreamPlan, order
 

@@ -23,8 +23,8 @@ import threading
 import time
 from pathlib import Path
 
+from sagekernel.devices import pin_current_process, selection_env, slot_from_label
 from sagekernel.errors import RunLocked, SageError
-from sagekernel.experiment.devices import pin_current_process, slot_from_label
 from sagekernel.experiment.layout import ExperimentDir, StreamOutcome, now_iso
 from sagekernel.experiment.plan import StreamPlan
 
@@ -35,14 +35,6 @@ LOCK_WAIT_S = 60.0
 
 class DonorNotFinished(SageError):
     """A recipient stream was started before its donor finished."""
-
-
-def _visible() -> dict[str, str]:
-    return {
-        k: v
-        for k in ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
-        if (v := os.environ.get(k)) is not None
-    }
 
 
 def _affinity() -> list[int] | None:
@@ -114,7 +106,7 @@ def run_stream(exp: ExperimentDir, stream: StreamPlan, *, device: str = "") -> S
         started_at=now_iso(),
         device=device,
         affinity=_affinity(),
-        visible=_visible(),
+        visible=selection_env(),  # what this process and its children see
     )
     if exp.finished(stream.name):
         outcome.state, outcome.message, outcome.ended_at = "finished", "already finished", now_iso()

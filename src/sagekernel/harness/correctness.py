@@ -159,6 +159,8 @@ def run_correctness(
     for n, (label, group) in enumerate(shapes.items()):
         result, hello = run_shape(task, group, spec, config, kind, scratch / f"shape{n}")
         box.setdefault("seccomp", hello.get("seccomp", "unknown"))
+        if isinstance(hello.get("device_view"), dict):  # the selection the runtime itself was started with
+            box.setdefault("device_view", hello["device_view"])
         if isinstance(result, Failure):
             return out(result.stage, result.message, result.flags)
         for trial, call in zip(group, result.calls, strict=True):

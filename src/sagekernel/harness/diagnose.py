@@ -25,6 +25,7 @@ from sagekernel.diagnostics_seam import DiagnosticProbe, ProbeTensor, TargetDiag
 from sagekernel.errors import SageError
 from sagekernel.harness.compare import SENTINELS, compare, tensor_from_bytes
 from sagekernel.harness.config import HarnessConfig
+from sagekernel.harness.tolerances import judged_task
 from sagekernel.harness.trials import Trial, make_trial, raw_bytes
 from sagekernel.protocols import Target
 from sagekernel.tasks.task import Task
@@ -171,6 +172,7 @@ def diagnose(
         return report
     if len(task.groups) > 1 and task.group_index is None:
         task = task.group_task(0)  # diagnose on the first input group's contract
+    task = judged_task(target, task)  # the probe's mismatch under the tolerances verdicts use
     sizes = smallest_shape(task)
     report.shape = sizes
     workdir = Path(tempfile.mkdtemp(prefix="sage-diag-"))

@@ -23,10 +23,12 @@ from typing import Any
 
 from sagekernel import sandbox
 from sagekernel.candidate import Candidate
+from sagekernel.devices import selection_env
 from sagekernel.errors import SageError, TaskError
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.correctness import run_correctness
 from sagekernel.harness.timed import time_held_out, timing_attempts, timing_verdict
+from sagekernel.harness.tolerances import judged_task, tolerance_record
 from sagekernel.harness.trials import TrialPlan, plan_trials
 from sagekernel.harness.verdict import Stage, Verdict
 from sagekernel.protocols import Target
@@ -95,6 +97,8 @@ def _evaluate(
     if (len(task.groups) > 1 or task.benchmark is not None) and task.group_index is None:
         return _evaluate_groups(task, source, target, config, device)
     t_start = time.perf_counter()
+    declared = task
+    task = judged_task(target, task)  # the target's per-task tolerances, where it declares them
     candidate = as_candidate(target, task, source)
     device_info = next((d for d in target.devices() if device in (None, d.name)), None)
     kind = sandbox.best_kind(config.sandbox)
@@ -126,7 +130,7 @@ def _evaluate(
     try:
         with parent_threads(config.parent_threads):
             planner = _Planner(task, config)
-            return _run(
+            judged = _run(
                 task,
                 candidate,
                 target,
@@ -140,6 +144,9 @@ def _evaluate(
                 planner,
                 builds,
             )
+            if (record := tolerance_record(declared, task, target)) is not None:
+                judged.checks["tolerances"] = record
+            return judged
     finally:
         if planner is not None:
             planner.thread.join()  # never leave tensor work running after the verdict
@@ -255,6 +262,8 @@ def _run(
     outcome = run_correctness(task, plan.trials, spec, config, kind, workdir / "run", plan.notes)
     verdict.durations_s["correctness"] = time.perf_counter() - t0
     verdict.sandbox, verdict.checks = outcome.sandbox, outcome.checks
+    if pinned := selection_env():  # the device slot every runtime process of this verdict was given
+        verdict.sandbox["device_selection"] = pinned
     verdict.flags.extend(outcome.flags)
     if outcome.stage is not Stage.OK:
         verdict.stage, verdict.message = outcome.stage, outcome.message

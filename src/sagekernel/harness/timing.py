@@ -79,7 +79,8 @@ TAMPER_FLAGS = frozenset(
     }
 )
 #: Device runtimes: host wall clock (launch + device-wide synchronise) this many times the event
-#: time means work the events did not see (a side stream, deferred work).
+#: time, and more than the device's launch + synchronise cost above it (seam.LAUNCH_SYNC_MS), means
+#: work the events did not see (a side stream, deferred work): device_timing.event_wall_mismatch.
 EVENT_WALL_RATIO = 3.0
 #: Any of these sends the timing to quarantine: a re-measurement in fresh processes, fresh inputs,
 #: every timed call checked.
@@ -236,7 +237,8 @@ def run_timing(
             from sagekernel.harness.device_timing import device_protocol
 
             return device_protocol(
-                task, run, blobs, warm_sets, round_sets, config, box, round_limit, check_every_call
+                task, run, blobs, warm_sets, round_sets, config, box, round_limit, check_every_call,
+                spec.launch_sync_ms,
             )
         finally:
             run.finish()

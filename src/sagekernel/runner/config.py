@@ -69,7 +69,7 @@ class RunConfig(BaseModel):
     """Backend the kernels are written for: cpu, triton, cuda, ascendc."""
     device: str | None = Field(default=None, json_schema_extra=_on(RUN, MCP, BLOCK))
     """The target's device (triton: interpreter, cuda, npu); default: its first. `sage doctor` lists
-    them."""
+    them. On `sage run` and `sage mcp`, cuda:N or npu:N also pins the process to card N."""
     model: str = Field(default="local", json_schema_extra=_on(RUN, MCP, BLOCK))
     """Model spec: local (embedded Qwen2.5-Coder-1.5B), openai:<model>@<url>, anthropic:<model>,
     scripted:<file>. Under `sage mcp` it only distils experiences and abstracts resident rules (the

@@ -36,8 +36,6 @@ NPU_HOST_FILES = (
     "/usr/local/bin/npu-smi",
     "/etc/hccn.conf",
 )
-#: Per-worker device selection (experiment/devices.py sets it per worker); forwarded to the runtime.
-DEVICE_SELECT_VARS = ("ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES")
 #: Where CANN installs keep each tool besides PATH, relative to the toolkit root (H1: set_env.sh
 #: does not always put msopgen on PATH; the CANN docs call it by the first path).
 TOOL_PATHS: dict[str, tuple[str, ...]] = {

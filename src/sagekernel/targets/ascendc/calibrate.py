@@ -4,9 +4,9 @@ Before any candidate is blamed on an NPU, run the task's `Model` there (torch_np
 declared dtypes) on the harness's own trials -- the same inputs, the same float64-derived
 expected outputs and the same tolerances a candidate faces (harness/trials.py, harness/compare.py)
 -- and name the tasks whose reference itself fails. Transcendental functions on NPU hardware can
-miss tolerances tuned on a CPU; such a task is unsolvable until its tolerance changes. A task
-that opts into NPUKernelBench's rule (`SAGE_ASCENDC = {"compare": "elementwise_both", ...}`) is
-also judged by that rule with its own tolerances (AscendCTarget.comparison).
+miss tolerances tuned on a CPU; such a task is unsolvable until its tolerance changes, which its
+file does with `SAGE_ASCENDC = {"atol": ..., "rtol": ...}`: the calibration then judges with them,
+as the harness judges ascendc candidates (AscendCTarget.tolerances, harness/tolerances.py).
 
     python -m sagekernel.targets.ascendc.calibrate [TASK ...] --device npu [--json]
 
@@ -20,14 +20,12 @@ import json
 import sys
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
 import torch
 
 from sagekernel.harness.compare import compare
 from sagekernel.harness.config import HarnessConfig
+from sagekernel.harness.tolerances import judged_task
 from sagekernel.harness.trials import Trial, plan_trials
-from sagekernel.targets.ascendc.compare import compare_both_exceed
-from sagekernel.targets.ascendc.settings import task_settings
 from sagekernel.tasks.task import Task
 
 
@@ -70,8 +68,10 @@ def device_reference(task: Task, trial: Trial, device: str) -> list[torch.Tensor
 
 
 def calibrate_task(task: Task, device: str, config: HarnessConfig | None = None) -> TaskCalibration:
+    from sagekernel.targets.ascendc.target import AscendCTarget
+
     result = TaskCalibration(task.name, device)
-    rule, atol, rtol = _rule(task)
+    task = judged_task(AscendCTarget(), task)  # the tolerances an ascendc candidate is judged by
     try:
         plan = plan_trials(task, config or HarnessConfig())
         for trial in plan.trials:
@@ -81,22 +81,9 @@ def calibrate_task(task: Task, device: str, config: HarnessConfig | None = None)
                 mism = compare(actual, expected, trial.tolerance(k), task.rtol, spec.dtype)
                 if mism is not None:
                     result.failures.append(f"{trial.describe()}: output {spec.name}: {mism.detail}")
-                if rule == "elementwise_both":
-                    both = compare_both_exceed(_np(actual), _np(expected), atol, rtol)
-                    if not both.ok:
-                        result.failures.append(f"{trial.describe()}: output {spec.name}: {both.reason}")
     except Exception as exc:  # the reference itself cannot run there: that is the finding
         result.error = f"{type(exc).__name__}: {exc}"
     return result
-
-
-def _rule(task: Task) -> tuple[str, float, float]:
-    s = task_settings(task)
-    return s.compare, s.atol if s.atol is not None else task.atol, s.rtol if s.rtol is not None else task.rtol
-
-
-def _np(t: torch.Tensor) -> np.ndarray:
-    return (t.to(torch.float32) if t.dtype == torch.bfloat16 else t).numpy()
 
 
 def main(argv: list[str] | None = None) -> int:

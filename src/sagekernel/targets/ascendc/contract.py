@@ -60,7 +60,10 @@ class TilingField:
 
 
 def template_of(task: Task, config: AscendConfig) -> str:
-    return task_settings(task).template or config.template
+    """The task file's template; else `full` for cube work (settings.needs_cube: the kernel-only
+    skeleton launches vector kernels only); else the configuration's."""
+    s = task_settings(task)
+    return s.template or ("full" if s.cube else config.template)
 
 
 def kernel_only_fields(task: Task) -> list[TilingField]:
@@ -195,6 +198,9 @@ def contract_text(task: Task, config: AscendConfig) -> str:
             "Sizes and attributes are already filled when it is called; set usedCoreNum (1..coreNum) "
             "and the planning fields. The kernel copies the struct from `tiling` with "
             f"`SageCopyTiling(&t, tiling)` (declared in {n.snake}_tiling.h).",
+            "This template runs vector kernels: coreNum is the vector (AIV) core count and the "
+            "kernel declares `KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY)`. Cube work (Matmul and "
+            "its TCubeTiling) needs the full template.",
         ]
     else:
         lines += [

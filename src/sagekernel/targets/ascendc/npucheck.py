@@ -55,7 +55,34 @@ def report(logdir: Path) -> str:
             if re.search(r"passed|failed|error|skipped|verdict|speedup|ok |NO ", x, re.I)
         ]
         out += ["   " + x[:200] for x in keep[-15:]]
+        out += ["   " + x for x in launch_gap(text)]
     return "\n".join(out)
+
+
+def launch_gap(log_text: str) -> list[str]:
+    """From a `sage eval --json` log: the host wall time per call above the events (the launch +
+    synchronise cost the event/wall check allows, seam.LAUNCH_SYNC_MS["npu"]: a figure taken from
+    public numbers until a board measures it -- this line is that measurement)."""
+    start = log_text.find("{")
+    try:
+        verdict = json.JSONDecoder().raw_decode(log_text[start:])[0] if start >= 0 else None
+    except ValueError:
+        return []
+    if not isinstance(verdict, dict):
+        return []
+    timing = verdict.get("timing")
+    if not isinstance(timing, dict) or not timing.get("candidate_round_ms"):
+        return []
+    wall, rounds = timing.get("candidate_wall_median_ms"), sorted(timing["candidate_round_ms"])
+    if not isinstance(wall, int | float):
+        return []
+    event = rounds[len(rounds) // 2]
+    flagged = "event_wall_mismatch" in (verdict.get("flags") or [])
+    return [
+        f"launch+sync gap: wall {wall:.4f} ms - events {event:.4f} ms = {wall - event:.4f} ms per call "
+        f"(allowance {timing.get('launch_sync_allowance_ms')} ms; event_wall_mismatch "
+        f"{'RAISED' if flagged else 'not raised'})"
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from sagekernel.candidate import Candidate
-from sagekernel.seam import LintFinding
+from sagekernel.seam import LAUNCH_SYNC_MS, LintFinding
 from sagekernel.targets.ascendc import availability
 from sagekernel.targets.ascendc.build import execute
 from sagekernel.targets.ascendc.config import AscendConfig
@@ -129,9 +129,8 @@ class AscendCTarget:
             **RUNTIME_LOG_ENV,
             "TORCH_DEVICE_BACKEND_AUTOLOAD": "1",
         }
-        # T1: the worker's device slot (experiment/devices.py sets it per worker process); the
-        # sandbox rebuilds the environment from this spec, so it must be carried here.
-        env.update({k: os.environ[k] for k in availability.DEVICE_SELECT_VARS if k in os.environ})
+        # T1: the worker's device slot (ASCEND_RT_VISIBLE_DEVICES) reaches this runtime through the
+        # sandbox, which forwards a pinned process's selection variables to every child.
         if mode == "twin":
             env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # plain CPU torch: never load torch_npu
         binds = [(str(RUNTIME_DIR), BOX_RUNTIME), (str(WIRE_DIR), BOX_WIRE), (workdir, workdir)]
@@ -169,6 +168,7 @@ class AscendCTarget:
             address_space_bytes=None if mode == "npu" else 8 << 30,
             reference_in_process=mode == "npu",
             name=f"ascendc-{'npu' if mode == 'npu' else 'cpu-twin'}",
+            launch_sync_ms=LAUNCH_SYNC_MS["npu"],  # the event/wall check's allowance (seam.py: source)
         )
 
     def diagnose(
@@ -219,15 +219,14 @@ class AscendCTarget:
             runs, binds, spec.env, spec.device_nodes, probe_dir, workdir, sandbox_kind, timeout_s
         )
 
-    def comparison(self, task: Task) -> tuple[str, float, float]:
-        """(rule, atol, rtol) for this task: `allclose` (the harness's own) or `elementwise_both`
-        (NPUKernelBench: compare.compare_both_exceed)."""
+    def tolerances(self, task: Task) -> tuple[float, float] | None:
+        """(atol, rtol) this target judges `task` by, where the task file declares NPU tolerances
+        (SAGE_ASCENDC, settings.py); None: the task's own. The harness applies them to every
+        comparison of the verdict (harness/tolerances.py); calibrate.py to the reference's."""
         s = task_settings(task)
-        return (
-            s.compare,
-            s.atol if s.atol is not None else task.atol,
-            s.rtol if s.rtol is not None else task.rtol,
-        )
+        if s.atol is None and s.rtol is None:
+            return None
+        return (s.atol if s.atol is not None else task.atol, s.rtol if s.rtol is not None else task.rtol)
 
 
 def _with_timeouts(plan: BuildPlan, timeout_s: float) -> BuildPlan:

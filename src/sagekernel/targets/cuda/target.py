@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sagekernel import sandbox
 from sagekernel.candidate import Candidate
-from sagekernel.seam import LintFinding
+from sagekernel.seam import LAUNCH_SYNC_MS, LintFinding
 from sagekernel.targets.base import (
     BuildResult,
     DeviceInfo,
@@ -98,6 +98,7 @@ class CudaTarget:
             artifact=built.library,
             artifact_record={"symbol": "sage_launch"},
             reports=DEVICE_LOOP_EVIDENCE,
+            launch_sync_ms=LAUNCH_SYNC_MS["cuda"],
         )
 
 

@@ -20,6 +20,13 @@ import torch
 DEFAULT_FLUSH_BYTES = 256 << 20
 
 
+def device_view() -> dict[str, str]:
+    """The device-selection variables this runtime was started with, for the verdict (which card a
+    pinned worker's runtime ran on). Matched by pattern, not by the parent's list of names
+    (devices.py): this file runs in the sandbox, apart from sagekernel."""
+    return {k: v for k, v in os.environ.items() if k.endswith("_VISIBLE_DEVICES") or k == "CUDA_DEVICE_ORDER"}
+
+
 class DeviceOps:
     """The interpreter: CPU tensors, no clock (an emulator's time says nothing about a device)."""
 

@@ -323,7 +323,8 @@ def serve(
     integrity snapshot, so that only what the candidate changes is reported."""
     header, blob = read_request(sys.stdin.buffer)
     chan = Channel.from_env(header["nonce"])
-    chan.send({"kind": "hello", "runtime": runtime, "seccomp": devices.seccomp_state()})
+    chan.send({"kind": "hello", "runtime": runtime, "seccomp": devices.seccomp_state(),
+               "device_view": devices.device_view()})
     try:
         ops = devices.make_device(device)
     except Exception as exc:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sagekernel import sandbox
 from sagekernel.candidate import Candidate
-from sagekernel.seam import LintFinding
+from sagekernel.seam import LAUNCH_SYNC_MS, LintFinding
 from sagekernel.targets.base import (
     BuildResult,
     DeviceInfo,
@@ -162,6 +162,7 @@ class TritonTarget:
                              "bf16": "refuse"},
             artifact_for=lambda sizes: {"init": init_arguments(task, sizes)},
             reports=DEVICE_LOOP_EVIDENCE | {"host_guard"},
+            launch_sync_ms=LAUNCH_SYNC_MS["npu" if device == "npu" else "cuda"],
         )
 
 

@@ -25,6 +25,7 @@ import argparse
 import ctypes
 import importlib.util
 import json
+import os
 import secrets
 import struct
 import sys
@@ -286,7 +287,10 @@ def serve(opts: argparse.Namespace, stdin: Any) -> int:
     header, blob = read_request(stdin)
     chan = Channel.from_env(header["nonce"])
     backend_cls = NpuBackend if opts.mode == "npu" else TwinBackend
-    hello = {"kind": "hello", "runtime": backend_cls.name, "seccomp": "none"}
+    hello: dict[str, Any] = {"kind": "hello", "runtime": backend_cls.name, "seccomp": "none"}
+    # which card this runtime was started on (the worker's slot, forwarded by the sandbox): by
+    # pattern, as devloop/devices.device_view (this file runs apart from sagekernel)
+    hello["device_view"] = {k: v for k, v in os.environ.items() if k.endswith("_VISIBLE_DEVICES")}
     if opts.mode == "npu":
         hello["timing_protocol"] = protocol_text(opts.protocol, opts.batch)
     chan.send(hello)

@@ -2,24 +2,40 @@
 
 `--devices` takes one or more groups, each a kind and a comma-separated list:
 
-    cuda:0,1        two slots, GPU 0 and GPU 1 (CUDA_VISIBLE_DEVICES; HIP_VISIBLE_DEVICES too)
+    cuda:0,1        two slots, GPU 0 and GPU 1 as nvidia-smi numbers them (CUDA_VISIBLE_DEVICES with
+                    CUDA_DEVICE_ORDER=PCI_BUS_ID; HIP_VISIBLE_DEVICES too)
     npu:0,1,2,3     four slots, Ascend NPUs (ASCEND_RT_VISIBLE_DEVICES)
     cpu:0-1,2-3     two slots of two cores each (os.sched_setaffinity; OMP/MKL threads = cores)
     cpu:0+2,1+3     cores need not be contiguous ('+' joins them)
 
 Inside the pinned worker the card is device 0 of its target (the visibility variable renumbers).
+The same variables reach every child the worker starts: ordinary children inherit them, and the
+sandbox, which rebuilds a child's environment from scratch, forwards them (`selection_env`,
+sandbox.command_line). `sage run --device cuda:N` / `npu:N` pins its own process the same way
+(`split_device`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sagekernel.errors import SageError
 
 KINDS = ("cuda", "npu", "cpu")
 _VISIBLE = {"cuda": ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"), "npu": ("ASCEND_RT_VISIBLE_DEVICES",)}
+#: Set with a slot's visibility variable: CUDA numbers devices fastest-first unless told otherwise,
+#: so without it `cuda:1` could name another card than nvidia-smi's GPU 1 on a mixed box.
+_ORDER = {"cuda": {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, "npu": {}}
+#: Every variable that selects which devices a process sees: what a child must be given as its
+#: parent has it (ASCEND_VISIBLE_DEVICES is the Ascend container runtime's, forwarded if present).
+SELECTION_VARS = (
+    *(v for kind in ("cuda", "npu") for v in _VISIBLE[kind]),
+    "CUDA_DEVICE_ORDER",
+    "ASCEND_VISIBLE_DEVICES",
+)
 _THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
@@ -40,7 +56,7 @@ class DeviceSlot:
         """Environment variables that pin a child process to this slot."""
         if self.kind == "cpu":
             return {var: str(len(self.ids)) for var in _THREADS}
-        return {var: ",".join(map(str, self.ids)) for var in _VISIBLE[self.kind]}
+        return {**{var: ",".join(map(str, self.ids)) for var in _VISIBLE[self.kind]}, **_ORDER[self.kind]}
 
     def cores(self) -> set[int] | None:
         return set(self.ids) if self.kind == "cpu" else None
@@ -101,6 +117,27 @@ def pin_current_process(slot: DeviceSlot | None) -> None:
     cores = slot.cores()
     if cores is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, cores)
+
+
+def selection_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The device-selection variables set in `environ` (this process's by default): what every
+    child of a pinned process must see, whoever builds its environment."""
+    env = os.environ if environ is None else environ
+    return {k: env[k] for k in SELECTION_VARS if k in env}
+
+
+def split_device(device: str | None) -> tuple[str | None, DeviceSlot | None]:
+    """`cuda:1` -> ("cuda", the slot for GPU 1); `npu:2` -> ("npu", NPU 2); `cuda` -> ("cuda", None).
+    The name before the colon is the target's device; the number pins the process to one card."""
+    if device is None or ":" not in device:
+        return device, None
+    name, _, index = device.partition(":")
+    kind = {"gpu": "cuda"}.get(name.lower(), name.lower())
+    if kind not in _VISIBLE:
+        raise DeviceError(f"--device {device!r}: only cuda:N and npu:N pin a card ({name!r} has no cards)")
+    if not re.fullmatch(r"\d+", index.strip()):
+        raise DeviceError(f"--device {device!r}: {index!r} is not a device number")
+    return kind, DeviceSlot(kind, (int(index),))
 
 
 def slot_from_label(label: str | None) -> DeviceSlot | None:
