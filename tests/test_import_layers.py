@@ -9,6 +9,7 @@ fails when a new cycle appears and when a listed one is gone (then delete its li
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -155,3 +156,27 @@ def test_metrics_and_the_stores_import_nothing_above_them() -> None:
     for module in graph:
         if module.startswith("sagekernel.runner"):
             assert _reaches(graph, module, readers) == [], module
+
+
+#: The modules that may run SQL: the three stores and the database module (migrations, transactions).
+SQL_HOMES = {"sagekernel.db", "sagekernel.runner.store", "sagekernel.models.exchange_log",
+             "sagekernel.memory.store"}
+_SQL = re.compile(r"\b(SELECT\s.+\sFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|"
+                  r"CREATE\s+(TABLE|INDEX)|ALTER\s+TABLE|PRAGMA)\b", re.S)
+
+
+def test_sql_lives_in_the_stores() -> None:
+    """Every table family has one data-access module; a reader that wants rows asks it."""
+    found = []
+    for name, path in _modules().items():
+        if name in SQL_HOMES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and _SQL.search(node.value):
+                found.append(f"{name}:{node.lineno}")
+    assert found == []
+
+
+def test_the_sql_finder_sees_sql() -> None:
+    assert _SQL.search("SELECT run_id FROM runs") and _SQL.search("INSERT OR REPLACE INTO t (a) VALUES (?)")
+    assert not _SQL.search("Select the best kernel from the candidates")

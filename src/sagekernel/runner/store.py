@@ -122,6 +122,9 @@ class RunStore:
         """Every run, oldest first."""
         return [r[0] for r in self.conn.execute("SELECT run_id FROM runs ORDER BY created_at, run_id")]
 
+    def unfinished_run_ids(self) -> set[str]:
+        return {str(r[0]) for r in self.conn.execute("SELECT run_id FROM runs WHERE status != 'finished'")}
+
     def latest_unfinished(self, config_key: dict[str, Any] | None = None) -> RunInfo | None:
         """The newest run that did not finish, optionally only one whose config matches `config_key`."""
         for info in self.runs():
@@ -211,6 +214,21 @@ class RunStore:
                 "SELECT operator, trace_json FROM round_traces WHERE run_id = ? ORDER BY rowid", (run_id,)):
             out.setdefault(str(operator), []).append(RoundTrace.from_dict(json.loads(text)))
         return out
+
+    def recorded_rounds(self, run_id: str | None = None) -> list[tuple[str, str, str, RoundTrace]]:
+        """(run_id, operator, episode, trace) of every recorded round of `run_id` (None: of every
+        run), in the order they were recorded."""
+        sql = "SELECT run_id, operator, episode, trace_json FROM round_traces"
+        rows = (self.conn.execute(sql + " WHERE run_id = ? ORDER BY rowid", (run_id,)) if run_id
+                else self.conn.execute(sql + " ORDER BY rowid"))
+        return [(str(r[0]), str(r[1]), str(r[2]), RoundTrace.from_dict(json.loads(r[3]))) for r in rows]
+
+    def recorded_latencies(self, run_id: str | None = None) -> dict[tuple[str, str], tuple[Any, Any]]:
+        """(run_id, operator) -> (T_first, T_best) as the runner recorded them, raw (a reader
+        decides what a non-finite value means)."""
+        sql = "SELECT run_id, operator, t_first_ms, t_best_ms FROM operator_results"
+        rows = self.conn.execute(sql + " WHERE run_id = ?", (run_id,)) if run_id else self.conn.execute(sql)
+        return {(str(r[0]), str(r[1])): (r[2], r[3]) for r in rows}
 
     def candidate(self, digest: str) -> str | None:
         row = self.conn.execute("SELECT source FROM candidates WHERE hash = ?", (digest,)).fetchone()
