@@ -76,9 +76,9 @@ from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.timing import call_budget, param_seed
 from sagekernel.harness.trials import kernel_args, plan_trials, raw_bytes, trial_atol
 from sagekernel.targets.cpu.flags import LINK_LIBS, compiler_command, is_cxx
-from sagekernel.tasks.inputs import build_inputs, make_model, reference_outputs
+from sagekernel.tasks.inputs import build_inputs
 from sagekernel.tasks.loader import load_task
-from sagekernel.tasks.params import param_tensors
+from sagekernel.tasks.reference import make_model, param_tensors, reference_outputs
 
 CT = {"in": ctypes.c_void_p, "out": ctypes.c_void_p, "i64": ctypes.c_int64, "f32": ctypes.c_float,
       "f64": ctypes.c_double}

@@ -28,7 +28,6 @@ MODULE_LINES = 450
 
 #: Modules past MODULE_LINES that are one concept each, and why they stay whole.
 LARGE_MODULES: dict[str, str] = {
-    "tasks/inputs.py": "one table of input builders by argument kind, each a few lines",
     "harness/timing.py": "the timing protocol end to end: rounds, interleaving, plausibility, quarantine",
     "sandbox.py": "one sandbox: bubblewrap arguments, limits, seccomp and the channel, used by every child",
     "targets/triton/lint.py": "one AST walk over a Triton kernel; its tables are in lint_tables.py",

@@ -337,7 +337,7 @@ def test_a_result_written_between_the_status_poll_and_the_log_read_is_logged_onc
     stored = [[], three, three, three]
     step = {"i": 0}
     monkeypatch.setattr(live, "experiment_status", lambda exp: [polled[step["i"]]])
-    monkeypatch.setattr(status, "open_readonly", lambda ws: sqlite3.connect(":memory:"))
+    monkeypatch.setattr(store, "open_readonly", lambda ws: store.RunStore(sqlite3.connect(":memory:")))
     monkeypatch.setattr(store.RunStore, "results", lambda self, run_id: stored[step["i"]])
     out = io.StringIO()
     view = LiveView(finished, tty=False, stream=out)

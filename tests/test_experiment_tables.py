@@ -6,8 +6,8 @@ from __future__ import annotations
 from sagekernel.experiment.plan import StreamPlan
 from sagekernel.experiment.status import StreamStatus
 from sagekernel.experiment.tables import StreamData, paper_tables
+from sagekernel.metrics import summarize
 from sagekernel.records import OperatorResult
-from sagekernel.report.metrics import summarize
 
 
 def result(run: str, pos: int, level: int, correct: bool, speedup: float | None = None) -> OperatorResult:

@@ -73,8 +73,6 @@ def test_lexical_only_pool_filters_and_warns(workspace, monkeypatch, caplog) -> 
     pool = index.pool("reduction tail out of bounds", None, size=3)
     assert [c.item_id for c in pool][:2] == [4, 1]
     assert pool[0].relevance == 1.0 and all(0 <= c.relevance <= 1 for c in pool)
-    only_fix = index.pool("reduction tail out of bounds", None, size=3, type_filter=lambda t: t == "fix")
-    assert [c.item_id for c in only_fix] == [4]
     store.conn.execute("UPDATE items SET state = 'consolidated' WHERE id = 4")
     index.reload()
     assert 4 not in [c.item_id for c in index.pool("reduction tail out of bounds", None, size=5)]

@@ -18,7 +18,7 @@ import torch
 from typer.testing import CliRunner
 
 from npukb_fixture import ANSWER_MARKER, OPERATORS, SQRT_INPUTS, SQRT_MODULE, write_benchmark
-from sagekernel.tasks.inputs import build_inputs, reference_outputs
+from sagekernel.tasks.inputs import build_inputs
 from sagekernel.tasks.loader import load_dir
 from sagekernel.tasks.npukb_cases import read_cases, root_tolerances
 from sagekernel.tasks.npukb_rule import apply_rule, check_precision
@@ -31,6 +31,7 @@ from sagekernel.tasks.npukb_subset import (
     paper_subset,
 )
 from sagekernel.tasks.record import task_from_json, task_to_json
+from sagekernel.tasks.reference import reference_outputs
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,10 @@ import json
 import math
 from pathlib import Path
 
+from sagekernel.metrics import fast_p, self_speedup_median, speedup_distribution, summarize
 from sagekernel.records import OperatorResult
 from sagekernel.report.build import build, to_json
 from sagekernel.report.load import load
-from sagekernel.report.metrics import fast_p, self_speedup_median, speedup_distribution, summarize
 from test_report_workspace import Op, add_run  # type: ignore[import-not-found]
 
 

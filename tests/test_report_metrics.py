@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sagekernel.records import OperatorResult
-from sagekernel.report.metrics import (
+from sagekernel.metrics import (
     compilation_rate,
     cost_per_solved,
     cumulative_execution_rate,
@@ -25,6 +24,7 @@ from sagekernel.report.metrics import (
     summarize,
     tokens_per_solved,
 )
+from sagekernel.records import OperatorResult
 from sagekernel.report.tables import fmt_rate, fmt_x
 
 

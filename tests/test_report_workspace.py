@@ -162,8 +162,8 @@ def test_loads_results_and_memory_of_a_run(tmp_path: Path) -> None:
     loaded = load([str(ws)])
     assert len(loaded.runs) == 1
     run = loaded.runs[0]
-    assert run.info.method == "sage" and run.info.model == "qwen3-coder"
-    assert run.info.planned == 6 and run.info.planned_by_level == {1: 3, 2: 2, 3: 1}
+    assert run.info.method == "sage" and run.model == "qwen3-coder"
+    assert run.planned == 6 and run.planned_by_level == {1: 3, 2: 2, 3: 1}
     assert [r.operator for r in run.results] == ["relu", "gelu", "softmax", "layernorm", "matmul"]
     assert run.results[0].speedup == 4.0 and run.results[1].self_speedup == 1.5
     assert run.results[2].t_best_ms is None and run.results[4].cost_usd == 0.05

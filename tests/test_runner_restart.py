@@ -37,7 +37,7 @@ def test_the_same_command_after_a_finished_run_says_so(tmp_path: Path) -> None:
         calls = query(ws, "SELECT count(*) FROM exchanges")
         logged = query(ws, "SELECT sum(prompt_tokens) + sum(completion_tokens) FROM exchanges "
                            "WHERE status = 'ok'")[0][0]
-        assert first.spent_tokens == logged and first.model_calls > 0
+        assert first.spend.tokens == logged and first.spend.calls > 0
         again = run(cfg)
         assert again.run_id == first.run_id and "already finished" in again.message
         assert "--new" in again.message

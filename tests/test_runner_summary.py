@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from sagekernel import db
+from sagekernel import db, metrics
 from sagekernel.records import OperatorResult
-from sagekernel.report import metrics
 from sagekernel.runner.run import summarize
 from sagekernel.runner.store import RunInfo, RunStore
 

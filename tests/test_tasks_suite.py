@@ -18,14 +18,9 @@ import pytest
 import torch
 
 from sagekernel.targets.cpu.contract import c_signature
-from sagekernel.tasks.inputs import (
-    DISTRIBUTIONS,
-    build_inputs,
-    reference_outputs,
-    tolerance_scale,
-    torch_dtype,
-)
+from sagekernel.tasks.inputs import DISTRIBUTIONS, build_inputs, tolerance_scale, torch_dtype
 from sagekernel.tasks.loader import task_files
+from sagekernel.tasks.reference import reference_outputs
 from sagekernel.tasks.suites import SUITE_ROOT, load_suite
 from sagekernel.tasks.task import Task
 

@@ -1,7 +1,8 @@
 """A candidate: the files the model wrote for one round, by relative path (docs/target_seam.md).
 
-Single-file targets (CPU C, Triton, CUDA) hold one entry; Ascend C holds several. The digest is
-what traces and memory record as the candidate's hash.
+Single-file targets (CPU C, Triton, CUDA) hold one entry; Ascend C holds several. The digest names
+a candidate's build directories; traces record `agent/session.candidate_hash` of the rendered
+source instead (the text stored in `candidates`), which is what a trace's hash looks up.
 """
 
 from __future__ import annotations

@@ -320,3 +320,8 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 def conn_path(conn: sqlite3.Connection) -> str:
     row = conn.execute("PRAGMA database_list").fetchone()
     return str(row[2]) if row else "<memory>"
+
+
+def tables(conn: sqlite3.Connection) -> set[str]:
+    """The tables of the database (a reader of an older workspace asks before it reads)."""
+    return {str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}

@@ -1,8 +1,9 @@
 """The non-happy paths of the agent loop, as typed exceptions that carry their own message.
 
-The loop (agent/loop.py) has one `try`/`finally`; everything that ends a round or an operator
-early is one of these. `ReplyIncomplete` never leaves a round: the loop turns it into a
-PARSE-stage verdict that spends the round (spec §2, trace-completeness gate).
+Everything that ends a round or an operator early is one of these. `ReplyIncomplete` never leaves
+a round: the loop (agent/loop.py) catches it (as the gate's `IncompleteReply`, which carries the
+gate's outcome) and turns it into a PARSE-stage verdict that spends the round (spec §2,
+trace-completeness gate).
 """
 
 from __future__ import annotations
@@ -12,10 +13,6 @@ from sagekernel.errors import SageError
 
 class AgentStop(SageError):
     """Base: the agent stopped doing what it was doing, for the reason in the message."""
-
-
-class RoundBudgetExhausted(AgentStop):
-    """The operator's T rounds (shared by corr and opt) are spent."""
 
 
 class ReplyIncomplete(AgentStop):

@@ -20,9 +20,13 @@ from sagekernel.models.exchange_log import (
     Exchange,
     get_exchange,
     has_log,
+    has_tool_calls,
     list_exchanges,
+    list_tool_calls,
+    run_logged,
     search_exchanges,
 )
+from sagekernel.runner.store import RunStore
 from sagekernel.terminal import Console, printable
 
 log_app = typer.Typer(name="log", help="Inspect the LLM exchange log (every prompt, reply, retry and error).",
@@ -50,13 +54,8 @@ def _known_run(conn: sqlite3.Connection, run: str | None) -> None:
     """Refuse a --run that names no run and no logged exchange (an empty list would hide a typo)."""
     if run is None:
         return
-    for sql in ("SELECT 1 FROM runs WHERE run_id = ?", "SELECT 1 FROM exchanges WHERE run_id = ?",
-                "SELECT 1 FROM tool_calls WHERE run_id = ?"):
-        try:
-            if conn.execute(sql + " LIMIT 1", (run,)).fetchone():
-                return
-        except sqlite3.OperationalError:  # an older workspace without the table
-            continue
+    if run_logged(conn, run) or ("runs" in db.tables(conn) and RunStore(conn).run(run) is not None):
+        return
     conn.close()
     raise OptionError("--run", f"no run {run!r} in this workspace (`sage log list` shows the run ids)")
 
@@ -176,19 +175,11 @@ def tools_cmd(workspace: Path = WorkspaceOpt, run: str | None = RunOpt,
     conn = db.connect(workspace, readonly=True)
     _known_run(conn, run)
     try:
-        sql = ("SELECT id, created_at, run_id, client, tool, operator, round, status, arguments_json, "
-               "result_json, wall_s FROM tool_calls")
-        args: list[Any] = []
-        if run:
-            sql += " WHERE run_id = ?"
-            args.append(run)
-        rows = [dict(r) for r in conn.execute(sql + " ORDER BY id DESC LIMIT ?", [*args, limit])][::-1]
-    except sqlite3.OperationalError as exc:
-        raise SageError(f"the workspace {workspace} has no tool-call log: {exc}") from exc
+        if not has_tool_calls(conn):
+            raise SageError(f"the workspace {workspace} has no tool-call log (an older SAGE wrote it)")
+        rows = [c.to_dict() for c in list_tool_calls(conn, run_id=run, limit=limit)]
     finally:
         conn.close()
-    for r in rows:
-        r["arguments"], r["result"] = json.loads(r.pop("arguments_json")), json.loads(r.pop("result_json"))
     if as_json:
         print(json.dumps(rows, indent=2, sort_keys=True))
         return

@@ -140,16 +140,14 @@ class ExperimentDir:
 
     def run_status(self, name: str) -> str | None:
         """The stream's run status from its workspace: None before its run exists."""
-        from sagekernel.experiment.status import open_readonly
+        from sagekernel.runner.store import open_readonly
 
-        conn = open_readonly(self.workspace(name))
-        if conn is None:
+        store = open_readonly(self.workspace(name))
+        if store is None:
             return None
-        try:
-            row = conn.execute("SELECT status FROM runs WHERE run_id = ?", (name,)).fetchone()
-        finally:
-            conn.close()
-        return None if row is None else str(row[0])
+        with store:
+            info = store.run(name)
+        return None if info is None else info.status
 
     def finished(self, name: str) -> bool:
         return self.run_status(name) == "finished"

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from sagekernel.experiment.layout import ExperimentDir
 from sagekernel.experiment.status import StreamStatus, experiment_status
-from sagekernel.report.metrics import compilation_rate, execution_rate
+from sagekernel.metrics import compilation_rate, execution_rate
 from sagekernel.terminal import Console
 
 MIN_INTERVAL_S = 0.5
@@ -91,16 +91,13 @@ class LiveView:
         """One line per operator finished since the last poll, with the CR/ER after it; returns how
         many results have now been logged. The stream keeps writing between the status poll and this
         read, so that count, not the polled `r.done`, is what the next poll starts from."""
-        from sagekernel.experiment.status import open_readonly
-        from sagekernel.runner.store import RunStore
+        from sagekernel.runner.store import open_readonly
 
-        conn = open_readonly(self.exp.workspace(r.name))
-        if conn is None:
+        store = open_readonly(self.exp.workspace(r.name))
+        if store is None:
             return seen
-        try:
-            results = RunStore(conn).results(r.name)
-        finally:
-            conn.close()
+        with store:
+            results = store.results(r.name)
         for i in range(seen, len(results)):
             res = results[i]
             upto = results[: i + 1]

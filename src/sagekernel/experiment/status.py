@@ -13,17 +13,13 @@ from __future__ import annotations
 
 import os
 import socket
-import sqlite3
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-from sagekernel import db
-from sagekernel.errors import SageError
 from sagekernel.experiment.layout import ExperimentDir
 from sagekernel.experiment.plan import StreamPlan
-from sagekernel.report.metrics import compilation_rate, execution_rate
-from sagekernel.runner.store import RunStore
+from sagekernel.metrics import compilation_rate, execution_rate
+from sagekernel.runner.store import open_readonly
 
 
 @dataclass
@@ -49,21 +45,6 @@ class StreamStatus:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def open_readonly(ws: Path) -> sqlite3.Connection | None:
-    """The workspace database read-only, or None while it does not exist or has no run tables
-    yet (a worker is creating it)."""
-    if not db.db_path(ws).is_file():
-        return None
-    try:
-        conn = db.connect(ws, create=False, readonly=True)
-    except (SageError, sqlite3.Error):
-        return None
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'round_traces'").fetchone() is None:
-        conn.close()
-        return None
-    return conn
 
 
 def _alive(pid: int, host: str) -> bool:
@@ -98,10 +79,9 @@ def stream_status(
         None,
     )
     run_state = None
-    conn = open_readonly(ws)
-    if conn is not None:
-        try:
-            store = RunStore(conn)
+    store = open_readonly(ws)
+    if store is not None:
+        with store:
             info = store.run(stream.name)
             if info is not None:
                 run_state = info.status
@@ -119,19 +99,9 @@ def stream_status(
                         "speedup": last.speedup,
                     }
                 done = {r.operator for r in results}
-                row = conn.execute(
-                    "SELECT operator, round, episode FROM round_traces WHERE run_id = ? ORDER BY rowid DESC "
-                    "LIMIT 1",
-                    (stream.name,),
-                ).fetchone()
-                if row is not None and row["operator"] not in done:
-                    status.operator, status.round, status.episode = (
-                        row["operator"],
-                        row["round"],
-                        row["episode"],
-                    )
-        finally:
-            conn.close()
+                last_round = store.last_round(stream.name)
+                if last_round is not None and last_round[0] not in done:
+                    status.operator, status.round, status.episode = last_round
     outcome = exp.outcome(stream.name)
     if outcome is not None:
         status.device, status.pid, status.attempt = outcome.device, outcome.pid, outcome.attempt

@@ -1,6 +1,6 @@
 """The experiment's paper-shaped tables, from every stream's recorded results.
 
-The metrics are the report's (report/metrics.py, half-up rounding of report/tables.py), computed
+The metrics are the report's (sagekernel/metrics.py, half-up rounding of report/tables.py), computed
 over each stream's finished operators; a stream's role decides the table it lands in:
 
     Table 1   learning streams (no donor, not frozen): model x method, per-level ER, CR, ER, Fast, S_self
@@ -19,9 +19,9 @@ from typing import Any
 from sagekernel.experiment.layout import ExperimentDir
 from sagekernel.experiment.plan import StreamPlan
 from sagekernel.experiment.status import StreamStatus, experiment_status
+from sagekernel.metrics import RunMetrics, execution_rate, fast_p, self_speedup_median, summarize
 from sagekernel.records import OperatorResult
 from sagekernel.report.build import method_label
-from sagekernel.report.metrics import RunMetrics, execution_rate, fast_p, self_speedup_median, summarize
 from sagekernel.report.tables import fmt_rate, fmt_x
 
 ABLATIONS = ("sage", "sage-uniform-credit", "sage-no-ugc", "sage-random-ugc")
@@ -51,18 +51,15 @@ class ExperimentTable:
 
 def load_streams(exp: ExperimentDir, p: float = 1.0) -> list[StreamData]:
     """Every stream with its status and its finished operators (read-only)."""
-    from sagekernel.experiment.status import open_readonly
-    from sagekernel.runner.store import RunStore
+    from sagekernel.runner.store import open_readonly
 
     out = []
     for plan, status in zip(exp.streams(), experiment_status(exp), strict=True):
         results: list[OperatorResult] = []
-        conn = open_readonly(exp.workspace(plan.name))
-        if conn is not None:
-            try:
-                results = RunStore(conn).results(plan.name)
-            finally:
-                conn.close()
+        store = open_readonly(exp.workspace(plan.name))
+        if store is not None:
+            with store:
+                results = store.results(plan.name)
         out.append(StreamData(plan, status, results, summarize(results, p) if results else None))
     return out
 

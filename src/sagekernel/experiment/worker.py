@@ -74,10 +74,11 @@ def _import_memory(donor_ws: Path, workspace: Path) -> None:
     once into the recipient's empty workspace, in one transaction (`sage memory export/import`)."""
     from sagekernel import db
     from sagekernel.memory.io import export_jsonl, import_jsonl
+    from sagekernel.memory.store import Store
 
     conn = db.connect(workspace)
     try:
-        if conn.execute("SELECT count(*) FROM items").fetchone()[0]:
+        if Store(conn).count():
             return  # imported by an earlier attempt (the import is all or nothing)
         src = db.connect(donor_ws, create=False, readonly=True)
         try:

@@ -86,7 +86,6 @@ class RuntimeRun:
         kind: str,
         limits: sandbox.Limits,
         scratch: Path,
-        symbol: str = "sage_kernel",
         what: str = "the kernel",
         session_factory: Any = None,
         reference_in_process: bool = False,
@@ -98,7 +97,9 @@ class RuntimeRun:
         self.plan = plan
         self.what = what
         self.out_sizes = [a.nbytes for a in plan.outputs]
-        request = encode_json(plan) if spec.python else encode_binary(plan, symbol)
+        # A native runtime resolves the kernel by the symbol its target names (the CPU contract's).
+        request = (encode_json(plan) if spec.python
+                   else encode_binary(plan, str(spec.artifact_record["symbol"])))
         cmd = sandbox.SandboxCommand(
             argv=list(spec.argv),
             ro_binds=list(spec.ro_binds),

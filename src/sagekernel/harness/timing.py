@@ -47,10 +47,9 @@ from sagekernel.harness.verdict import Stage
 from sagekernel.harness.warm import WarmSession
 from sagekernel.harness.wire import Plan, Round
 from sagekernel.seam import RuntimeSpec
-from sagekernel.tasks.inputs import init_arguments
 from sagekernel.tasks.loader import build_inputs, reference_outputs
-from sagekernel.tasks.params import param_tensors
 from sagekernel.tasks.record import task_to_json
+from sagekernel.tasks.reference import init_arguments, param_tensors
 from sagekernel.tasks.task import Task
 
 CHILDREN_DIR = Path(__file__).resolve().parent / "children"

@@ -26,9 +26,9 @@ from sagekernel.errors import TaskError
 from sagekernel.harness.compare import SENTINELS
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.wire import Arg
-from sagekernel.tasks.inputs import declared_precision_outputs, reference_scale
+from sagekernel.tasks.inputs import reference_scale
 from sagekernel.tasks.loader import DISTRIBUTIONS, build_inputs, reference_outputs
-from sagekernel.tasks.params import param_tensors
+from sagekernel.tasks.reference import declared_precision_outputs, param_tensors
 from sagekernel.tasks.sizegen import LARGE, HeldOutPlan, held_out_plan
 from sagekernel.tasks.task import Task
 

@@ -16,7 +16,6 @@ decides nothing and is named in the refusal.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -29,9 +28,9 @@ from sagekernel.agent.session import OperatorSession, Submission
 from sagekernel.candidate import Candidate
 from sagekernel.errors import SageError
 from sagekernel.mcp_server.diagnosis import diagnosis_result, diagnostics_offered
+from sagekernel.models.exchange_log import mark_tool_call_undelivered, record_tool_call
 from sagekernel.records import EpisodeKind, ResidentRule, RetrievedItem
 from sagekernel.runner.run import OpenedRun
-from sagekernel.runner.store import now_iso
 
 
 class ToolError(SageError):
@@ -312,25 +311,11 @@ class KernelService:
     ) -> int | None:
         """Append one call; `result_text` is the JSON the client is sent (results.to_json_text)."""
         s = self.session
-        conn = self.runner.conn
-        cur = conn.execute(
-            "INSERT INTO tool_calls (created_at, run_id, client, tool, operator, round, status, "
-            "arguments_json, result_json, wall_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                now_iso(),
-                self.runner.run_id,
-                self.log_client,
-                tool,
-                s.task.name if s else None,
-                round_,
-                status,
-                json.dumps(dict(arguments), sort_keys=True, default=str),
-                result_text,
-                round(time.perf_counter() - started, 4),
-            ),
-        )
-        return cur.lastrowid
+        return record_tool_call(self.runner.conn, run_id=self.runner.run_id, client=self.log_client,
+                                tool=tool, operator=s.task.name if s else None, round_=round_, status=status,
+                                arguments=arguments, result_json=result_text,
+                                wall_s=round(time.perf_counter() - started, 4))
 
     def mark_undelivered(self, row: int) -> None:
         """The client gave up on this call before its result arrived (timeout, cancellation)."""
-        self.runner.conn.execute("UPDATE tool_calls SET status = 'undelivered' WHERE id = ?", (row,))
+        mark_tool_call_undelivered(self.runner.conn, row)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -36,7 +36,6 @@ from sagekernel.memory.atu import (
     update_access,
 )
 from sagekernel.memory.embedding import Embedder, count_tokens, default_embedder
-from sagekernel.memory.literals import mentions_literal
 from sagekernel.memory.methods import METHODS, VARIANTS
 from sagekernel.memory.records import AdoptionRecord, HotEntry, HotSnapshot, Item, ItemState, MemoryConfig
 from sagekernel.memory.retrieval import Candidate, RetrievalIndex, query_terms, rerank
@@ -82,7 +81,7 @@ class NoMemory:
         return []
 
     def learn(self, trace: EpisodeTrace, new_items: Sequence[ItemDraft] = (), *,
-              forbidden_literals: Collection[str] = (), rules: Mapping[int, str] | None = None) -> None:
+              rules: Mapping[int, str] | None = None) -> None:
         return None
 
     def rule_requests(self, episodes: Sequence[Episode]) -> list[RuleRequest]:
@@ -97,8 +96,7 @@ class StorePolicy:
 
     def __init__(self, method: str, conn: sqlite3.Connection, *, run_id: str, frozen: bool = False,
                  seed: int = 0, config: MemoryConfig | None = None,
-                 abstract_rule: AbstractRule | None = None, embedder: Embedder | None = None,
-                 type_filter: Callable[[EpisodeKind, str], bool] | None = None) -> None:
+                 abstract_rule: AbstractRule | None = None, embedder: Embedder | None = None) -> None:
         self.name = method
         self.variant = VARIANTS[method]
         self.store = Store(conn)
@@ -107,7 +105,6 @@ class StorePolicy:
         self.seed = seed
         self.cfg = config or MemoryConfig()
         self.abstract_rule = abstract_rule
-        self.type_filter = type_filter
         #: Retrievals so far per (memory clock, operator, episode) in this process: with the seed and
         #: the persisted clock, it names each ε-greedy draw (see `_draws`).
         self._retrievals: dict[tuple[int, str, str], int] = {}
@@ -137,17 +134,16 @@ class StorePolicy:
                       k: int = defaults.K, draws: random.Random | None = None) -> list[RetrievedItem]:
         """Scoring only (the query embedding is computed by the caller). `draws`: value memory's
         ε-greedy random source (default: one derived from the seed alone)."""
-        tf = None if self.type_filter is None else (lambda t: self.type_filter(episode, t))  # type: ignore[misc]
         if self.variant.credit == "value":
             stage = "q1" if episode is EpisodeKind.CORR else "q2"
-            pool = self.index.pool(text, qvec, size=self.cfg.pool_size(k), utility=stage, type_filter=tf)
+            pool = self.index.pool(text, qvec, size=self.cfg.pool_size(k), utility=stage)
             draws = draws or random.Random(f"value-memory:{self.seed}")
             picked = epsilon_greedy(pool, k, self.cfg.epsilon, draws)
             ranked = [(c, c.utility) for c in picked]
         else:
             gamma = self.cfg.gamma if self.variant.rerank else 0.0
             pool = self.index.pool(text, qvec, size=self.cfg.pool_size(k),
-                                   utility="u" if self.variant.rerank else "none", type_filter=tf)
+                                   utility="u" if self.variant.rerank else "none")
             ranked = [(r.candidate, r.score) for r in rerank(pool, gamma, k)]
         return self._materialise(ranked)
 
@@ -170,7 +166,7 @@ class StorePolicy:
         return not (self.frozen or self.variant.credit == "none" or not trace.rounds)
 
     def learn(self, trace: EpisodeTrace, new_items: Sequence[ItemDraft] = (), *,
-              forbidden_literals: Collection[str] = (), rules: Mapping[int, str] | None = None) -> None:
+              rules: Mapping[int, str] | None = None) -> None:
         """One episode's update (spec §7): credit, adoption records, new items, UGC, snapshot.
 
         `rules`: the abstracted rule text of items this update validates (from `rule_requests`);
@@ -186,8 +182,7 @@ class StorePolicy:
             rules = self.abstract_rules(self.rule_requests([(trace, new_items)]))
         known = dict(rules)
         with db.transaction(self.store.conn):
-            changed, added = self._learn(trace, new_items, forbidden_literals,
-                                         lambda item, _why: known.get(item.id, ""))
+            changed, added = self._learn(trace, new_items, lambda item, _why: known.get(item.id, ""))
         self.index.update(changed.values())
         for item, vec in added:
             self.index.add(item, vec)
@@ -211,7 +206,7 @@ class StorePolicy:
         try:
             with db.transaction(self.store.conn):
                 for trace, drafts in episodes:
-                    self._learn(trace, drafts, (), collect)
+                    self._learn(trace, drafts, collect)
                 raise _DryRun
         except _DryRun:
             pass
@@ -223,7 +218,7 @@ class StorePolicy:
             return {}
         return {r.item.id: self.abstract_rule(r.item, list(r.rationales)) for r in requests}
 
-    def _learn(self, trace: EpisodeTrace, drafts: Sequence[ItemDraft], forbidden: Collection[str],
+    def _learn(self, trace: EpisodeTrace, drafts: Sequence[ItemDraft],
                rule_text: AbstractRule) -> tuple[dict[int, Item], list[tuple[Item, np.ndarray | None]]]:
         store, cfg, v = self.store, self.cfg, self.variant
         z = terminal_score(trace, cfg)
@@ -261,7 +256,7 @@ class StorePolicy:
         store.save(changed.values())
         store.refresh_retrieved(clock, skip=changed)
         # 4. new experiences, written after the credit so they never score their own episode (§5)
-        added = self._write_new(drafts, forbidden, clock)
+        added = self._write_new(drafts, clock)
         # 5. UGC rebuild (Algorithm 1) and its snapshot
         if v.ugc != "none":
             rng = random.Random(f"{self.seed}:{clock}") if v.ugc == "random" else None
@@ -291,8 +286,7 @@ class StorePolicy:
                     changed[m_id] = replace(m, q2=q_update(m.q2, r, self.cfg.alpha))
         self.store.set_meta("value_memory.popart", popart.dumps())
 
-    def _write_new(self, drafts: Sequence[ItemDraft], forbidden: Collection[str], clock: int,
-                   ) -> list[tuple[Item, np.ndarray | None]]:
+    def _write_new(self, drafts: Sequence[ItemDraft], clock: int) -> list[tuple[Item, np.ndarray | None]]:
         added: list[tuple[Item, np.ndarray | None]] = []
         accepted_vecs: list[np.ndarray] = []
         accepted_terms: list[set[str]] = []
@@ -300,7 +294,7 @@ class StorePolicy:
             if len(added) >= self.cfg.max_new_items:
                 break
             item = draft_to_item(draft, source="distilled", born_episode=clock)
-            if not item.title or contains_literal(item, forbidden):
+            if not item.title:
                 continue
             if self.store.find_by_hash(item.content_hash) is not None:
                 continue
@@ -344,16 +338,9 @@ def jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a | b else 1.0
 
 
-def contains_literal(item: Item, literals: Collection[str]) -> bool:
-    """True if any forbidden literal (e.g. an evaluation shape) occurs as a whole token (spec §5)."""
-    text = "\n".join((item.title, item.error_message, item.wrong_code, item.correct_code))
-    return mentions_literal(text, literals)
-
-
 def make_policy(method: str, conn: sqlite3.Connection, *, run_id: str, frozen: bool = False, seed: int = 0,
                 abstract_rule: Callable[[Item, list[str]], str] | None = None,
-                embedder: Embedder | str | None = _AUTO, config: MemoryConfig | None = None,
-                type_filter: Callable[[EpisodeKind, str], bool] | None = None) -> MemoryPolicy:
+                embedder: Embedder | str | None = _AUTO, config: MemoryConfig | None = None) -> MemoryPolicy:
     """The memory policy for `method` (one of METHODS) over the workspace connection `conn`.
 
     `embedder="auto"` loads all-MiniLM-L6-v2 when installed (lexical-only otherwise, with a
@@ -369,4 +356,4 @@ def make_policy(method: str, conn: sqlite3.Connection, *, run_id: str, frozen: b
     emb = default_embedder() if embedder == _AUTO else embedder
     assert not isinstance(emb, str)
     return StorePolicy(method, conn, run_id=run_id, frozen=frozen, seed=seed, config=cfg,
-                       abstract_rule=abstract_rule, embedder=emb, type_filter=type_filter)
+                       abstract_rule=abstract_rule, embedder=emb)

@@ -29,24 +29,24 @@ VARIANTS = ("relevance", "uniform", "atu")
 
 def load_episodes(conn: sqlite3.Connection, run_id: str | None = None) -> list[EpisodeTrace]:
     """Episodes in stream order (first appearance of each operator's rounds)."""
-    has = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'round_traces'").fetchone()
-    if not has:
+    from sagekernel.runner.store import RunStore  # the run tables' one reader (a replay reads a run)
+
+    if "round_traces" not in db.tables(conn):
         raise MemoryStoreError("this workspace has no round traces (table round_traces); "
                                "run `sage run` first")
-    sql = "SELECT run_id, operator, episode, trace_json FROM round_traces"
-    rows = (conn.execute(sql + " WHERE run_id = ? ORDER BY rowid", (run_id,)) if run_id
-            else conn.execute(sql + " ORDER BY rowid")).fetchall()
+    runs = RunStore(conn)
+    rows = runs.recorded_rounds(run_id)
     if run_id and not rows:
         raise MemoryStoreError(f"no round traces for run {run_id!r}")
     grouped: dict[tuple[str, str, str], list[RoundTrace]] = defaultdict(list)
-    recorded = _recorded_times(conn, run_id)
-    unfinished = _unfinished_runs(conn)
-    for run, op, ep, text in rows:
+    recorded = runs.recorded_latencies(run_id)
+    unfinished = runs.unfinished_run_ids()
+    for run, op, ep, recorded_round in rows:
         # The operator in flight when an unfinished run stopped was never learned from (learning
         # waits for its result, runner/run.py) and a resume replaces its traces: skip it too.
         if run in unfinished and (run, op) not in recorded:
             continue
-        grouped[(run, op, ep)].append(RoundTrace.from_dict(json.loads(text)))
+        grouped[(run, op, ep)].append(recorded_round)
     t_first: dict[tuple[str, str], float | None] = {}
     episodes: list[EpisodeTrace] = []
     for (run, op, ep), rounds in grouped.items():  # dicts keep first-insertion (stream) order
@@ -70,21 +70,6 @@ def load_episodes(conn: sqlite3.Connection, run_id: str | None = None) -> list[E
             trace.t_first_ms = trace.t_best_ms = first
         episodes.append(trace)
     return episodes
-
-
-def _unfinished_runs(conn: sqlite3.Connection) -> set[str]:
-    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone():
-        return set()
-    return {r[0] for r in conn.execute("SELECT run_id FROM runs WHERE status != 'finished'")}
-
-
-def _recorded_times(conn: sqlite3.Connection, run_id: str | None) -> dict[tuple[str, str], tuple[Any, Any]]:
-    """(run, operator) -> (T_first, T_best) as the runner recorded them, if it did."""
-    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'operator_results'").fetchone():
-        return {}
-    sql = "SELECT run_id, operator, t_first_ms, t_best_ms FROM operator_results"
-    rows = conn.execute(sql + " WHERE run_id = ?", (run_id,)) if run_id else conn.execute(sql)
-    return {(r[0], r[1]): (r[2], r[3]) for r in rows}
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ makes the result exact whenever that set is small (`_dense_top`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,18 +83,13 @@ class RetrievalIndex:
 
     # ---- loading and patching --------------------------------------------------------------------
     def reload(self) -> None:
-        rows = self.store.conn.execute(
-            "SELECT id, u, q1, q2, state, type, title, error_message, category, wrong_code, correct_code "
-            "FROM items ORDER BY id").fetchall()
+        rows = self.store.index_rows()
         n = len(rows)
         self.ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
         self.u = np.fromiter((r[1] for r in rows), dtype=np.float64, count=n)
         self.q1 = np.fromiter((r[2] for r in rows), dtype=np.float64, count=n)
         self.q2 = np.fromiter((r[3] for r in rows), dtype=np.float64, count=n)
         self.state = np.fromiter((_STATE_CODE[ItemState(r[4])] for r in rows), dtype=np.int8, count=n)
-        self._types: list[str] = []
-        self._type_code: dict[str, int] = {}
-        self.type = np.fromiter((self._code(r[5]) for r in rows), dtype=np.int32, count=n)
         self.text = LexicalIndex()
         self.text.add_many([(r[6], r[7], r[8], r[5], r[9], r[10]) for r in rows])
         self.has_emb = np.zeros(n, dtype=bool)
@@ -109,12 +104,6 @@ class RetrievalIndex:
                 self.emb[pos[ok]] = mat[ok]
                 self.has_emb[pos[ok]] = True
         self._build_projection()
-
-    def _code(self, type_: str) -> int:
-        if type_ not in self._type_code:
-            self._type_code[type_] = len(self._types)
-            self._types.append(type_)
-        return self._type_code[type_]
 
     def _build_projection(self) -> None:
         """Above `approx_above` rows: an orthonormal basis B of the top principal directions, the
@@ -172,7 +161,6 @@ class RetrievalIndex:
         self.q1 = np.append(self.q1, item.q1)
         self.q2 = np.append(self.q2, item.q2)
         self.state = np.append(self.state, np.int8(_STATE_CODE[item.state]))
-        self.type = np.append(self.type, np.int32(self._code(item.type)))
         self.has_emb = np.append(self.has_emb, vec is not None)
         self.text.add((item.title, item.error_message, item.category, item.type, item.wrong_code,
                        item.correct_code))
@@ -204,12 +192,8 @@ class RetrievalIndex:
     def embed_query(self, text: str) -> np.ndarray | None:
         return None if self.embedder is None else self.embedder.encode_one(text)
 
-    def eligible_mask(self, type_filter: Callable[[str], bool] | None = None) -> np.ndarray:
-        mask = self.state != _STATE_CODE[ItemState.CONSOLIDATED]
-        if type_filter is not None:
-            allowed = np.array([type_filter(t) for t in self._types], dtype=bool)
-            mask &= allowed[self.type]
-        return mask
+    def eligible_mask(self) -> np.ndarray:
+        return self.state != _STATE_CODE[ItemState.CONSOLIDATED]
 
     def lexical_top(self, text: str, limit: int) -> tuple[np.ndarray, np.ndarray]:
         """(positions, BM25 scores) of the best `limit` lexical matches over all items (in any
@@ -224,13 +208,13 @@ class RetrievalIndex:
         pos, score = self.lexical_top(text, limit)
         return dict(zip(self.ids[pos].tolist(), score.tolist(), strict=True))
 
-    def pool(self, text: str, qvec: np.ndarray | None, *, size: int = 15, utility: str = "u",
-             type_filter: Callable[[str], bool] | None = None) -> list[Candidate]:
+    def pool(self, text: str, qvec: np.ndarray | None, *, size: int = 15,
+             utility: str = "u") -> list[Candidate]:
         """The top-`size` eligible candidates by hybrid relevance, best first."""
         n = len(self.ids)
         if n == 0 or size <= 0:
             return []
-        mask = self.eligible_mask(type_filter)
+        mask = self.eligible_mask()
         lpos, lscore = self.lexical_top(text, max(50, 4 * size))
         keep = mask[lpos]
         lpos, lscore = lpos[keep], np.maximum(lscore[keep], 0.0)

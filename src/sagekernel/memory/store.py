@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,6 +44,18 @@ def now_stamp() -> str:
 def _chunks(ids: Sequence[int]) -> Iterable[Sequence[int]]:
     for i in range(0, len(ids), _CHUNK):
         yield ids[i:i + _CHUNK]
+
+
+@dataclass(frozen=True)
+class SnapshotSize:
+    """How large one hot-memory snapshot was (what `sage report` plots), read leniently: a
+    snapshot whose entries do not parse counts as empty rather than stopping the reader."""
+
+    created_at: str
+    n_ops: int
+    budget: int
+    n_entries: int
+    total_tokens: int
 
 
 class Store:
@@ -89,6 +102,13 @@ class Store:
             sql += " LIMIT ?"
             params.append(limit)
         return list(self._hydrate(self.conn.execute(sql, params).fetchall()).values())
+
+    def index_rows(self) -> list[sqlite3.Row]:
+        """Every item's scoring fields (id, u, q1, q2, state, type) and text fields (title,
+        error_message, category, wrong_code, correct_code), by id: what the retrieval index loads."""
+        return self.conn.execute(
+            "SELECT id, u, q1, q2, state, type, title, error_message, category, wrong_code, correct_code "
+            "FROM items ORDER BY id").fetchall()
 
     def all_items(self) -> list[Item]:
         return self.list_items(order="id")
@@ -139,6 +159,10 @@ class Store:
         """The episode clock: how many episodes this store has learned from."""
         return int(self.conn.execute("SELECT coalesce(max(clock), 0) FROM memory_episodes").fetchone()[0])
 
+    def is_empty(self) -> bool:
+        """No item and no learned episode: a workspace whose memory has not been seeded yet."""
+        return self.count() == 0 and self.clock() == 0
+
     def n_ops(self, run_id: str) -> int:
         return int(self.conn.execute("SELECT count(DISTINCT operator) FROM memory_episodes WHERE run_id = ?",
                                      (run_id,)).fetchone()[0])
@@ -152,6 +176,25 @@ class Store:
         rows = (self.conn.execute(sql + " WHERE run_id = ? ORDER BY id", (run_id,)) if run_id
                 else self.conn.execute(sql + " ORDER BY id")).fetchall()
         return [HotSnapshot(r[0], r[1], r[2], r[3], [HotEntry(**e) for e in json.loads(r[4])]) for r in rows]
+
+    def snapshot_sizes(self, run_id: str) -> list[SnapshotSize]:
+        """The run's snapshots in the order of completed operators."""
+        out = []
+        for r in self.conn.execute("SELECT created_at, budget, n_ops, total_tokens, entries_json "
+                                   "FROM hot_snapshots WHERE run_id = ? ORDER BY n_ops, created_at, id",
+                                   (run_id,)):
+            entries = _entries(r[4])
+            total = r[3] if r[3] is not None else sum(_entry_tokens(e) for e in entries)
+            out.append(SnapshotSize(str(r[0]), int(r[2] or 0), int(r[1] or 0), len(entries), int(total)))
+        return out
+
+    def run_adoptions(self, run_id: str) -> list[AdoptionRecord]:
+        """Every adoption decision of the run, by operator, round and item."""
+        rows = self.conn.execute(
+            "SELECT run_id, operator, episode, round, item_id, adopted, rationale FROM adoptions "
+            "WHERE run_id = ? ORDER BY operator, round, item_id", (run_id,)).fetchall()
+        return [AdoptionRecord(r[0], r[1], r[2], int(r[3]), int(r[4]), None if r[5] is None else bool(r[5]),
+                               r[6]) for r in rows]
 
     def latest_snapshot(self) -> HotSnapshot | None:
         row = self.conn.execute("SELECT max(id) FROM hot_snapshots").fetchone()
@@ -249,16 +292,6 @@ class Store:
                           (clock, run_id, operator, episode, z, now_iso()))
         return clock
 
-    def refresh_frequencies(self, clock: int) -> None:
-        """Materialise eligible_episodes and p̂ = n_ret/max(1, eligible) for every retrievable item
-        (the per-episode update touches only items with n_ret > 0; spec §6.1)."""
-        self.conn.execute(
-            "UPDATE items SET eligible_episodes = max(0, ? - born_episode - resident_episodes), "
-            "p_hat = min(1.0, n_ret * 1.0 / max(1, ? - born_episode - resident_episodes)) "
-            "WHERE state != 'consolidated' "
-            "AND eligible_episodes != max(0, ? - born_episode - resident_episodes)",
-            (clock, clock, clock))
-
     def refresh_retrieved(self, clock: int, skip: Iterable[int]) -> None:
         """The same, restricted to retrieved (n_ret > 0) retrievable items not in `skip`."""
         skip_ids = sorted(set(skip))
@@ -284,6 +317,19 @@ class Store:
     def set_embedding(self, item_id: int, model: str, vec: np.ndarray) -> None:
         self.conn.execute("INSERT OR REPLACE INTO item_embeddings VALUES (?, ?, ?, ?)",
                           (item_id, model, int(vec.shape[0]), to_blob(vec)))
+
+
+def _entries(text: str | None) -> list[dict[str, object]]:
+    try:
+        data = json.loads(text or "[]")
+    except json.JSONDecodeError:
+        return []
+    return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
+
+
+def _entry_tokens(entry: dict[str, object]) -> int:
+    value = entry.get("L", entry.get("tokens", 0))
+    return int(value) if isinstance(value, (int, float)) else 0
 
 
 def draft_to_item(draft: ItemDraft, *, source: str, born_episode: int) -> Item:

@@ -110,9 +110,7 @@ class ExchangeLog:
 
     def __init__(self, conn: sqlite3.Connection, *, run_id: str | None = None,
                  tags: Mapping[str, Any] | None = None) -> None:
-        has_table = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='exchanges'").fetchone()
-        if not has_table:
+        if not has_log(conn):
             raise WorkspaceError(f"the database {db.conn_path(conn)} has no exchange log table "
                                  "(open it with sagekernel.db.connect, which applies the migrations)")
         self._conn = conn
@@ -196,14 +194,13 @@ def _dumps(value: Any) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading (used by `sage log`; works on a read-only connection)
+# Reading (used by `sage log`, `sage report` and the run summary; works on a read-only connection)
 
 _SELECT = "SELECT e.* FROM exchanges e"
 
 
 def has_log(conn: sqlite3.Connection) -> bool:
-    return conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='exchanges'").fetchone() is not None
+    return "exchanges" in db.tables(conn)
 
 
 #: The status of a logged attempt: answered, failed and retried, failed for good.
@@ -250,3 +247,136 @@ def search_exchanges(conn: sqlite3.Connection, query: str, *, run_id: str | None
         args[0] = " ".join(f'"{w}"' for w in words)
         rows = conn.execute(sql, args).fetchall()
     return [Exchange.from_row(r) for r in rows]
+
+
+def round_answers(conn: sqlite3.Connection, run_id: str, operator: str,
+                  round_: int) -> list[tuple[dict[str, Any], str, Any]]:
+    """(tags, reply text, structured answer) of each answered call of one round, oldest first."""
+    if not has_log(conn):
+        return []
+    rows = conn.execute("SELECT reply_text, tags_json, extra_json FROM exchanges WHERE run_id = ? AND "
+                        "operator = ? AND round = ? AND status = 'ok' ORDER BY id",
+                        (run_id, operator, round_)).fetchall()
+    return [(json.loads(tags), text or "", json.loads(extra or "{}").get("structured"))
+            for text, tags, extra in rows]
+
+
+# ---------------------------------------------------------------------------------------------
+# Spend: the one reading of a run's model usage (`sage run`'s summary, `sage report`, the budget
+# of a resumed run), so they cannot count it two ways.
+
+@dataclass(frozen=True)
+class Spend:
+    """A run's whole model spend from the exchange log, attempts of operators that never finished
+    included. `calls` counts `Model.complete` calls (a call and its retries are one call);
+    `answered` those that got a reply; `attempts` every logged attempt (retries and failures too).
+    Tokens and cost are what the answered attempts reported; `cost_usd` is None when no attempt
+    was priced."""
+
+    tokens: int = 0
+    cost_usd: float | None = None
+    calls: int = 0
+    answered: int = 0
+    attempts: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_spend(conn: sqlite3.Connection, run_id: str) -> Spend:
+    """The spend of `run_id` (an all-zero Spend for a workspace without an exchange log)."""
+    if not has_log(conn):
+        return Spend()
+    row = conn.execute(
+        "SELECT coalesce(sum(prompt_tokens), 0) + coalesce(sum(completion_tokens), 0), sum(cost_usd), "
+        "count(DISTINCT call_id), count(DISTINCT CASE WHEN status = 'ok' THEN call_id END), count(*) "
+        "FROM exchanges WHERE run_id = ?", (run_id,)).fetchone()
+    return Spend(tokens=int(row[0]), cost_usd=None if row[1] is None else float(row[1]),
+                 calls=int(row[2]), answered=int(row[3]), attempts=int(row[4]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Tool calls: what a coding agent asked `sage mcp` (migration 0005), logged beside the exchanges.
+
+_TOOL_CALL_COLUMNS = ("id, created_at, run_id, client, tool, operator, round, status, arguments_json, "
+                      "result_json, wall_s")
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One logged tool call, as read back."""
+
+    id: int
+    created_at: str
+    run_id: str | None
+    client: str
+    tool: str
+    operator: str | None
+    round: int | None
+    status: str  # ok | refused | error | undelivered
+    arguments: dict[str, Any]
+    result: dict[str, Any]
+    wall_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def record_tool_call(conn: sqlite3.Connection, *, run_id: str, client: str, tool: str, operator: str | None,
+                     round_: int | None, status: str, arguments: Mapping[str, Any], result_json: str,
+                     wall_s: float) -> int:
+    """Append one tool call; `result_json` is the text the client is sent. Returns its row id."""
+    cur = conn.execute(
+        f"INSERT INTO tool_calls ({_TOOL_CALL_COLUMNS.removeprefix('id, ')}) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (datetime.now(UTC).isoformat(timespec="milliseconds"), run_id, client, tool, operator, round_, status,
+         json.dumps(dict(arguments), sort_keys=True, default=str), result_json, wall_s))
+    return int(cur.lastrowid or 0)
+
+
+def mark_tool_call_undelivered(conn: sqlite3.Connection, call_id: int) -> None:
+    """The client gave up on this call before its result arrived (timeout, cancellation)."""
+    conn.execute("UPDATE tool_calls SET status = 'undelivered' WHERE id = ?", (call_id,))
+
+
+def has_tool_calls(conn: sqlite3.Connection) -> bool:
+    return "tool_calls" in db.tables(conn)
+
+
+def list_tool_calls(conn: sqlite3.Connection, *, run_id: str | None = None,
+                    limit: int = 50) -> list[ToolCall]:
+    """The newest `limit` tool calls, oldest first."""
+    sql, args = f"SELECT {_TOOL_CALL_COLUMNS} FROM tool_calls", []
+    if run_id is not None:
+        sql += " WHERE run_id = ?"
+        args.append(run_id)
+    rows = conn.execute(sql + " ORDER BY id DESC LIMIT ?", [*args, limit]).fetchall()[::-1]
+    return [ToolCall(id=r[0], created_at=r[1], run_id=r[2], client=r[3], tool=r[4], operator=r[5], round=r[6],
+                     status=r[7], arguments=json.loads(r[8]), result=json.loads(r[9]), wall_s=float(r[10]))
+            for r in rows]
+
+
+def tool_clients(conn: sqlite3.Connection, run_id: str) -> list[str]:
+    """The clients that called the run's tools, in the order they first called."""
+    if not has_tool_calls(conn):
+        return []
+    return [str(c) for (c,) in conn.execute(
+        "SELECT client FROM tool_calls WHERE run_id = ? GROUP BY client ORDER BY min(id)", (run_id,))]
+
+
+def evaluated_arguments(conn: sqlite3.Connection, run_id: str, operator: str,
+                        round_: int) -> dict[str, Any] | None:
+    """The arguments of the `evaluate` call that spent `round_` (the last one, after a restart)."""
+    if not has_tool_calls(conn):
+        return None
+    row = conn.execute("SELECT arguments_json FROM tool_calls WHERE run_id = ? AND operator = ? AND "
+                       "round = ? AND tool = 'evaluate' AND status = 'ok' ORDER BY id DESC LIMIT 1",
+                       (run_id, operator, round_)).fetchone()
+    return None if row is None else dict(json.loads(row[0]))
+
+
+def run_logged(conn: sqlite3.Connection, run_id: str) -> bool:
+    """Whether any exchange or tool call is tagged with `run_id`."""
+    present = db.tables(conn)
+    return any(conn.execute(f"SELECT 1 FROM {table} WHERE run_id = ? LIMIT 1", (run_id,)).fetchone()
+               for table in ("exchanges", "tool_calls") if table in present)

@@ -26,7 +26,8 @@ import sqlite3
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sagekernel.records import RoundTrace
+from sagekernel.models.exchange_log import evaluated_arguments, round_answers
+from sagekernel.runner.store import RunStore
 
 #: Words that say nothing about which item was followed.
 _COMMON_WORDS = """
@@ -117,20 +118,12 @@ def round_replies(conn: sqlite3.Connection, run_id: str, operator: str, round_: 
     the MCP tools the arguments of the `evaluate` call that was evaluated. The last attempt of the
     round counts (an operator restarted on resume asked again). None when nothing was logged."""
     if channel == "mcp":
-        row = conn.execute("SELECT arguments_json FROM tool_calls WHERE run_id = ? AND operator = ? AND "
-                           "round = ? AND tool = 'evaluate' AND status = 'ok' ORDER BY id DESC LIMIT 1",
-                           (run_id, operator, round_)).fetchone() if _has(conn, "tool_calls") else None
-        if row is None:
+        args = evaluated_arguments(conn, run_id, operator, round_)
+        if args is None:
             return None
-        args = json.loads(row[0])
         return json.dumps({k: args.get(k) for k in ("adoptions", "diagnosis")}, indent=1, ensure_ascii=False)
-    if not _has(conn, "exchanges"):
-        return None
-    rows = conn.execute("SELECT reply_text, tags_json, extra_json FROM exchanges WHERE run_id = ? AND "
-                        "operator = ? AND round = ? AND status = 'ok' ORDER BY id",
-                        (run_id, operator, round_)).fetchall()
-    calls = [(json.loads(tags).get("purpose", ""), text or "", json.loads(extra or "{}").get("structured"))
-             for text, tags, extra in rows]
+    calls = [(tags.get("purpose", ""), text, structured)
+             for tags, text, structured in round_answers(conn, run_id, operator, round_)]
     starts = [n for n, (purpose, _, _) in enumerate(calls) if purpose == "round"]
     if not starts:
         return None
@@ -144,26 +137,15 @@ def round_replies(conn: sqlite3.Connection, run_id: str, operator: str, round_: 
     return "\n\n".join(parts)
 
 
-def _has(conn: sqlite3.Connection, table: str) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                        (table,)).fetchone() is not None
-
-
 def adopted_records(conn: sqlite3.Connection, run_id: str) -> list[AdoptedRecord]:
     """Every ADOPTED decision of the run, in stream order (operator, round, item)."""
-    rows = conn.execute("SELECT operator, trace_json FROM round_traces WHERE run_id = ? "
-                        "ORDER BY rowid", (run_id,)).fetchall()
-    sources = dict(conn.execute(
-        "SELECT hash, source FROM candidates WHERE hash IN (SELECT json_extract(trace_json, "
-        "'$.candidate_hash') FROM round_traces WHERE run_id = ?)", (run_id,)).fetchall())
-    by_operator: dict[str, list[RoundTrace]] = {}
-    for operator, text in rows:
-        by_operator.setdefault(operator, []).append(RoundTrace.from_dict(json.loads(text)))
+    store = RunStore(conn)
+    by_operator = store.traces_by_operator(run_id)
     out: list[AdoptedRecord] = []
     for operator, rounds in by_operator.items():
         previous: str | None = None
         for rt in sorted(rounds, key=lambda r: r.round):
-            revision = sources.get(rt.candidate_hash) if rt.candidate_hash else None
+            revision = store.candidate(rt.candidate_hash) if rt.candidate_hash else None
             shown = {r.item_id: r for r in rt.retrieved}
             raw: str | None = None
             for d in rt.decisions:

@@ -10,14 +10,17 @@ import csv
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from sagekernel.metrics import RunMetrics, summarize
+from sagekernel.models.exchange_log import Spend
 from sagekernel.records import OperatorResult
-from sagekernel.report.load import Loaded, RunInfo
+from sagekernel.report.load import Loaded
 from sagekernel.report.memory_metrics import MemoryMetrics, summarize_memory
-from sagekernel.report.metrics import RunMetrics, summarize
 from sagekernel.report.npukb_score import BenchmarkScore
 from sagekernel.report.npukb_score import score as benchmark_score
+from sagekernel.runner.store import RunInfo
 
 # Table 1 order of methods (sage_spec.md §9), then the ablations; unknown methods go last.
 METHOD_LABELS = {
@@ -43,6 +46,10 @@ def p_label(p: float) -> str:
 @dataclass
 class RunReport:
     info: RunInfo
+    workspace: Path
+    model: str  # who wrote the kernels (RunData.model)
+    planned: int  # operators in the planned stream (0 if unknown)
+    spend: Spend
     results: list[OperatorResult]
     metrics: RunMetrics
     memory: MemoryMetrics | None
@@ -55,6 +62,10 @@ class RunReport:
     def method(self) -> str:
         return method_label(self.info.method)
 
+    @property
+    def key(self) -> str:
+        return f"{self.workspace.name}:{self.info.run_id}"
+
 
 def build(loaded: Loaded, p: float = 1.0) -> list[RunReport]:
     """One report per run, in Table 1 order: models by first appearance, then method order."""
@@ -63,13 +74,13 @@ def build(loaded: Loaded, p: float = 1.0) -> list[RunReport]:
         memory = None
         if run.memory is not None:
             memory = summarize_memory(run.memory.items, run.memory.adoptions, run.memory.snapshots)
-        reports.append(RunReport(run.info, run.results, summarize(run.results, p), memory,
-                                 benchmark=benchmark_score(run.benchmark)))
+        reports.append(RunReport(run.info, run.workspace, run.model, run.planned, run.spend, run.results,
+                                 summarize(run.results, p), memory, benchmark=benchmark_score(run.benchmark)))
     model_order: dict[str, int] = {}
     for rep in reports:
-        model_order.setdefault(rep.info.model, len(model_order))
+        model_order.setdefault(rep.model, len(model_order))
     order = list(METHOD_LABELS)
-    reports.sort(key=lambda r: (model_order[r.info.model],
+    reports.sort(key=lambda r: (model_order[r.model],
                                 order.index(r.info.method) if r.info.method in order else len(order),
                                 r.info.created_at, r.info.run_id))
     _label(reports)
@@ -78,7 +89,7 @@ def build(loaded: Loaded, p: float = 1.0) -> list[RunReport]:
 
 def _label(reports: Sequence[RunReport]) -> None:
     """"Method (model)"; runs that would share a label get their run id appended."""
-    base = {id(r): f"{r.method} ({r.info.model})" for r in reports}
+    base = {id(r): f"{r.method} ({r.model})" for r in reports}
     counts: dict[str, int] = {}
     for label in base.values():
         counts[label] = counts.get(label, 0) + 1
@@ -97,13 +108,13 @@ def notes_for(reports: Sequence[RunReport], audit_above: float = AUDIT_SPEEDUP) 
     notes = []
     for r in reports:
         if r.info.status != "finished":
-            planned = f" of {r.info.planned} planned" if r.info.planned else ""
+            planned = f" of {r.planned} planned" if r.planned else ""
             notes.append(f"{r.label}: run is {r.info.status}; {r.metrics.n_operators}{planned} operators "
                          "finished, and every rate is over those")
-        unfinished = r.info.spend_tokens - r.metrics.tokens_total
+        unfinished = r.spend.tokens - r.metrics.tokens_total
         if unfinished > 0:
-            notes.append(f"{r.label}: {unfinished:,} of the run's {r.info.spend_tokens:,} tokens "
-                         f"({r.info.spend_calls} model calls) went to attempts that did not finish "
+            notes.append(f"{r.label}: {unfinished:,} of the run's {r.spend.tokens:,} tokens "
+                         f"({r.spend.calls} model calls) went to attempts that did not finish "
                          "(killed or interrupted); per-solved figures count finished operators only")
         high = [f"{o.operator} ({s:.1f}×)" for o in r.results
                 if (s := o.speedup) is not None and s > audit_above]
@@ -123,15 +134,14 @@ def to_json(reports: Sequence[RunReport], notes: Sequence[str] = ()) -> dict[str
     for r in reports:
         runs.append({
             "label": r.label,
-            "workspace": str(r.info.workspace),
+            "workspace": str(r.workspace),
             "run_id": r.info.run_id,
             "method": r.info.method,
-            "model": r.info.model,
+            "model": r.model,
             "status": r.info.status,
-            "planned": r.info.planned,
-            "spend": {"tokens": r.info.spend_tokens, "cost_usd": r.info.spend_cost_usd,
-                      "calls": r.info.spend_calls,
-                      "unfinished_attempt_tokens": max(0, r.info.spend_tokens - r.metrics.tokens_total)},
+            "planned": r.planned,
+            "spend": {**r.spend.to_dict(),
+                      "unfinished_attempt_tokens": max(0, r.spend.tokens - r.metrics.tokens_total)},
             "metrics": r.metrics.to_dict(),
             "memory": r.memory.to_dict() if r.memory is not None else None,
             "npukernelbench": r.benchmark.to_dict() if r.benchmark is not None else None,
@@ -161,8 +171,8 @@ def csv_columns(reports: Sequence[RunReport]) -> list[str]:
 def csv_row(r: RunReport, levels: Sequence[int]) -> list[object]:
     m, mem = r.metrics, r.memory
     now = mem.resident_now if mem is not None else None
-    row: list[object] = [r.label, str(r.info.workspace), r.info.run_id, r.info.method, r.info.model,
-                         r.info.status, m.n_operators, r.info.planned, m.n_solved]
+    row: list[object] = [r.label, str(r.workspace), r.info.run_id, r.info.method, r.model,
+                         r.info.status, m.n_operators, r.planned, m.n_solved]
     row += [m.er_by_level.get(lv) for lv in levels]
     row += [m.cr, m.er, m.fast_solved, m.fast_all, m.s_self, m.speedup.median, m.speedup.geomean,
             m.speedup.minimum, m.speedup.maximum, m.rounds_first_median, m.tokens_per_solved,

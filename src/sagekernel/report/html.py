@@ -116,10 +116,10 @@ def utility_figure(reports: Sequence[RunReport]) -> go.Figure:
     fig = go.Figure()
     seen: set[Path] = set()
     for i, r in enumerate(reports):
-        if r.memory is None or not r.memory.utilities or r.info.workspace in seen:
+        if r.memory is None or not r.memory.utilities or r.workspace in seen:
             continue
-        seen.add(r.info.workspace)
-        fig.add_trace(go.Histogram(x=r.memory.utilities, name=f"{r.label} — {r.info.workspace.name}",
+        seen.add(r.workspace)
+        fig.add_trace(go.Histogram(x=r.memory.utilities, name=f"{r.label} — {r.workspace.name}",
                                    marker_color=_color(i), opacity=0.65, xbins={"size": 0.05}))
     fig.update_layout(barmode="overlay")
     fig.update_xaxes(title_text="utility u (ATU)")

@@ -14,8 +14,6 @@ tables) gets a `ReportError` that says what is missing.
 
 from __future__ import annotations
 
-import json
-import math
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,9 +22,12 @@ from typing import Any
 
 from sagekernel import db
 from sagekernel.errors import SageError
+from sagekernel.memory.store import Store
+from sagekernel.models.exchange_log import Spend, run_spend, tool_clients
 from sagekernel.records import OperatorResult
 from sagekernel.report.memory_metrics import AdoptionView, ItemView, SnapshotView
 from sagekernel.report.npukb_score import OperatorCases, best_cases, verdict_record
+from sagekernel.runner.store import RunInfo, RunStore
 
 LATEST = "latest"
 MEMORY_TABLES = ("items", "adoptions", "hot_snapshots")
@@ -42,33 +43,6 @@ class RunRef:
     run_id: str | None  # None: every run; LATEST: the newest
 
 
-@dataclass(frozen=True)
-class RunInfo:
-    workspace: Path
-    run_id: str
-    created_at: str
-    finished_at: str | None
-    status: str
-    method: str
-    model: str
-    target: str
-    suite: str
-    schedule: str
-    budget: int
-    frozen: bool
-    planned: int  # operators in the planned stream (0 if unknown)
-    planned_by_level: dict[int, int] = field(default_factory=dict)
-    #: The run's whole spend from the exchange log: every model call, including those of attempts
-    #: that were killed or interrupted before their operator finished (operator results miss them).
-    spend_tokens: int = 0
-    spend_cost_usd: float | None = None
-    spend_calls: int = 0
-
-    @property
-    def key(self) -> str:
-        return f"{self.workspace.name}:{self.run_id}"
-
-
 @dataclass
 class MemoryData:
     items: list[ItemView]
@@ -78,11 +52,28 @@ class MemoryData:
 
 @dataclass
 class RunData:
+    """One run as the report reads it: its `runs` row, and what the report adds to it."""
+
     info: RunInfo
+    workspace: Path
+    #: Who wrote the kernels: the run's model, or for a `sage mcp` run the coding agents that
+    #: called its tools ("opencode 1.18.33 via MCP"); the server's own model only distilled.
+    model: str
+    planned_by_level: dict[int, int]
+    spend: Spend
     results: list[OperatorResult]
     memory: MemoryData | None  # None: the workspace has no memory tables
     #: NPUKernelBench's per-operator cases (report/npukb_score.py); empty for other tasks.
     benchmark: list[OperatorCases] = field(default_factory=list)
+
+    @property
+    def planned(self) -> int:
+        """Operators in the planned stream (0 if unknown)."""
+        return sum(self.planned_by_level.values())
+
+    @property
+    def key(self) -> str:
+        return f"{self.workspace.name}:{self.info.run_id}"
 
 
 @dataclass
@@ -102,19 +93,6 @@ def parse_run_arg(arg: str) -> RunRef:
             return RunRef(Path(ws).expanduser(), run_id)
     raise ReportError(f"no workspace at {arg!r}: pass a workspace directory, or WORKSPACE:RUN_ID "
                       "(WORKSPACE:latest for its newest run)")
-
-
-def _tables(conn: sqlite3.Connection) -> set[str]:
-    return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-
-
-def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
-    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-
-
-def _col(cols: set[str], name: str, default: str) -> str:
-    """`name` if the table has that column, else a literal default under that name."""
-    return name if name in cols else f"{default} AS {name}"
 
 
 def load(args: Sequence[str]) -> Loaded:
@@ -142,14 +120,15 @@ def load(args: Sequence[str]) -> Loaded:
 
 def _load_ref(conn: sqlite3.Connection, ref: RunRef, notes: list[str]) -> list[RunData]:
     path = db.conn_path(conn)
-    tables = _tables(conn)
+    tables = db.tables(conn)
     missing = {"runs", "operator_results"} - tables
     if missing:
         raise ReportError(
             f"the workspace database {path} (schema version {db.schema_version(conn)}) has no "
             f"{' or '.join(sorted(missing))} table: it was written by an older SAGE. Any `sage` "
             "command that writes to the workspace migrates it; reports only read.")
-    all_ids = [row[0] for row in conn.execute("SELECT run_id FROM runs ORDER BY created_at, run_id")]
+    store = RunStore(conn)
+    all_ids = store.run_ids()
     if not all_ids:
         raise ReportError(f"the workspace {ref.workspace} has no runs yet (start one with `sage run`)")
     if ref.run_id is None:
@@ -166,146 +145,54 @@ def _load_ref(conn: sqlite3.Connection, ref: RunRef, notes: list[str]) -> list[R
                      "so no memory figures")
     out = []
     for run_id in ids:
-        info = _run_info(conn, ref.workspace, run_id, tables)
-        results = _results(conn, run_id)
+        info = store.run(run_id)
+        assert info is not None  # listed just above, and reports never delete
+        planned = store.planned_by_level(run_id) if "run_stream" in tables else {}
+        results = store.results(run_id)
         if not results:
             msg = (f"run {run_id} in {ref.workspace} has no finished operators yet "
-                   f"(status {info.status}, {info.planned} planned)")
+                   f"(status {info.status}, {sum(planned.values())} planned)")
             if explicit:
                 raise ReportError(msg + "; report it once at least one operator has finished")
             notes.append(msg + "; skipped")
             continue
-        memory = _memory(conn, run_id, tables) if memory_ok else None
-        out.append(RunData(info, results, memory, _benchmark(conn, run_id, results, tables)))
+        memory = _memory(conn, run_id) if memory_ok else None
+        benchmark = _benchmark(store, run_id, results) if "round_traces" in tables else []
+        out.append(RunData(info, ref.workspace, _credited_model(conn, run_id, info.model), planned,
+                           run_spend(conn, run_id), results, memory, benchmark))
     return out
 
 
-def _run_info(conn: sqlite3.Connection, workspace: Path, run_id: str, tables: set[str]) -> RunInfo:
-    row = conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-    planned_by_level: dict[int, int] = {}
-    if "run_stream" in tables:
-        for lv, n in conn.execute("SELECT level, count(*) FROM run_stream WHERE run_id = ? GROUP BY level",
-                                  (run_id,)):
-            planned_by_level[int(lv)] = int(n)
-    keys = row.keys()
-
-    def get(name: str, default: str = "") -> str:
-        return str(row[name]) if name in keys and row[name] is not None else default
-
-    spend_tokens, spend_cost, spend_calls = 0, None, 0
-    if "exchanges" in tables:
-        srow = conn.execute(
-            "SELECT coalesce(sum(prompt_tokens), 0) + coalesce(sum(completion_tokens), 0), sum(cost_usd), "
-            "count(*) FROM exchanges WHERE run_id = ?", (run_id,)).fetchone()
-        spend_tokens, spend_calls = int(srow[0]), int(srow[2])
-        spend_cost = float(srow[1]) if srow[1] is not None else None
-    return RunInfo(
-        workspace=workspace, run_id=run_id, created_at=get("created_at"),
-        finished_at=row["finished_at"] if "finished_at" in keys else None,
-        status=get("status", "unknown"), method=get("method", "unknown"),
-        model=_credited_model(conn, run_id, tables, get("model", "unknown")),
-        target=get("target"), suite=get("suite"), schedule=get("schedule"),
-        budget=int(get("budget", "0")), frozen=bool(int(get("frozen", "0"))),
-        planned=sum(planned_by_level.values()), planned_by_level=planned_by_level,
-        spend_tokens=spend_tokens, spend_cost_usd=spend_cost, spend_calls=spend_calls)
-
-
-def _credited_model(conn: sqlite3.Connection, run_id: str, tables: set[str], model: str) -> str:
+def _credited_model(conn: sqlite3.Connection, run_id: str, model: str) -> str:
     """Who wrote the kernels. A `sage mcp` run's kernels come from the coding agents that called its
     tools (named by their MCP handshake, e.g. "opencode 1.18.33"); the run's own model (`runs.model`)
     only distilled and is left out of the label. Other runs: their model."""
-    if "tool_calls" not in tables:
-        return model
-    labels = [str(c) for (c,) in conn.execute(
-        "SELECT client FROM tool_calls WHERE run_id = ? GROUP BY client ORDER BY min(id)", (run_id,))]
+    labels = tool_clients(conn, run_id)
     agents = list(dict.fromkeys(label.split(" (")[0] for label in labels))  # "(stdio)", "(http ...)" dropped
     if not agents:
         return model
     return f"{', '.join(agents)} via MCP"
 
 
-def _results(conn: sqlite3.Connection, run_id: str) -> list[OperatorResult]:
-    rows = conn.execute(
-        "SELECT run_id, position, operator, level, category, compiled, correct, rounds_used, "
-        "first_correct_round, t_first_ms, t_best_ms, t_ref_ms, prompt_tokens, completion_tokens, "
-        "cost_usd, wall_s FROM operator_results WHERE run_id = ? ORDER BY position", (run_id,))
-    return [OperatorResult(
-        run_id=r["run_id"], position=int(r["position"]), operator=r["operator"], level=int(r["level"]),
-        category=r["category"], compiled=bool(r["compiled"]), correct=bool(r["correct"]),
-        rounds_used=int(r["rounds_used"]), first_correct_round=r["first_correct_round"],
-        t_first_ms=_latency(r["t_first_ms"]), t_best_ms=_latency(r["t_best_ms"]),
-        t_ref_ms=_latency(r["t_ref_ms"]),
-        prompt_tokens=int(r["prompt_tokens"] or 0), completion_tokens=int(r["completion_tokens"] or 0),
-        cost_usd=r["cost_usd"], wall_s=float(r["wall_s"] or 0.0)) for r in rows]
-
-
-def _benchmark(conn: sqlite3.Connection, run_id: str, results: Sequence[OperatorResult],
-               tables: set[str]) -> list[OperatorCases]:
+def _benchmark(store: RunStore, run_id: str, results: Sequence[OperatorResult]) -> list[OperatorCases]:
     """Each finished operator's best benchmark record, from its rounds' verdicts."""
-    if "round_traces" not in tables:
-        return []
     records: dict[str, list[Any]] = {}
-    for row in conn.execute("SELECT operator, trace_json FROM round_traces WHERE run_id = ?", (run_id,)):
-        try:
-            verdict = json.loads(row[1]).get("verdict")
-        except (ValueError, AttributeError):
-            continue
+    for operator, verdict in store.verdicts(run_id):
         record = verdict_record(verdict)
         if record is not None:
-            records.setdefault(row[0], []).append(record)
+            records.setdefault(operator, []).append(record)
     found = [best_cases(r.operator, r.level, records.get(r.operator, [])) for r in results]
     return [f for f in found if f is not None]
 
 
-def _latency(value: object) -> float | None:
-    """A stored latency, or None when it is not a finite positive number (SQLite keeps ±inf; a
-    0 or inf T_best would otherwise give an infinite speedup, or crash the geometric mean)."""
-    if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        return None
-    return float(value)
-
-
-def _memory(conn: sqlite3.Connection, run_id: str, tables: set[str]) -> MemoryData:
-    cols = _columns(conn, "items")
-    n_ops_sql = "0 AS n_operators"
-    if "item_adopters" in tables:
-        n_ops_sql = ("(SELECT count(DISTINCT a.operator) FROM item_adopters a "
-                     "WHERE a.item_id = items.id) AS n_operators")
-    defaults = {"title": "''", "type": "''", "category": "''", "state": "'cold'", "u": "0.0",
-                "n_ret": "0", "n_ado": "0", "rule_tokens": "NULL"}
-    select = ", ".join(_col(cols, name, default) for name, default in defaults.items())
-    items = [ItemView(
-        id=int(r["id"]), title=str(r["title"]), type=str(r["type"]), category=str(r["category"]),
-        state=str(r["state"]), u=float(r["u"] or 0.0), n_ret=int(r["n_ret"] or 0), n_ado=int(r["n_ado"] or 0),
-        n_operators=int(r["n_operators"] or 0),
-        rule_tokens=None if r["rule_tokens"] is None else int(r["rule_tokens"]))
-        for r in conn.execute(f"SELECT id, {select}, {n_ops_sql} FROM items ORDER BY id")]
-    adoptions = [AdoptionView(
-        operator=str(r["operator"]), episode=str(r["episode"]), round=int(r["round"]),
-        item_id=int(r["item_id"]), adopted=None if r["adopted"] is None else bool(r["adopted"]))
-        for r in conn.execute("SELECT operator, episode, round, item_id, adopted FROM adoptions "
-                              "WHERE run_id = ? ORDER BY operator, round, item_id", (run_id,))]
-    snapshots = []
-    for r in conn.execute("SELECT created_at, budget, n_ops, total_tokens, entries_json FROM hot_snapshots "
-                          "WHERE run_id = ? ORDER BY n_ops, created_at, id", (run_id,)):
-        entries = _entries(r["entries_json"])
-        total = r["total_tokens"]
-        if total is None:
-            total = sum(_entry_tokens(e) for e in entries)
-        snapshots.append(SnapshotView(created_at=str(r["created_at"]), n_ops=int(r["n_ops"] or 0),
-                                      budget=int(r["budget"] or 0), n_entries=len(entries),
-                                      total_tokens=int(total)))
+def _memory(conn: sqlite3.Connection, run_id: str) -> MemoryData:
+    store = Store(conn)
+    items = [ItemView(id=i.id, title=i.title, type=i.type, category=i.category, state=i.state.value,
+                      u=i.u, n_ret=i.n_ret, n_ado=i.n_ado, n_operators=len(i.adopting_ops),
+                      rule_tokens=i.rule_tokens)
+             for i in store.all_items()]
+    adoptions = [AdoptionView(operator=a.operator, episode=a.episode, round=a.round, item_id=a.item_id,
+                              adopted=a.adopted) for a in store.run_adoptions(run_id)]
+    snapshots = [SnapshotView(created_at=s.created_at, n_ops=s.n_ops, budget=s.budget, n_entries=s.n_entries,
+                              total_tokens=s.total_tokens) for s in store.snapshot_sizes(run_id)]
     return MemoryData(items, adoptions, snapshots)
-
-
-def _entries(text: str | None) -> list[dict[str, object]]:
-    try:
-        data = json.loads(text or "[]")
-    except json.JSONDecodeError:
-        return []
-    return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
-
-
-def _entry_tokens(entry: dict[str, object]) -> int:
-    value = entry.get("L", entry.get("tokens", 0))
-    return int(value) if isinstance(value, (int, float)) else 0

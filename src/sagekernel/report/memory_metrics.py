@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sagekernel.report.metrics import rate
+from sagekernel.metrics import rate
 
 STATES = ("cold", "validated", "consolidated")
 

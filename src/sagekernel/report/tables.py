@@ -55,11 +55,11 @@ def comparison_rows(reports: Sequence[RunReport]) -> Rows:
     previous_model = None
     for r in reports:
         m = r.metrics
-        model = r.info.model if r.info.model != previous_model else ""
-        previous_model = r.info.model
+        model = r.model if r.model != previous_model else ""
+        previous_model = r.model
         solved = f"{m.n_solved}/{m.n_operators}"
-        if r.info.planned and r.info.planned != m.n_operators:
-            solved += f" (of {r.info.planned} planned)"
+        if r.planned and r.planned != m.n_operators:
+            solved += f" (of {r.planned} planned)"
         score = [fmt_rate(r.benchmark.final if r.benchmark else None)] if bench else []
         rows.append([model, r.method + r.suffix, *[fmt_rate(m.er_by_level.get(lv)) for lv in levels],
                      fmt_rate(m.cr), fmt_rate(m.er), *score, fmt_rate(m.fast_solved), fmt_x(m.s_self),
@@ -149,7 +149,7 @@ def render_terminal(console: Console, reports: Sequence[RunReport], notes: Seque
     """Print the report: Table 1 comparison, per-run details, memory, most adopted items."""
     for note in notes:
         console.print(f"[yellow]note:[/] {note}")
-    title = "Comparison (Table 1 shape)" if len(reports) > 1 else f"Run {reports[0].info.key}"
+    title = "Comparison (Table 1 shape)" if len(reports) > 1 else f"Run {reports[0].key}"
     console.print(_rich(title, comparison_rows(reports), left=2))
     console.print(_rich("Speedups and spend", detail_rows(reports)))
     if any(r.benchmark is not None for r in reports):

@@ -9,8 +9,8 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
+from sagekernel.metrics import rate
 from sagekernel.records import OperatorResult, RoundTrace
-from sagekernel.report.metrics import rate
 from sagekernel.runner.store import PlannedOperator, RunInfo
 from sagekernel.tasks.task import Task
 from sagekernel.terminal import Console
@@ -101,7 +101,7 @@ class RichProgress:
 
     def _count(self, r: OperatorResult) -> None:
         self.done += 1
-        self.compiled += int(r.compiled or r.correct)  # as report/metrics.compilation_rate counts
+        self.compiled += int(r.compiled or r.correct)  # as sagekernel/metrics.compilation_rate counts
         self.correct += int(r.correct)
 
     def _render(self) -> Table:

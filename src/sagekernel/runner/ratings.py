@@ -1,4 +1,4 @@
-"""Stored ratings of adopted records (migration 0004, `sage audit adoptions`).
+"""Ratings of adopted records (migration 0004, `sage audit adoptions`), stored by RunStore.
 
 A rating is a person's judgement of one ADOPTED decision: did the revision that followed it use
 the item fully, partly, or not at all? Re-rating a record by the same rater replaces the rating.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sagekernel import db
 from sagekernel.errors import SageError
-from sagekernel.runner.store import now_iso
+from sagekernel.runner.store import RunStore, now_iso
 
 RATINGS = ("full", "partial", "unrelated")
 _ID = re.compile(r"^(?P<op>.+)/(?P<round>\d+)/E(?P<item>\d+)$")
@@ -56,19 +56,12 @@ def save_ratings(conn: sqlite3.Connection, run_id: str, ratings: Mapping[str, st
             raise RatingError(f"bad rating {record}={rating}")
         rows.append((run_id, match["op"], int(match["round"]), int(match["item"]), rating, rater,
                      None if record not in auto else int(auto[record]), now_iso()))
-    with db.transaction(conn):
-        conn.executemany("INSERT OR REPLACE INTO adoption_ratings (run_id, operator, round, item_id, rating, "
-                         "rater, auto_match, rated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    RunStore(conn).save_ratings(rows)
     return len(rows)
 
 
 def load_ratings(conn: sqlite3.Connection, run_id: str, rater: str | None = None) -> dict[str, str]:
     """Record id -> rating (the newest one when several raters rated it and `rater` is None)."""
-    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'adoption_ratings'").fetchone():
+    if "adoption_ratings" not in db.tables(conn):
         return {}
-    sql = "SELECT operator, round, item_id, rating FROM adoption_ratings WHERE run_id = ?"
-    args: list[object] = [run_id]
-    if rater is not None:
-        sql += " AND rater = ?"
-        args.append(rater)
-    return {f"{r[0]}/{r[1]}/E{r[2]}": r[3] for r in conn.execute(sql + " ORDER BY rated_at", args)}
+    return {f"{op}/{rnd}/E{item}": rating for op, rnd, item, rating in RunStore(conn).ratings(run_id, rater)}

@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sagekernel import db
+from sagekernel import db, metrics
 from sagekernel.agent.distill import distill, make_rule_abstractor
 from sagekernel.agent.exceptions import RunInterrupted
 from sagekernel.agent.loop import Agent
@@ -35,7 +35,7 @@ from sagekernel.errors import BudgetExhausted, ModelError, SageError, WorkspaceE
 from sagekernel.harness.verdict import Verdict
 from sagekernel.memory.methods import WRITING_METHODS
 from sagekernel.models.base import Message, Model, Reply
-from sagekernel.models.exchange_log import ExchangeLog, exchange_context
+from sagekernel.models.exchange_log import ExchangeLog, Spend, exchange_context, run_spend
 from sagekernel.protocols import MemoryPolicy, Target
 from sagekernel.records import EpisodeTrace, ItemDraft, OperatorResult, RoundTrace
 from sagekernel.runner.config import RunConfig, check_device, evaluation_deadline_s
@@ -90,10 +90,9 @@ class RunSummary:
     message: str = ""
     results: list[dict[str, Any]] = field(default_factory=list)
     #: The run's whole spend from the exchange log, attempts killed before their operator finished
-    #: included (prompt_tokens/completion_tokens above count finished operators only).
-    spent_tokens: int = 0
-    spent_cost_usd: float = 0.0
-    model_calls: int = 0
+    #: included (prompt_tokens/completion_tokens above count finished operators only); the same
+    #: reading `sage report` shows (models/exchange_log.run_spend).
+    spend: Spend = field(default_factory=Spend)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,14 +100,11 @@ class RunSummary:
 
 def summarize(store: RunStore, info: RunInfo, workspace: Path, *, resumed: bool = False,
               message: str = "") -> RunSummary:
-    """The run's figures, computed by the report's metric functions (report/metrics.py), so
-    `sage run` and `sage report` print the same numbers (a rate over nothing is None)."""
-    from sagekernel.report import metrics
-
+    """The run's figures, computed by the metric functions `sage report` uses (sagekernel/metrics.py)
+    over the same readings (RunStore.results, run_spend), so both print the same numbers."""
     results = store.results(info.run_id)
-    spent_tokens, spent_cost, calls = store.model_usage(info.run_id)
     return RunSummary(
-        spent_tokens=spent_tokens, spent_cost_usd=spent_cost, model_calls=calls,
+        spend=run_spend(store.conn, info.run_id),
         run_id=info.run_id, status=info.status, workspace=str(workspace), method=info.method,
         model=info.model, suite=info.suite, schedule=info.schedule, budget=info.budget,
         operators=len(store.stream(info.run_id)),
@@ -358,6 +354,7 @@ def opened_run(cfg: RunConfig, *, progress: Progress | None = None, model: Model
     failing, mcp_server/server_model.py)."""
     from sagekernel.memory.io import load_seed
     from sagekernel.memory.policies import make_policy
+    from sagekernel.memory.store import Store
     from sagekernel.models.config import Budget, model_config_from
     from sagekernel.models.registry import make_model, probe
     from sagekernel.targets import get_target
@@ -394,13 +391,15 @@ def opened_run(cfg: RunConfig, *, progress: Progress | None = None, model: Model
         if missing:
             raise RunNotFound(f"run {run_id!r} planned operators that the suite {cfg.suite!r} no longer "
                               f"has: {missing}")
-        if _memory_is_empty(conn) and cfg.memory_from is None:
+        if Store(conn).is_empty() and cfg.memory_from is None:
             load_seed(conn, target.seed_memory_path())  # the cold start of every new workspace
         log = ExchangeLog(conn, run_id=run_id)
         budget = Budget(cfg.max_total_tokens, cfg.max_cost_usd) \
             if cfg.max_total_tokens or cfg.max_cost_usd else None
         if budget is not None:  # a resumed run has already spent part of its budget
-            budget.used_tokens, budget.used_cost_usd, budget.calls = store.model_usage(run_id)
+            spent = run_spend(conn, run_id)
+            budget.used_tokens, budget.used_cost_usd, budget.calls = spent.tokens, spent.cost_usd or 0.0, \
+                spent.answered
         model = model or make_model(cfg.model, config=model_config_from(cfg.model_options), log=log,
                                     budget=budget)
         if wrap_model is not None:
@@ -458,18 +457,3 @@ def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None
         interrupted.summary = opened.summary
         raise interrupted from None
     return opened.summary
-
-
-def _memory_is_empty(conn: sqlite3.Connection) -> bool:
-    items = conn.execute("SELECT count(*) FROM items").fetchone()[0]
-    episodes = conn.execute("SELECT count(*) FROM memory_episodes").fetchone()[0]
-    return bool(items == 0 and episodes == 0)
-
-
-def results_of(workspace: Path | str, run_id: str) -> list[OperatorResult]:
-    """The recorded results of a run (a read-only helper for scripts and tests)."""
-    conn = db.connect(workspace, create=False, readonly=True)
-    try:
-        return RunStore(conn).results(run_id)
-    finally:
-        conn.close()

@@ -26,10 +26,10 @@ import torch
 from sagekernel.errors import TaskError
 from sagekernel.tasks.infer import (
     DEFAULT_TOLERANCE,
-    _checked_dtype,
-    _infer_attrs,
+    checked_dtype,
     forward_param_names,
     forward_specs,
+    infer_attrs,
     task_docstring,
 )
 from sagekernel.tasks.inputs import (
@@ -79,7 +79,7 @@ def infer_group_task(path: Path, module: ModuleType, name: str, level: int, cate
                         f"{', '.join(dropped)}; add smaller cases")
 
     param_names = forward_param_names(module)
-    attrs = _infer_attrs(module, init, set(), set())
+    attrs = infer_attrs(module, init, set(), set())
     pshapes = {n: tuple(t.shape) for n, t in model_tensors(model)}
     const_sizes: dict[str, int] = {}
     pdims = {}
@@ -115,7 +115,7 @@ def infer_group_task(path: Path, module: ModuleType, name: str, level: int, cate
             for j, n in enumerate(t.shape):
                 sizes[f"IN{i}_D{j}"] = int(n)
                 dims.append(f"IN{i}_D{j}")
-            inputs.append(TensorSpec(f"in{i}", tuple(dims), _checked_dtype(path, t, f"{gname} input in{i}")))
+            inputs.append(TensorSpec(f"in{i}", tuple(dims), checked_dtype(path, t, f"{gname} input in{i}")))
         outputs = []
         for i, o in enumerate(outs):
             dims = []
@@ -123,7 +123,7 @@ def infer_group_task(path: Path, module: ModuleType, name: str, level: int, cate
                 sym = out_links.get((i, j), f"OUT{i}_D{j}")
                 sizes.setdefault(sym, int(n))
                 dims.append(sym)
-            dtype = _checked_dtype(path, o, f"{gname} output out{i}")
+            dtype = checked_dtype(path, o, f"{gname} output out{i}")
             outputs.append(TensorSpec(f"out{i}", tuple(dims), dtype))
         sizes.update(const_sizes)
         taken = {s.name for s in inputs + outputs} | set(sizes) | set(attrs)
@@ -132,7 +132,7 @@ def infer_group_task(path: Path, module: ModuleType, name: str, level: int, cate
 
     g0 = groups[0]
     taken = {s.name for s in g0.inputs + g0.outputs} | set(g0.sizes) | set(g0.attrs)
-    params = param_specs(model, pdims, taken, lambda t, what: _checked_dtype(path, t, what))
+    params = param_specs(model, pdims, taken, lambda t, what: checked_dtype(path, t, what))
     dtypes = [s.dtype for s in g0.inputs + g0.outputs]
     main = next((d for d in dtypes if d in ("float32", "float64", "float16", "bfloat16")), dtypes[0])
     doc = task_docstring(module)

@@ -178,13 +178,10 @@ def _perturbations(value: int) -> list[int]:
 
 
 def infer_task(path: Path, module: ModuleType, root: Path | None = None) -> Task:
-    """Build a `Task` for a plain KernelBench file by observation (see module docstring)."""
+    """Build a `Task` for a plain KernelBench file by observation (see module docstring); a file
+    with `get_input_groups` is a group task (tasks/groups.py, chosen by the loader)."""
     name = name_from_stem(path.stem)
     level, category, layout_note = layout_fields(path, name, root)
-    if callable(getattr(module, "get_input_groups", None)):
-        from sagekernel.tasks.groups import infer_group_task
-
-        return infer_group_task(path, module, name, level, category, layout_note)
     published = module_ints(module)
     ints, tuples, size_note = choose_sizes(path, module, published)
     binding: dict[str, int | tuple[int, ...]] = {**tuples, **ints}
@@ -283,13 +280,13 @@ def infer_task(path: Path, module: ModuleType, root: Path | None = None) -> Task
     pdims = param_dims(base_params, {s: param_deps[s] for s in size_syms}, sizes,
                        {n: k for k, n in enumerate(base_params)})
     taken = {n for n, _ in in_specs + out_specs} | set(sizes)
-    attrs = _infer_attrs(module, base_init, init_follow, taken)
+    attrs = infer_attrs(module, base_init, init_follow, taken)
     forward_args, arg_attrs = forward_specs(base_args, forward_param_names(module), taken | set(attrs))
     attrs.update(arg_attrs)
-    in_dtypes = [_checked_dtype(path, t, f"input in{i}") for i, t in enumerate(base_inputs)]
-    out_dtypes = [_checked_dtype(path, t, f"output out{i}") for i, t in enumerate(base_outputs)]
+    in_dtypes = [checked_dtype(path, t, f"input in{i}") for i, t in enumerate(base_inputs)]
+    out_dtypes = [checked_dtype(path, t, f"output out{i}") for i, t in enumerate(base_outputs)]
     params = param_specs(model, pdims, taken | set(attrs),
-                         lambda t, what: _checked_dtype(path, t, what))
+                         lambda t, what: checked_dtype(path, t, what))
     main = next((d for d in in_dtypes + out_dtypes if d in ("float32", "float64", "float16", "bfloat16")),
                 (in_dtypes + out_dtypes)[0])
     doc = task_docstring(module)
@@ -355,7 +352,7 @@ def _out_dim_changed(shapes: list[tuple[int, ...]], base: list[tuple[int, ...]],
     return shapes[i][j] != base[i][j]
 
 
-def _infer_attrs(module: ModuleType, init: list[object], follow_sizes: set[int],
+def infer_attrs(module: ModuleType, init: list[object], follow_sizes: set[int],
                  taken: set[str]) -> dict[str, float | int]:
     cls = getattr(module, "Model", None)
     if cls is None:
@@ -384,7 +381,7 @@ def _infer_attrs(module: ModuleType, init: list[object], follow_sizes: set[int],
     return attrs
 
 
-def _checked_dtype(path: Path, t: torch.Tensor, what: str) -> str:
+def checked_dtype(path: Path, t: torch.Tensor, what: str) -> str:
     dt = dtype_name(t.dtype)
     if dt not in SUPPORTED_DTYPES:
         raise TaskError(f"{path}: {what} has unsupported dtype {dt} "

@@ -2,7 +2,7 @@
 
 A task file is code: its import, ``get_inputs()`` and reference may hang, allocate without bound,
 print megabytes or kill the interpreter. `load_files_isolated` runs `loader.load_one` for each file
-in a child (``python -m sagekernel.tasks.isolate``) that
+in a child (``python -m sagekernel.tasks.isolate_child``) that
 
 - has its data segment limited (``RLIMIT_DATA``, `load_mem_bytes()`: 3 GiB, env
   ``SAGE_TASK_LOAD_MEM_BYTES``), so a runaway allocation fails inside the child;
@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sagekernel.tasks.task import Task
+from sagekernel.tasks.record import LoadProblem
 
 DEFAULT_LOAD_TIMEOUT_S = 60.0
 DEFAULT_LOAD_MEM_BYTES = 3 * 2**30
@@ -70,8 +70,6 @@ class _Output:
 def load_files_isolated(files: list[Path], root: Path | None, *, timeout_s: float | None = None,
                         mem_bytes: int | None = None) -> list[Any]:
     """`Task` or `LoadProblem` for every file, in order (see module docstring)."""
-    from sagekernel.tasks.loader import LoadProblem
-
     timeout = load_timeout_s() if timeout_s is None else timeout_s
     memory = load_mem_bytes() if mem_bytes is None else mem_bytes
     results: dict[int, Any] = {}
@@ -94,14 +92,13 @@ def load_files_isolated(files: list[Path], root: Path | None, *, timeout_s: floa
 def _run_child(files: list[Path], root: Path | None, timeout: float, memory: int) -> list[Any]:
     """Load `files` in one child; returns outcomes for a prefix of them (the rest: another child).
     A file that hangs or kills the child gets its problem here and ends the prefix."""
-    from sagekernel.tasks.loader import LoadProblem
     from sagekernel.tasks.record import task_from_json
 
     read_fd, write_fd = os.pipe()
     request = json.dumps({"files": [str(f) for f in files], "root": str(root) if root else None,
                           "mem": memory, "fd": write_fd, "parent": os.getpid()})
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sagekernel.tasks.isolate"], stdin=subprocess.PIPE,
+        [sys.executable, "-m", "sagekernel.tasks.isolate_child"], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, pass_fds=(write_fd,), start_new_session=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
     )
@@ -182,84 +179,3 @@ def _quote(output: _Output) -> str:
     if not text:
         return ""
     return f" (it printed {output.total} bytes, ending: {text[-300:]!r})"
-
-
-# ----------------------------------------------------------------------------- the child
-
-def _bind_to_parent(parent: int) -> None:
-    """Die with the parent (Linux PR_SET_PDEATHSIG), and adopt orphaned descendants (subreaper)."""
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):  # not Linux: the parent's group kill still applies
-        return
-    if os.getppid() != parent:  # the parent died before the request was read
-        os._exit(1)
-
-
-def _kill_descendants() -> None:
-    """Kill every process below this one (a subreaper adopts those whose parent exited)."""
-    me = str(os.getpid())
-    for _ in range(20):  # killed ones' children are adopted by us: repeat until none are left
-        children = []
-        for entry in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = entry.read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if fields[1] == me:
-                children.append(int(entry.parent.name))
-        if not children:
-            return
-        for pid in children:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
-
-
-def _child() -> None:
-    import resource
-
-    request = json.loads(sys.stdin.read())
-    _bind_to_parent(int(request.get("parent", os.getppid())))
-    mem = int(request["mem"])
-    if mem > 0:
-        resource.setrlimit(resource.RLIMIT_DATA, (mem, mem))
-    result = os.fdopen(int(request["fd"]), "w", encoding="utf-8")
-    import torch
-
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
-    from sagekernel.tasks.loader import LoadProblem, load_one
-    from sagekernel.tasks.record import task_to_json
-
-    root = Path(request["root"]) if request["root"] else None
-    for index, name in enumerate(request["files"]):
-        result.write(json.dumps({"start": index}) + "\n")
-        result.flush()
-        try:
-            outcome = load_one(Path(name), root)
-        except MemoryError:
-            outcome = LoadProblem(Path(name), f"{name}: ran out of the loader's memory limit "
-                                  f"({mem / 2**30:.1f} GiB); lower the sizes in the file", "memory")
-        if isinstance(outcome, Task):
-            line = json.dumps({"task": task_to_json(outcome)}, default=str)
-        else:
-            kind = outcome.kind
-            if kind == "rejected" and ("can't allocate memory" in outcome.message
-                                      or "ran out of memory" in outcome.message):
-                kind = "memory"
-            line = json.dumps({"problem": {"path": str(outcome.path), "message": outcome.message,
-                                           "kind": kind, "device": outcome.device}})
-        result.write(line + "\n")
-        result.flush()
-        _kill_descendants()
-    result.close()
-
-
-if __name__ == "__main__":
-    _child()

@@ -19,18 +19,17 @@ import copy
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 from sagekernel.errors import TaskError
-from sagekernel.tasks.infer import infer_task
-from sagekernel.tasks.inputs import (
-    DISTRIBUTIONS,
-    build_inputs,
-    make_model,
-    reference_outputs,
-)
+from sagekernel.tasks.groups import infer_group_task
+from sagekernel.tasks.infer import infer_task, layout_fields, name_from_stem
+from sagekernel.tasks.inputs import DISTRIBUTIONS, build_inputs
 from sagekernel.tasks.metadata import METADATA_NOTE, OPTIONAL_KEYS, REQUIRED_KEYS, task_from_metadata
 from sagekernel.tasks.modules import device_needed, import_task_module, track_opens
 from sagekernel.tasks.npukernelbench import benchmark_root, is_operator_module, load_operator, operator_files
+from sagekernel.tasks.record import LoadProblem
+from sagekernel.tasks.reference import make_model, reference_outputs
 from sagekernel.tasks.task import Task, TaskNeedsDevice
 
 __all__ = [
@@ -51,21 +50,6 @@ REFERENCE_KERNEL_SUFFIXES = {"cpu": ".cpu.c", "triton": ".triton.py", "cuda": ".
 
 _TASK_CACHE: dict[tuple[Path, Path | None], tuple[int, Task]] = {}
 
-
-
-@dataclass(frozen=True)
-class LoadProblem:
-    """One file that could not be loaded, and why.
-
-    `kind`: "rejected" (the file is wrong, or over budget: the message says how to make it load),
-    "needs_device" (it imports or asks for a device this machine lacks), "timeout", "memory" or
-    "crashed" (its reference hung, ran out of its memory limit, or killed the loading child).
-    """
-
-    path: Path
-    message: str
-    kind: str = "rejected"
-    device: str = ""
 
 
 @dataclass
@@ -127,7 +111,8 @@ def _load_uncached(path: Path, root: Path | None) -> Task:
                 raise TaskError(f"{path}: defines no get_inputs function (or get_input_groups) "
                                 "(KernelBench convention: Model, get_inputs, get_init_inputs)")
             meta = getattr(module, "SAGE_TASK", None)
-            task = infer_task(path, module, root) if meta is None else task_from_metadata(path, module, meta)
+            task = (_observed_task(path, module, root) if meta is None
+                    else task_from_metadata(path, module, meta))
         except TaskNeedsDevice:
             raise
         except TaskError as exc:
@@ -232,3 +217,12 @@ def find_reference_kernels(path: Path) -> dict[str, Path]:
         if candidate.is_file():
             kernels[target] = candidate
     return kernels
+
+
+def _observed_task(path: Path, module: ModuleType, root: Path | None) -> Task:
+    """A task without SAGE_TASK metadata, inferred by observation: a group task when the file
+    publishes `get_input_groups` (tasks/groups.py), a plain one otherwise (tasks/infer.py)."""
+    if callable(getattr(module, "get_input_groups", None)):
+        name = name_from_stem(path.stem)
+        return infer_group_task(path, module, name, *layout_fields(path, name, root))
+    return infer_task(path, module, root)

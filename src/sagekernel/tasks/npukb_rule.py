@@ -95,8 +95,8 @@ def case_check(task: Any, inputs: Sequence[torch.Tensor], outputs: Sequence[torc
     NPUKernelBench operator) on that case's own inputs. The benchmark's reference is its Model run
     by CPU PyTorch in the case's dtypes (`declared_precision_outputs`); `expected` (the harness's
     float64-derived reference) stands in when that run fails."""
-    from sagekernel.tasks.inputs import declared_precision_outputs
     from sagekernel.tasks.modules import task_module
+    from sagekernel.tasks.reference import declared_precision_outputs
 
     spec = task.benchmark
     group = task.groups[task.group_index or 0].name if task.groups else ""

@@ -7,8 +7,8 @@ weights, so the task records them as `Task.params` (TensorSpecs named after the 
 them after the inputs. The values are those of ``Model(*get_init_inputs())`` built under the
 harness's seed, exactly as KernelBench seeds ``Model`` and ``ModelNew`` alike:
 
-    params = param_tensors(task, sizes, seed)               # list[Tensor], task.params order
-    refs = reference_outputs(task, inputs, sizes, seed=seed)  # uses exactly those parameters
+    params = reference.param_tensors(task, sizes, seed)               # list[Tensor], task.params order
+    refs = reference.reference_outputs(task, inputs, sizes, seed=seed)  # uses exactly those parameters
 
 ``num_batches_tracked`` buffers (BatchNorm's step counter, unused by an eval-mode forward) are left
 out.
@@ -43,25 +43,6 @@ def param_name(dotted: str, taken: set[str]) -> str:
     while name in taken:
         name += "_"
     return name
-
-
-def param_tensors(task: Task, sizes: Mapping[str, int] | None = None, seed: int = 0) -> list[torch.Tensor]:
-    """The model's parameters and buffers at `sizes` under `seed`, contiguous, in `task.params` order."""
-    from sagekernel.tasks.inputs import check_tensors, full_sizes, make_model
-
-    if not task.params:
-        return []
-    full = full_sizes(task, sizes)
-    model = make_model(task, full, seed)
-    by_name = dict(model_tensors(model))
-    out = []
-    for spec in task.params:
-        t = by_name.get(spec.origin)
-        if t is None:
-            raise TaskError(f"{task.source_path}: the model has no parameter or buffer {spec.origin!r} now")
-        out.append(t.detach().clone().contiguous())
-    check_tensors(task, task.params, out, full, "model parameters")
-    return out
 
 
 def load_params(task: Task, model: torch.nn.Module, params: Sequence[torch.Tensor]) -> None:

@@ -1,4 +1,5 @@
-"""A `Task` as plain JSON, and back: how a task crosses a process boundary.
+"""A `Task` as plain JSON, and back: how a task crosses a process boundary; and `LoadProblem`,
+what crosses it instead when a file does not load.
 
 The isolated loader's child sends its tasks this way, and a harness child that needs the task
 (the timing server) can be given `task_to_json(task)` instead of rebuilding a Task field by field.
@@ -8,7 +9,7 @@ companion files onto a private copy of the task's folder (keeping their paths re
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,21 @@ from sagekernel.tasks.coverage import Coverage
 from sagekernel.tasks.task import BenchmarkSpec, ForwardArg, InputGroup, Task, TensorSpec
 
 RECORD_VERSION = 1
+
+
+@dataclass(frozen=True)
+class LoadProblem:
+    """One file that could not be loaded, and why.
+
+    `kind`: "rejected" (the file is wrong, or over budget: the message says how to make it load),
+    "needs_device" (it imports or asks for a device this machine lacks), "timeout", "memory" or
+    "crashed" (its reference hung, ran out of its memory limit, or killed the loading child).
+    """
+
+    path: Path
+    message: str
+    kind: str = "rejected"
+    device: str = ""
 
 
 def _spec(t: TensorSpec) -> dict[str, Any]:

@@ -146,7 +146,7 @@ class Task:
     #: never shown to the model.
     reference_kernels: dict[str, Path] = field(default_factory=dict)
     #: The Model's parameters and buffers, passed to kernels after the inputs (`sagekernel.tasks.
-    #: params.param_tensors` makes them for given sizes and seed). Empty for parameter-free models.
+    #: reference.param_tensors` makes them for given sizes and seed). Empty for parameter-free models.
     params: list[TensorSpec] = field(default_factory=list)
     #: The positional forward() call; empty means "the inputs, in order" (every tensor-only task).
     forward_args: list[ForwardArg] = field(default_factory=list)

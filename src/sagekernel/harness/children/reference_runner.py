@@ -27,8 +27,9 @@ def main() -> int:
     chan = Channel.from_env(header["nonce"])
     import torch
 
-    from sagekernel.tasks.inputs import assemble_call, make_model
+    from sagekernel.tasks.inputs import assemble_call
     from sagekernel.tasks.record import task_from_json
+    from sagekernel.tasks.reference import make_model
 
     ref = header["reference"]
     work = Path(tempfile.gettempdir()) / f"sage-ref-{header['nonce']}"

@@ -5,7 +5,7 @@ libclang resolves includes and types, so without `kernel_operator.h` every Ascen
 error and the tree degrades; tree-sitter builds a syntax tree from the text alone, tolerates the
 unknown macros (`BEGIN_TILING_DATA_DEF`, `GET_TILING_DATA`) and keeps comments and string
 literals apart from code, which is exactly what regexes get wrong. It is a small wheel
-(`tree-sitter`, `tree-sitter-cpp`; the `ascendc` extra in pyproject.toml).
+(`tree-sitter`, `tree-sitter-cpp`: dependencies of sagekernel itself, pyproject.toml).
 
 Ascend C's function qualifiers (`__global__ __aicore__`, `__gm__`) are blanked to spaces of the
 same length before parsing: they are not C++ and would otherwise split declarations, and the
@@ -24,7 +24,7 @@ _QUALIFIERS = re.compile(r"\b(__global__|__aicore__|__gm__|__inline__|__ubuf__)\
 
 
 class ParserMissing(RuntimeError):
-    """tree-sitter-cpp is not installed (pip install 'sagekernel[ascendc]')."""
+    """tree-sitter-cpp is not installed (a broken install: sagekernel depends on it)."""
 
 
 @lru_cache(maxsize=1)
@@ -32,10 +32,10 @@ def _parser() -> Any:
     try:
         import tree_sitter_cpp
         from tree_sitter import Language, Parser
-    except ImportError as exc:  # pragma: no cover - the extra is part of the dev environment
+    except ImportError as exc:  # pragma: no cover - a dependency of the package
         raise ParserMissing(
-            "the Ascend C checks need tree-sitter and tree-sitter-cpp (pip install 'sagekernel[ascendc]')"
-        ) from exc
+            "the Ascend C checks need tree-sitter and tree-sitter-cpp, which sagekernel depends on: "
+            "reinstall it (pip install sagekernel)") from exc
     return Parser(Language(tree_sitter_cpp.language()))
 
 

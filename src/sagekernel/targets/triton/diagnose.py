@@ -18,7 +18,7 @@ from sagekernel.targets.diagnostics import (
     TargetDiagnostics,
     read_log,
 )
-from sagekernel.tasks.inputs import init_arguments
+from sagekernel.tasks.reference import init_arguments
 from sagekernel.tasks.task import Task
 
 CHILD = Path(__file__).resolve().parent / "diagnose_child.py"

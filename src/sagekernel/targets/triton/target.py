@@ -36,7 +36,7 @@ from sagekernel.targets.triton import build as build_mod
 from sagekernel.targets.triton import diagnose as diagnose_mod
 from sagekernel.targets.triton.contract import KERNEL_FILE, contract_text
 from sagekernel.targets.triton.lint import lint_source
-from sagekernel.tasks.inputs import init_arguments
+from sagekernel.tasks.reference import init_arguments
 from sagekernel.tasks.task import Task
 
 HERE = Path(__file__).resolve().parent

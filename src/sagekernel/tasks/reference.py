@@ -1,0 +1,158 @@
+"""A task's reference: its model, its parameters and its outputs, as the harness asks for them.
+
+Every function goes through the task file's cached module (`modules.task_module`), rebinds its size
+symbols for the call, and never disturbs the caller's global RNG state (`torch.random.fork_rng`).
+The inputs they run on come from tasks/inputs.py; the model's parameters as kernel arguments are
+named and loaded by tasks/params.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from sagekernel.errors import TaskError
+from sagekernel.tasks.inputs import (
+    assemble_call,
+    call_forward,
+    call_init_inputs,
+    check_tensors,
+    full_sizes,
+    instantiate,
+    seed_cpu,
+    torch_dtype,
+)
+from sagekernel.tasks.modules import bound_sizes, task_module
+from sagekernel.tasks.params import load_params, model_tensors
+from sagekernel.tasks.task import Task
+
+
+def make_model(task: Task, sizes: Mapping[str, int] | None = None, seed: int = 0) -> torch.nn.Module:
+    """`Model(*get_init_inputs())` with the size symbols bound to `sizes`, seeded, in eval mode."""
+    full = full_sizes(task, sizes)
+    module = task_module(task)
+    with bound_sizes(module, task.binding(full)):
+        return instantiate(module, task.source_path, seed)
+
+
+def sizes_from_inputs(task: Task, inputs: Sequence[torch.Tensor],
+                      sizes: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Size symbols read off the input shapes, then `sizes`, then the task defaults for the rest."""
+    if len(inputs) != len(task.inputs):
+        raise TaskError(f"task {task.name}: got {len(inputs)} inputs, expected {len(task.inputs)}")
+    found: dict[str, int] = {}
+    for spec, t in zip(task.inputs, inputs, strict=True):
+        if t.dim() != len(spec.dims):
+            raise TaskError(f"task {task.name}: input {spec.name} has {t.dim()} dims, "
+                            f"expected {len(spec.dims)}")
+        for d, n in zip(spec.dims, t.shape, strict=True):
+            if found.setdefault(d, int(n)) != int(n):
+                raise TaskError(f"task {task.name}: size {d} is {found[d]} in one input "
+                                f"and {int(n)} in another")
+    if sizes:
+        for k, v in sizes.items():
+            if k in found and found[k] != v:
+                raise TaskError(f"task {task.name}: size {k}={v} disagrees with the input shapes "
+                                f"({found[k]})")
+    return full_sizes(task, {**(sizes or {}), **found})
+
+
+def uses_fp64_reference(task: Task) -> bool:
+    meta = getattr(task_module(task), "SAGE_TASK", None)
+    return not (isinstance(meta, dict) and meta.get("fp64_reference") is False)
+
+
+def reference_outputs(task: Task, inputs: Sequence[torch.Tensor],
+                      sizes: Mapping[str, int] | None = None, *, seed: int = 0,
+                      params: Sequence[torch.Tensor] | None = None) -> list[torch.Tensor]:
+    """The reference outputs for `inputs`, computed in float64 where the op allows, cast back to each
+    output's declared dtype, contiguous.
+
+    Sizes are read off the input shapes; pass `sizes` for symbols that appear only in outputs
+    (e.g. the length of an arange), otherwise their defaults are used. The inputs are not modified.
+    A task opts out of float64 with ``SAGE_TASK["fp64_reference"] = False``; an op that raises in
+    float64 falls back to the declared precision.
+
+    The model is built under `seed` (so its parameters are `param_tensors(task, sizes, seed)`);
+    pass `params` (in `task.params` order) to run with exactly those tensors instead.
+    """
+    full = sizes_from_inputs(task, inputs, sizes)
+    check_tensors(task, task.inputs, inputs, full, "reference_outputs() inputs")
+    module = task_module(task)
+    path = task.source_path
+    with bound_sizes(module, task.binding(full)), torch.random.fork_rng(devices=[]):
+        seed_cpu(seed)
+        outputs: list[torch.Tensor] | None = None
+        if uses_fp64_reference(task) and any(t.is_floating_point() for t in inputs):
+            model = instantiate(module, path, seed)
+            if params is not None:
+                load_params(task, model, params)
+            model = model.double()
+            wide = [t.detach().to(torch.float64) if t.is_floating_point() else t.detach().clone()
+                    for t in inputs]
+            try:
+                outputs = call_forward(model, assemble_call(task, wide), path)
+            except TaskError:
+                outputs = None  # the op does not support float64: fall back to the declared precision
+        if outputs is None:
+            model = instantiate(module, path, seed)
+            if params is not None:
+                load_params(task, model, params)
+            outputs = call_forward(model, assemble_call(task, [t.detach().clone() for t in inputs]), path)
+    if len(outputs) != len(task.outputs):
+        raise TaskError(f"{path}: reference forward() returned {len(outputs)} tensors, "
+                        f"the task declares {len(task.outputs)}")
+    result = [o.detach().to(torch_dtype(spec.dtype)).contiguous()
+              for spec, o in zip(task.outputs, outputs, strict=True)]
+    check_tensors(task, task.outputs, result, full, "reference forward()")
+    return result
+
+
+def declared_precision_outputs(task: Task, inputs: Sequence[torch.Tensor],
+                               sizes: Mapping[str, int] | None = None, *,
+                               seed: int = 0) -> list[torch.Tensor] | None:
+    """The reference computed the way PyTorch itself computes it in the task's declared dtypes
+    (the same seeded parameters as `reference_outputs` under `seed`), or None when that run
+    fails. The harness uses its distance from the float64 reference as the accuracy an honest
+    kernel in the declared precision can be expected to reach."""
+    full = sizes_from_inputs(task, inputs, sizes)
+    module = task_module(task)
+    try:
+        with bound_sizes(module, task.binding(full)), torch.random.fork_rng(devices=[]), torch.no_grad():
+            seed_cpu(seed)
+            model = instantiate(module, task.source_path, seed)
+            outputs = call_forward(model, assemble_call(task, [t.detach().clone() for t in inputs]),
+                                   task.source_path)
+    except TaskError:
+        return None
+    if len(outputs) != len(task.outputs):
+        return None
+    return [o.detach().to(torch_dtype(spec.dtype)).contiguous()
+            for spec, o in zip(task.outputs, outputs, strict=True)]
+
+
+def init_arguments(task: Task, sizes: Mapping[str, int] | None = None) -> list[Any]:
+    """`get_init_inputs()` with the size symbols bound to `sizes`: the arguments `Model` and a
+    KernelBench-style `ModelNew` are constructed with."""
+    module = task_module(task)
+    with bound_sizes(module, task.binding(full_sizes(task, sizes))):
+        return call_init_inputs(module, task.source_path)
+
+
+def param_tensors(task: Task, sizes: Mapping[str, int] | None = None, seed: int = 0) -> list[torch.Tensor]:
+    """The model's parameters and buffers at `sizes` under `seed`, contiguous, in `task.params` order."""
+    if not task.params:
+        return []
+    full = full_sizes(task, sizes)
+    model = make_model(task, full, seed)
+    by_name = dict(model_tensors(model))
+    out = []
+    for spec in task.params:
+        t = by_name.get(spec.origin)
+        if t is None:
+            raise TaskError(f"{task.source_path}: the model has no parameter or buffer {spec.origin!r} now")
+        out.append(t.detach().clone().contiguous())
+    check_tensors(task, task.params, out, full, "model parameters")
+    return out
