@@ -12,7 +12,7 @@ from typing import Any
 import typer
 
 from sagekernel import defaults
-from sagekernel.cli.options import OptionError
+from sagekernel.cli.options import MEMORY_HELP, OptionError, shared_memory
 from sagekernel.cli.run import _parse_overrides, run_config
 from sagekernel.errors import SageError
 
@@ -43,6 +43,7 @@ def mcp_command(
         False, help="Start a new run even if one with this configuration is unfinished."
     ),
     frozen: bool = typer.Option(False, help="Memory is read-only: no distillation, no updates."),
+    memory: str | None = typer.Option(None, "--memory", help=MEMORY_HELP),
     embedder: str = typer.Option("auto", help="Dense retrieval: auto or none (BM25 only)."),
     distill: bool = typer.Option(True, help="Distil new memory items after each episode."),
     diagnostics: bool = typer.Option(
@@ -81,6 +82,7 @@ def mcp_command(
         run_id=run_id,
         new=new,
         frozen=frozen,
+        memory=shared_memory(memory),
         embedder=embedder,
         distill=distill,
         diagnostics=diagnostics,

@@ -79,3 +79,18 @@ def output_file(path: Path | None, option: str) -> Path | None:
     if path is not None and Path(path).is_dir():
         raise OptionError(option, f"{path} is a directory; give a file path")
     return path
+
+
+#: `--memory` help (sage run, sage mcp, sage memory …).
+MEMORY_HELP = ("A shared PostgreSQL memory, postgresql://user@host:port/db (docs/shared_memory.md); "
+               "default: $SAGE_MEMORY_URL, else the workspace's own SQLite memory.")
+
+
+def shared_memory(value: str | None) -> str | None:
+    """The shared memory URL of `--memory` (or SAGE_MEMORY_URL), or None for the workspace's."""
+    from sagekernel.memory.backend import MemoryBackendError, memory_url
+
+    try:
+        return memory_url(value)
+    except MemoryBackendError as exc:
+        raise OptionError("--memory", str(exc).split(": ", 1)[-1]) from None

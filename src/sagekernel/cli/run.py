@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sagekernel import defaults
+from sagekernel.cli.options import MEMORY_HELP, shared_memory
 from sagekernel.errors import SageError
 from sagekernel.terminal import Console
 
@@ -82,6 +83,7 @@ def run_command(
     memory_from: Path | None = typer.Option(None, help="Evaluate with a snapshot of another workspace's "
                                                        "memory (needs --frozen)."),
     frozen: bool = typer.Option(False, help="Memory is read-only: no distillation, no updates."),
+    memory: str | None = typer.Option(None, "--memory", help=MEMORY_HELP),
     seed: int = typer.Option(0, help="Seed of randomised memory methods."),
     embedder: str = typer.Option("auto", help="Dense retrieval: auto (all-MiniLM-L6-v2 when installed) "
                                               "or none (BM25 only)."),
@@ -127,7 +129,8 @@ def run_command(
     cfg = run_config(workspace=workspace, suite=suite, target=target, device=device, model=model,
                     method=method,
                     schedule=schedule, limit=limit, budget=budget, run_id=run_id, resume=resume, new=new,
-                    memory_from=memory_from, frozen=frozen, seed=seed, embedder=embedder, gamma=gamma,
+                    memory_from=memory_from, frozen=frozen, memory=shared_memory(memory), seed=seed,
+                    embedder=embedder, gamma=gamma,
                     hot_budget=hot_budget,
                     k=k, max_reasks=max_reasks, max_tokens_per_call=max_tokens, temperature=temperature,
                     distill=distill, diagnostics=diagnostics, max_total_tokens=max_total_tokens,

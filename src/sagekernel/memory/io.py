@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sagekernel import db
 from sagekernel.memory.embedding import tokenizer_name
-from sagekernel.memory.records import AdoptionRecord, Item, ItemState
+from sagekernel.memory.records import AdoptionRecord, HistoryRow, Item, ItemState, Provenance
 from sagekernel.memory.store import MemoryStoreError, Store, now_iso
 
 FORMAT = "sagekernel.memory"
@@ -150,13 +150,17 @@ def load_seed(conn: sqlite3.Connection, path: Path | str) -> int:
                                "store (or use `sage memory import --mode merge`)")
     parsed = [_parse(path, n, d) for n, d in _lines(path) if d.get("format") != FORMAT]
     with db.transaction(conn):
+        store.lock_writer()
+        if store.count():  # a shared memory that another learner seeded since the check above
+            return 0
         seen: set[str] = set()
         for line in parsed:
             item = _fresh(line.to_item(clock=0))
             if item.content_hash in seen:
                 continue
             seen.add(item.content_hash)
-            store.insert_item(item)
+            new_id = store.insert_item(item)
+            store.add_history([HistoryRow(new_id, "seeded", 0, Provenance(run_id=path.name))])
     return len(seen)
 
 
@@ -243,6 +247,7 @@ def import_jsonl(conn: sqlite3.Connection, path: Path | str, *, mode: str = "ref
                                "workspace, or pass --mode merge (same content -> skipped, else a new id)")
     imported = skipped = 0
     with db.transaction(conn):
+        store.lock_writer()
         clock = store.clock()
         for line in parsed:
             item = line.to_item(clock=clock)
@@ -256,5 +261,6 @@ def import_jsonl(conn: sqlite3.Connection, path: Path | str, *, mode: str = "ref
             new_id = store.insert_item(item)
             store.add_adoptions(AdoptionRecord(a.run_id, a.operator, a.episode, a.round, new_id, a.adopted,
                                                a.rationale) for a in line.adoptions)
+            store.add_history([HistoryRow(new_id, "imported", clock, Provenance(run_id=path.name))])
             imported += 1
     return {"imported": imported, "skipped": skipped}

@@ -29,15 +29,27 @@ from sagekernel import db, defaults
 from sagekernel.errors import SageError
 from sagekernel.memory.atu import (
     CreditRule,
+    EpisodeSets,
     apply_credit,
+    atu_credit,
     count_only,
     episode_sets,
     terminal_score,
+    uniform_credit,
     update_access,
 )
 from sagekernel.memory.embedding import Embedder, count_tokens, default_embedder
 from sagekernel.memory.literals import mentions_literal
-from sagekernel.memory.records import AdoptionRecord, HotEntry, HotSnapshot, Item, ItemState, MemoryConfig
+from sagekernel.memory.records import (
+    AdoptionRecord,
+    HistoryRow,
+    HotEntry,
+    HotSnapshot,
+    Item,
+    ItemState,
+    MemoryConfig,
+    Provenance,
+)
 from sagekernel.memory.retrieval import Candidate, RetrievalIndex, query_terms, rerank
 from sagekernel.memory.store import Store, draft_to_item, now_stamp
 from sagekernel.memory.ugc import AbstractRule, make_rule, priority, rebuild, regate
@@ -118,8 +130,11 @@ class StorePolicy:
     def __init__(self, method: str, conn: sqlite3.Connection, *, run_id: str, frozen: bool = False,
                  seed: int = 0, config: MemoryConfig | None = None,
                  abstract_rule: AbstractRule | None = None, embedder: Embedder | None = None,
-                 type_filter: Callable[[EpisodeKind, str], bool] | None = None) -> None:
+                 type_filter: Callable[[EpisodeKind, str], bool] | None = None,
+                 provenance: Provenance | None = None) -> None:
         self.name = method
+        #: Stamped on every change this policy makes (operator and episode filled per episode).
+        self.provenance = replace(provenance or Provenance(), run_id=run_id)
         self.variant = VARIANTS[method]
         self.store = Store(conn)
         self.run_id = run_id
@@ -134,13 +149,27 @@ class StorePolicy:
         self.embedder = embedder
         self._backfill_embeddings()
         self.index = RetrievalIndex(self.store, embedder)
+        #: The store's episode clock the index reflects; a shared store other learners advanced
+        #: since is reloaded before the next retrieval (`_sync`).
+        self._index_clock = self.store.clock()
+        self._last_clock: tuple[int, int] | None = None  # (clock before, after) of the last update
 
     # ---- reading --------------------------------------------------------------------------------
     def retrieve(self, query: str, *, operator: str, category: str, episode: EpisodeKind,
                  k: int = defaults.K) -> list[RetrievedItem]:
+        self._sync()
         text = f"{category} {query}"  # RECONSTRUCTED query composition: category words help BM25
         draws = self._draws(operator, episode) if self.variant.credit == "value" else None
         return self.retrieve_with(text, self.index.embed_query(text), episode=episode, k=k, draws=draws)
+
+    def _sync(self) -> None:
+        """Reload the index when other learners wrote the shared store since it was built (their
+        new items become retrievable, the items they consolidated stop being)."""
+        if self.store.shared:
+            clock = self.store.clock()
+            if clock != self._index_clock:
+                self.index.reload()
+                self._index_clock = clock
 
     def _draws(self, operator: str, episode: EpisodeKind) -> random.Random:
         """The random draws of one value-memory retrieval, derived from persisted state only: the
@@ -173,15 +202,17 @@ class StorePolicy:
 
     def _materialise(self, ranked: list[tuple[Candidate, float]]) -> list[RetrievedItem]:
         items = self.store.get_many(c.item_id for c, _ in ranked)
+        # an item another learner consolidated meanwhile is resident now, never also retrieved
         return [RetrievedItem(item_id=c.item_id, title=m.title, type=m.type, category=m.category,
                               error_message=m.error_message, wrong_code=m.wrong_code,
                               correct_code=m.correct_code, relevance=c.relevance, utility=c.utility,
                               score=score)
-                for c, score in ranked if (m := items.get(c.item_id)) is not None]
+                for c, score in ranked if (m := items.get(c.item_id)) is not None and m.retrievable]
 
     def resident_rules(self) -> list[ResidentRule]:
         if self.variant.ugc == "none":
             return []
+        self._sync()
         hot = sorted(self.store.in_state(ItemState.CONSOLIDATED), key=lambda m: (-priority(m), -m.u, m.id))
         return [ResidentRule(m.id, m.rule_text, m.rule_tokens) for m in hot]
 
@@ -211,6 +242,8 @@ class StorePolicy:
         self.index.update(changed.values())
         for item, vec in added:
             self.index.add(item, vec)
+        if self._last_clock is not None and self._last_clock[0] == self._index_clock:
+            self._index_clock = self._last_clock[1]  # nobody else wrote in between: the index is current
 
     def rule_requests(self, episodes: Sequence[Episode]) -> list[RuleRequest]:
         """The items that learning `episodes` in this order would validate and give a resident
@@ -246,8 +279,15 @@ class StorePolicy:
     def _learn(self, trace: EpisodeTrace, drafts: Sequence[ItemDraft], forbidden: Collection[str],
                rule_text: AbstractRule) -> tuple[dict[int, Item], list[tuple[Item, np.ndarray | None]]]:
         store, cfg, v = self.store, self.cfg, self.variant
+        store.lock_writer()  # concurrent learners of a shared store: one update at a time, in commit order
+        if store.shared and store.episode_learned(self.run_id, trace.operator, trace.episode.value):
+            # learned before a crash cut the learner's own workspace commit: never twice (backend.py)
+            self._last_clock = None
+            return {}, []
         z = terminal_score(trace, cfg)
         clock = store.record_episode(self.run_id, trace.operator, trace.episode.value, z)
+        self._last_clock = (clock - 1, clock)
+        origin = replace(self.provenance, operator=trace.operator, episode=trace.episode.value)
         store.add_adoptions(
             AdoptionRecord(self.run_id, trace.operator, trace.episode.value, rt.round, d.item_id, d.adopted,
                            d.rationale) for rt in trace.rounds for d in rt.decisions)
@@ -266,6 +306,7 @@ class StorePolicy:
             changed = apply_credit(items, sets, z, trace.operator, cfg, rule)
         else:
             changed = {}
+        store.add_history(_credit_history(items, changed, sets, z, v.credit, cfg, clock, origin))
         # 2. access frequency p̂ (spec §6.1) for the touched items and every resident
         for m_id, old in items.items():
             changed[m_id] = update_access(changed.get(m_id, old), clock, m_id in sets.resident_used, cfg)
@@ -282,6 +323,7 @@ class StorePolicy:
         store.refresh_retrieved(clock, skip=changed)
         # 4. new experiences, written after the credit so they never score their own episode (§5)
         added = self._write_new(drafts, forbidden, clock)
+        store.add_history(HistoryRow(item.id, "distilled", clock, origin) for item, _ in added)
         # 5. UGC rebuild (Algorithm 1) and its snapshot
         if v.ugc != "none":
             rng = random.Random(f"{self.seed}:{clock}") if v.ugc == "random" else None
@@ -360,6 +402,21 @@ class StorePolicy:
                 self.store.set_embedding(m.id, self.embedder.name, vec)
 
 
+def _credit_history(items: Mapping[int, Item], changed: Mapping[int, Item], sets: EpisodeSets,
+                    z: float | None, credit: str, cfg: MemoryConfig, clock: int,
+                    origin: Provenance) -> list[HistoryRow]:
+    """One provenance row per item whose utility or counters this episode changed."""
+    if credit == "atu" and z is not None:
+        xi: dict[int, float] = atu_credit(sets.retrieved, sets.adopted, z, cfg.beta)
+    elif credit == "uniform" and z is not None:
+        xi = uniform_credit(sets.retrieved, sets.resident_used, z)
+    else:
+        xi = {}
+    return [HistoryRow(m_id, "credited" if m_id in xi else "counted", clock, origin, xi.get(m_id),
+                       items[m_id].u, new.u, m_id in sets.retrieved, m_id in sets.adopted)
+            for m_id, new in sorted(changed.items()) if m_id in items]
+
+
 def jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a | b else 1.0
 
@@ -374,7 +431,8 @@ def make_policy(method: str, conn: sqlite3.Connection, *, run_id: str, frozen: b
                 gamma: float = defaults.GAMMA, budget_tokens: int = defaults.HOT_BUDGET,
                 abstract_rule: Callable[[Item, list[str]], str] | None = None,
                 embedder: Embedder | str | None = _AUTO, config: MemoryConfig | None = None,
-                type_filter: Callable[[EpisodeKind, str], bool] | None = None) -> MemoryPolicy:
+                type_filter: Callable[[EpisodeKind, str], bool] | None = None,
+                provenance: Provenance | None = None) -> MemoryPolicy:
     """The memory policy for `method` (one of METHODS) over the workspace connection `conn`.
 
     `embedder="auto"` loads all-MiniLM-L6-v2 when installed (lexical-only otherwise, with a
@@ -389,4 +447,5 @@ def make_policy(method: str, conn: sqlite3.Connection, *, run_id: str, frozen: b
     emb = default_embedder() if embedder == _AUTO else embedder
     assert not isinstance(emb, str)
     return StorePolicy(method, conn, run_id=run_id, frozen=frozen, seed=seed, config=cfg,
-                       abstract_rule=abstract_rule, embedder=emb, type_filter=type_filter)
+                       abstract_rule=abstract_rule, embedder=emb, type_filter=type_filter,
+                       provenance=provenance)

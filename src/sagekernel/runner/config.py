@@ -20,7 +20,7 @@ PAPER_BUDGET = defaults.ROUNDS
 # Fields that do not change what a run computes; they are not part of its identity. The spend caps
 # only say where the run stops: the same command with a raised cap continues the stopped run.
 _NOT_IDENTITY = {"workspace", "run_id", "resume", "new", "progress", "model_options", "max_total_tokens",
-                 "max_cost_usd"}
+                 "max_cost_usd", "memory"}
 
 
 #: A run id names files next to the database (memory-from-<id>.db) and appears in reports: letters,
@@ -65,6 +65,9 @@ class RunConfig(BaseModel):
     """Start a new run even if an unfinished run with the same configuration exists."""
     memory_from: Path | None = None
     """Evaluate with another workspace's memory (a snapshot copy; requires frozen)."""
+    memory: str | None = None
+    """A shared PostgreSQL memory (postgresql://…, memory/backend.py) instead of the workspace's
+    own; stored without its password, so a resume names it again (--memory or SAGE_MEMORY_URL)."""
     frozen: bool = False
     """Memory is read-only: no distillation, no learning (transfer / fixed-bank runs)."""
     seed: int = Field(default=0, ge=0)
@@ -113,6 +116,12 @@ class RunConfig(BaseModel):
                 "--memory-from evaluates with a snapshot of another workspace's memory and needs "
                 "--frozen; to keep learning from it, `sage memory export` it and `sage memory import` "
                 "it into this workspace")
+        if self.memory is not None:
+            from sagekernel.memory.backend import memory_url
+
+            memory_url(self.memory)  # not a PostgreSQL URL: refused before anything runs
+            if self.memory_from is not None:
+                raise RunConfigError("--memory and --memory-from name two memories; pass one")
         if self.resume and self.new:
             raise RunConfigError("--resume and --new contradict each other")
         self.harness_config()  # unknown or ill-typed overrides fail before the run starts
@@ -141,6 +150,10 @@ class RunConfig(BaseModel):
         data = self.model_dump(mode="json")
         if self.memory_from is not None:
             data["memory_from"] = str(Path(self.memory_from).resolve())
+        if self.memory is not None:
+            from sagekernel.memory.backend import redact
+
+            data["memory"] = redact(self.memory)
         return data
 
 
