@@ -126,17 +126,16 @@ def show_cmd(item_id: int, workspace: Path = WorkspaceOpt, memory: str = MemoryO
         table.add_row(escape(h.run_id), escape(h.operator), escape(h.episode), str(h.round),
                       {True: "yes", False: "no", None: "⊥"}[h.adopted], escape(h.rationale[:80]))
     console.print(table)
-    prov = Table(title=f"history ({len(changes)}): creation and every utility change")
-    for col in ("clock", "kind", "run", "model", "target", "device", "operator", "episode", "protocol",
-                "team", "ξ", "u before → after"):
-        prov.add_column(col)
-    for c in changes:
+    console.print(f"[bold]history ({len(changes)})[/]: its creation and every utility change, oldest first")
+    for c in changes:  # one line each: a table this wide is cut to nothing in a terminal
         o = c.origin
-        moved = "" if c.u_after is None else f"{c.u_before:+.3f} → {c.u_after:+.3f}"
-        prov.add_row(str(c.clock), c.kind, *(escape(v) for v in (o.run_id, o.model, o.target, o.device,
-                                                                 o.operator, o.episode, o.protocol, o.team)),
-                     "" if c.xi is None else f"{c.xi:+.3f}", moved)
-    console.print(prov)
+        moved = "" if c.u_after is None else f"  u {c.u_before:+.3f} → {c.u_after:+.3f}"
+        xi = "" if c.xi is None else f"  ξ={c.xi:+.3f}"
+        marks = "".join((" retrieved" if c.retrieved else "", " adopted" if c.adopted else ""))
+        console.print(escape(f"clock {c.clock:>5}  {c.kind:<9}{xi}{moved}{marks}  run {o.run_id or '-'}  "
+                             f"op {o.operator or '-'}/{o.episode or '-'}  model {o.model or '-'}  target "
+                             f"{o.target or '-'}/{o.device or '-'}  protocol {o.protocol or '-'}  team "
+                             f"{o.team or '-'}"), soft_wrap=True)
 
 
 def _has_history(store: object) -> bool:

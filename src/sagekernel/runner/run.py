@@ -281,7 +281,6 @@ def choose_run(store: RunStore, cfg: RunConfig) -> tuple[RunConfig, RunInfo | No
         _same_memory(info.config["cfg"], cfg)
         if cfg.resume:
             return stored.model_copy(update={"progress": cfg.progress}), info
-        _same_memory(info.config["cfg"], cfg)
         if stored.key() != cfg.key():
             raise RunNotFound(f"run {cfg.run_id!r} exists with another configuration; resume it with "
                               f"`sage run --resume --run-id {cfg.run_id}` or pick a new --run-id")
@@ -299,6 +298,7 @@ def choose_run(store: RunStore, cfg: RunConfig) -> tuple[RunConfig, RunInfo | No
     unfinished = store.latest_unfinished(cfg.key())
     if unfinished is None:  # the same command again after its run finished: say so, learn nothing twice
         return cfg, next((i for i in store.runs() if i.config.get("key") == cfg.key()), None)
+    _same_memory(unfinished.config["cfg"], cfg)
     return cfg, unfinished
 
 
