@@ -4,6 +4,7 @@ learner killed mid-update leaving nothing half-written."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -11,9 +12,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from pg_support import pg_server, pg_url  # noqa: F401  (fixtures)
-from test_cli_values import invoke
 
+from pg_support import pg_server, pg_url  # noqa: F401  (fixtures)
 from sagekernel import db
 from sagekernel.memory.backend import connect_memory, memory_url
 from sagekernel.memory.io import export_jsonl, import_jsonl, load_seed
@@ -21,6 +21,7 @@ from sagekernel.memory.learners import HOT_ITEMS, Workload, episode_of, fingerpr
 from sagekernel.memory.policies import make_policy
 from sagekernel.memory.records import MemoryConfig, Provenance
 from sagekernel.memory.store import Store
+from test_cli_values import invoke
 
 pytestmark = pytest.mark.postgres
 
@@ -72,7 +73,7 @@ def test_provenance_is_recorded_per_change_and_immutable(backend: str, workspace
                and r.origin.protocol == "p1" and r.origin.team == "blue" for r in credits)
     assert {r.origin.run_id for r in credits} <= {"w0", "w1", "w2"}
     assert credits[-1].u_after == pytest.approx(hot.u)
-    assert all(b.u_before == pytest.approx(a.u_after) for a, b in zip(credits, credits[1:], strict=False))
+    assert all(b.u_before == pytest.approx(a.u_after) for a, b in itertools.pairwise(credits))
     assert sum(r.adopted for r in credits) == hot.n_ado and sum(r.retrieved for r in credits) == hot.n_ret
     made = [m for m in store.all_items() if m.source == "distilled"]
     assert made and all(store.history(m.id)[0].kind == "distilled" for m in made)

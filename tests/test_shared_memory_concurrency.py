@@ -5,14 +5,15 @@ never over budget nor out of step with the items' states."""
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_support import pg_server, pg_url  # noqa: F401  (fixtures)
 
+from pg_support import pg_server, pg_url  # noqa: F401  (fixtures)
 from sagekernel import db
 from sagekernel.memory.backend import connect_memory
 from sagekernel.memory.io import load_seed
@@ -38,7 +39,8 @@ def _open_sqlite(path: str) -> Any:
 def _run_learners(open_conn: Any, work: Workload) -> None:
     ctx = multiprocessing.get_context("fork")
     start = ctx.Barrier(WORKERS)
-    procs = [ctx.Process(target=learner, args=(open_conn, work, w, EPISODES, CFG, start)) for w in range(WORKERS)]
+    procs = [ctx.Process(target=learner, args=(open_conn, work, w, EPISODES, CFG, start))
+             for w in range(WORKERS)]
     for p in procs:
         p.start()
     for p in procs:
@@ -61,7 +63,7 @@ def test_concurrent_learners_equal_a_serial_replay(backend: str, workspace: Path
 
     order = commit_order(conn)
     assert len(order) == WORKERS * EPISODES == store.clock()
-    switches = sum(a[0] != b[0] for a, b in zip(order, order[1:], strict=False))
+    switches = sum(a[0] != b[0] for a, b in itertools.pairwise(order))
     if backend == "postgres":  # the learners really interleaved (SQLite's busy wait may let one run ahead)
         assert switches > WORKERS
     serial = db.connect(workspace)

@@ -9,16 +9,16 @@ import multiprocessing
 from pathlib import Path
 
 import pytest
+
 from openai_server import OpenAITestServer
 from pg_support import pg_server, pg_url  # noqa: F401  (fixtures)
-from test_cli_values import invoke
-from test_e2e_run import ANCHOR, SEED, Script, config
-
 from sagekernel import db
 from sagekernel.memory.backend import connect_memory
 from sagekernel.memory.io import load_seed
 from sagekernel.memory.store import Store
 from sagekernel.runner.run import run
+from test_cli_values import invoke
+from test_e2e_run import ANCHOR, SEED, Script, config
 
 pytestmark = pytest.mark.postgres
 

@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagekernel.memory.records import Item, MemoryConfig
-from sagekernel.records import AdoptionDecision, EpisodeKind, EpisodeTrace, ItemDraft, RetrievedItem, RoundTrace
+from sagekernel.records import (
+    AdoptionDecision,
+    EpisodeKind,
+    EpisodeTrace,
+    ItemDraft,
+    RetrievedItem,
+    RoundTrace,
+)
 
 #: Workers' episodes touch the first HOT_ITEMS seed items most (so credits to one item collide).
 HOT_ITEMS = 12
