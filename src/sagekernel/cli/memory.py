@@ -182,16 +182,18 @@ def export_cmd(file: Path, workspace: Path = WorkspaceOpt, memory: str = MemoryO
 @memory_app.command("import")
 def import_cmd(file: Path, workspace: Path = WorkspaceOpt,
                mode: str = typer.Option("refuse", help="refuse: only into an empty store; merge: same "
-                                        "content hash -> skipped, else a new id"),
+                                        "content hash -> skipped, else a new id; replay: as merge, then "
+                                        "utilities recomputed from both sides' utility changes "
+                                        "(order-free, idempotent)"),
                memory: str = MemoryOpt,
                as_json: bool = JsonOpt) -> None:
     """Import a memory export into this workspace (or into the shared memory --memory names)."""
     from contextlib import nullcontext
 
-    from sagekernel.memory.io import import_jsonl
+    from sagekernel.memory.io import IMPORT_MODES, import_jsonl
     from sagekernel.runner.lock import WorkspaceLock
 
-    choice(mode, ("refuse", "merge"), "--mode")
+    choice(mode, IMPORT_MODES, "--mode")
     url = shared_memory(memory)
     # a run writing the workspace memory meanwhile would crash; a shared memory takes its writer lock
     with WorkspaceLock(workspace, "sage memory import") if url is None else nullcontext():
@@ -203,7 +205,9 @@ def import_cmd(file: Path, workspace: Path = WorkspaceOpt,
     if as_json:
         _print_json(result)
     else:
-        console.print(f"imported {result['imported']} items, skipped {result['skipped']} already present")
+        console.print(f"imported {result['imported']} items, skipped {result['skipped']} already present"
+                      + (f"; recomputed {result['replayed']} from the union of utility changes"
+                         if "replayed" in result else ""))
 
 
 @memory_app.command("replay")

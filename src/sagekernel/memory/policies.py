@@ -286,6 +286,7 @@ class StorePolicy:
             return {}, []
         z = terminal_score(trace, cfg)
         clock = store.record_episode(self.run_id, trace.operator, trace.episode.value, z)
+        stamp = store.last_stamp
         self._last_clock = (clock - 1, clock)
         origin = replace(self.provenance, operator=trace.operator, episode=trace.episode.value)
         store.add_adoptions(
@@ -306,7 +307,7 @@ class StorePolicy:
             changed = apply_credit(items, sets, z, trace.operator, cfg, rule)
         else:
             changed = {}
-        store.add_history(_credit_history(items, changed, sets, z, v.credit, cfg, clock, origin))
+        store.add_history(_credit_history(items, changed, sets, z, v.credit, cfg, clock, origin, stamp))
         # 2. access frequency p̂ (spec §6.1) for the touched items and every resident
         for m_id, old in items.items():
             changed[m_id] = update_access(changed.get(m_id, old), clock, m_id in sets.resident_used, cfg)
@@ -323,7 +324,7 @@ class StorePolicy:
         store.refresh_retrieved(clock, skip=changed)
         # 4. new experiences, written after the credit so they never score their own episode (§5)
         added = self._write_new(drafts, forbidden, clock)
-        store.add_history(HistoryRow(item.id, "distilled", clock, origin) for item, _ in added)
+        store.add_history(HistoryRow(m.id, "distilled", clock, origin, created_at=stamp) for m, _ in added)
         # 5. UGC rebuild (Algorithm 1) and its snapshot
         if v.ugc != "none":
             rng = random.Random(f"{self.seed}:{clock}") if v.ugc == "random" else None
@@ -404,7 +405,7 @@ class StorePolicy:
 
 def _credit_history(items: Mapping[int, Item], changed: Mapping[int, Item], sets: EpisodeSets,
                     z: float | None, credit: str, cfg: MemoryConfig, clock: int,
-                    origin: Provenance) -> list[HistoryRow]:
+                    origin: Provenance, stamp: str) -> list[HistoryRow]:
     """One provenance row per item whose utility or counters this episode changed."""
     if credit == "atu" and z is not None:
         xi: dict[int, float] = atu_credit(sets.retrieved, sets.adopted, z, cfg.beta)
@@ -413,7 +414,7 @@ def _credit_history(items: Mapping[int, Item], changed: Mapping[int, Item], sets
     else:
         xi = {}
     return [HistoryRow(m_id, "credited" if m_id in xi else "counted", clock, origin, xi.get(m_id),
-                       items[m_id].u, new.u, m_id in sets.retrieved, m_id in sets.adopted)
+                       items[m_id].u, new.u, m_id in sets.retrieved, m_id in sets.adopted, stamp)
             for m_id, new in sorted(changed.items()) if m_id in items]
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -21,6 +21,7 @@ import numpy as np
 from sagekernel.errors import SageError
 from sagekernel.memory.backend import WRITER_LOCK_KEY, dialect
 from sagekernel.memory.embedding import from_blob, to_blob
+from sagekernel.memory.merge import Event
 from sagekernel.memory.records import (
     AdoptionRecord,
     HistoryRow,
@@ -74,6 +75,7 @@ class Store:
         self.dialect = dialect(conn)
         #: Insertion order of rows without an id column (SQLite's rowid; PostgreSQL's identity id).
         self._order = "rowid" if self.dialect == "sqlite" else "id"
+        self.last_stamp = ""  # the stamp of the episode `record_episode` last recorded
 
     @property
     def shared(self) -> bool:
@@ -236,6 +238,20 @@ class Store:
         return [HistoryRow(r[0], r[1], r[2], Provenance(*r[3:11]), r[11], r[12], r[13], bool(r[14]),
                            bool(r[15]), r[16]) for r in rows]
 
+    def events(self, item_ids: Iterable[int] | None = None) -> list[Event]:
+        """The utility changes (credited and counted rows) as portable merge events."""
+        sql = ("SELECT i.content_hash, h.run_id, h.operator, h.episode, h.kind, h.created_at, h.xi, "
+               "h.retrieved, h.adopted FROM item_history h JOIN items i ON i.id = h.item_id "
+               "WHERE h.kind IN ('credited', 'counted')")
+        if item_ids is None:
+            rows = self.conn.execute(sql).fetchall()
+        else:
+            rows = []
+            for part in _chunks(sorted(set(item_ids))):
+                rows += self.conn.execute(sql + f" AND h.item_id IN ({','.join('?' * len(part))})",
+                                          part).fetchall()
+        return [Event(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), bool(r[8])) for r in rows]
+
     def ids_with_history(self, **where: str) -> set[int]:
         """Items with at least one provenance row matching every given column (run_id, model,
         target, device, operator, episode, protocol, team)."""
@@ -313,10 +329,19 @@ class Store:
               None if r.adopted is None else int(r.adopted), r.rationale, stamp) for r in records])
 
     def record_episode(self, run_id: str, operator: str, episode: str, z: float | None) -> int:
-        """Advance the episode clock; returns the new clock value."""
+        """Advance the episode clock; returns the new clock value. The episode's stamp
+        (`last_stamp`) has microseconds and is strictly later than the previous episode's, so
+        ordering by it is ordering by the clock (merge.py replays in that order)."""
         clock = self.clock() + 1
+        stamp = datetime.now(UTC)
+        row = self.conn.execute("SELECT created_at FROM memory_episodes ORDER BY clock DESC LIMIT 1"
+                                ).fetchone()
+        if row is not None:
+            last = datetime.fromisoformat(str(row[0]).replace("Z", "+00:00"))
+            stamp = max(stamp, last + timedelta(microseconds=1))
+        self.last_stamp = stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         self.conn.execute("INSERT INTO memory_episodes VALUES (?,?,?,?,?,?)",
-                          (clock, run_id, operator, episode, z, now_iso()))
+                          (clock, run_id, operator, episode, z, self.last_stamp))
         return clock
 
     def refresh_frequencies(self, clock: int) -> None:
