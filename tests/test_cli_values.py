@@ -105,6 +105,8 @@ BAD: dict[str, dict[str, list[str]]] = {
         "--run-id": ["a/../../b", ""],
         "--memory-from": ["{missing}"],
         "--memory": ["nonsense", BAD_PG],
+        "--retrieve-only": ["colour=red", "nonsense"],
+        "--exclude-run": [HOSTILE],
         "--seed": ["-1", "abc"],
         "--embedder": ["nonsense"],
         "--gamma": ["-1", "nan", "inf"],
@@ -219,7 +221,7 @@ BAD: dict[str, dict[str, list[str]]] = {
 
 #: Options that take any text: they are fed hostile text and must not fail with a traceback (any
 #: exit status will do; the query of an empty log matches nothing).
-FREE = {("log search", "query"), ("audit adoptions", "--rater"),
+FREE = {("log search", "query"), ("audit adoptions", "--rater"), ("run", "--exclude-run"),
         *(("memory list", o) for o in ("--run", "--model", "--target", "--device", "--operator", "--team"))}
 
 

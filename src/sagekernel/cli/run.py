@@ -84,6 +84,12 @@ def run_command(
                                                        "memory (needs --frozen)."),
     frozen: bool = typer.Option(False, help="Memory is read-only: no distillation, no updates."),
     memory: str | None = typer.Option(None, "--memory", help=MEMORY_HELP),
+    retrieve_only: list[str] = typer.Option([], "--retrieve-only", help="Retrieve only items created or "
+                                            "credited with this provenance KEY=VALUE (repeatable; keys: "
+                                            "run_id, model, target, device, operator, episode, protocol, "
+                                            "team), e.g. --retrieve-only target=cpu."),
+    exclude_run: list[str] = typer.Option([], "--exclude-run", help="Never retrieve items this run "
+                                          "created (repeatable)."),
     seed: int = typer.Option(0, help="Seed of randomised memory methods."),
     embedder: str = typer.Option("auto", help="Dense retrieval: auto (all-MiniLM-L6-v2 when installed) "
                                               "or none (BM25 only)."),
@@ -130,6 +136,9 @@ def run_command(
                     method=method,
                     schedule=schedule, limit=limit, budget=budget, run_id=run_id, resume=resume, new=new,
                     memory_from=memory_from, frozen=frozen, memory=shared_memory(memory), seed=seed,
+                    retrieve_only={k: str(v) for k, v in _parse_overrides(
+                        retrieve_only, "--retrieve-only", "target=cpu").items()},
+                    exclude_runs=exclude_run,
                     embedder=embedder, gamma=gamma,
                     hot_budget=hot_budget,
                     k=k, max_reasks=max_reasks, max_tokens_per_call=max_tokens, temperature=temperature,

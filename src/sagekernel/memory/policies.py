@@ -49,6 +49,7 @@ from sagekernel.memory.records import (
     ItemState,
     MemoryConfig,
     Provenance,
+    RetrievalScope,
 )
 from sagekernel.memory.retrieval import Candidate, RetrievalIndex, query_terms, rerank
 from sagekernel.memory.store import Store, draft_to_item, now_stamp
@@ -131,8 +132,9 @@ class StorePolicy:
                  seed: int = 0, config: MemoryConfig | None = None,
                  abstract_rule: AbstractRule | None = None, embedder: Embedder | None = None,
                  type_filter: Callable[[EpisodeKind, str], bool] | None = None,
-                 provenance: Provenance | None = None) -> None:
+                 provenance: Provenance | None = None, scope: RetrievalScope | None = None) -> None:
         self.name = method
+        self.scope = scope if scope is not None and scope.active else None
         #: Stamped on every change this policy makes (operator and episode filled per episode).
         self.provenance = replace(provenance or Provenance(), run_id=run_id)
         self.variant = VARIANTS[method]
@@ -187,16 +189,20 @@ class StorePolicy:
         """Scoring only (the query embedding is computed by the caller). `draws`: value memory's
         ε-greedy random source (default: one derived from the seed alone)."""
         tf = None if self.type_filter is None else (lambda t: self.type_filter(episode, t))  # type: ignore[misc]
+        only = None if self.scope is None else np.fromiter(sorted(self.store.ids_in_scope(self.scope)),
+                                                           dtype=np.int64)
         if self.variant.credit == "value":
             stage = "q1" if episode is EpisodeKind.CORR else "q2"
-            pool = self.index.pool(text, qvec, size=self.cfg.pool, utility=stage, type_filter=tf)
+            pool = self.index.pool(text, qvec, size=self.cfg.pool, utility=stage, type_filter=tf,
+                                   only_ids=only)
             draws = draws or random.Random(f"value-memory:{self.seed}")
             picked = epsilon_greedy(pool, k, self.cfg.epsilon, draws)
             ranked = [(c, c.utility) for c in picked]
         else:
             gamma = self.cfg.gamma if self.variant.rerank else 0.0
             pool = self.index.pool(text, qvec, size=self.cfg.pool,
-                                   utility="u" if self.variant.rerank else "none", type_filter=tf)
+                                   utility="u" if self.variant.rerank else "none", type_filter=tf,
+                                   only_ids=only)
             ranked = [(r.candidate, r.score) for r in rerank(pool, gamma, k)]
         return self._materialise(ranked)
 
@@ -433,7 +439,7 @@ def make_policy(method: str, conn: sqlite3.Connection, *, run_id: str, frozen: b
                 abstract_rule: Callable[[Item, list[str]], str] | None = None,
                 embedder: Embedder | str | None = _AUTO, config: MemoryConfig | None = None,
                 type_filter: Callable[[EpisodeKind, str], bool] | None = None,
-                provenance: Provenance | None = None) -> MemoryPolicy:
+                provenance: Provenance | None = None, scope: RetrievalScope | None = None) -> MemoryPolicy:
     """The memory policy for `method` (one of METHODS) over the workspace connection `conn`.
 
     `embedder="auto"` loads all-MiniLM-L6-v2 when installed (lexical-only otherwise, with a
@@ -449,4 +455,4 @@ def make_policy(method: str, conn: sqlite3.Connection, *, run_id: str, frozen: b
     assert not isinstance(emb, str)
     return StorePolicy(method, conn, run_id=run_id, frozen=frozen, seed=seed, config=cfg,
                        abstract_rule=abstract_rule, embedder=emb, type_filter=type_filter,
-                       provenance=provenance)
+                       provenance=provenance, scope=scope)

@@ -202,3 +202,17 @@ class HistoryRow:
     retrieved: bool = False  # this change counted a retrieval (n_ret += 1)
     adopted: bool = False  # this change counted an adoption (n_ado += 1)
     created_at: str = ""
+
+
+@dataclass(frozen=True)
+class RetrievalScope:
+    """Which items a learner may retrieve, by provenance (issue 30): only items with a history row
+    (creation or utility change) matching every `only` field (e.g. target=cpu: credited or made on
+    this target; team=blue), and never items created by one of `exclude_runs`."""
+
+    only: tuple[tuple[str, str], ...] = ()
+    exclude_runs: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return bool(self.only or self.exclude_runs)

@@ -204,8 +204,11 @@ class RetrievalIndex:
     def embed_query(self, text: str) -> np.ndarray | None:
         return None if self.embedder is None else self.embedder.encode_one(text)
 
-    def eligible_mask(self, type_filter: Callable[[str], bool] | None = None) -> np.ndarray:
+    def eligible_mask(self, type_filter: Callable[[str], bool] | None = None,
+                      only_ids: np.ndarray | None = None) -> np.ndarray:
         mask = self.state != _STATE_CODE[ItemState.CONSOLIDATED]
+        if only_ids is not None:  # a provenance scope (memory/records.py RetrievalScope)
+            mask &= np.isin(self.ids, only_ids)
         if type_filter is not None:
             allowed = np.array([type_filter(t) for t in self._types], dtype=bool)
             mask &= allowed[self.type]
@@ -225,12 +228,14 @@ class RetrievalIndex:
         return dict(zip(self.ids[pos].tolist(), score.tolist(), strict=True))
 
     def pool(self, text: str, qvec: np.ndarray | None, *, size: int = 15, utility: str = "u",
-             type_filter: Callable[[str], bool] | None = None) -> list[Candidate]:
-        """The top-`size` eligible candidates by hybrid relevance, best first."""
+             type_filter: Callable[[str], bool] | None = None,
+             only_ids: np.ndarray | None = None) -> list[Candidate]:
+        """The top-`size` eligible candidates by hybrid relevance, best first (`only_ids`: only
+        these items are eligible)."""
         n = len(self.ids)
         if n == 0 or size <= 0:
             return []
-        mask = self.eligible_mask(type_filter)
+        mask = self.eligible_mask(type_filter, only_ids)
         lpos, lscore = self.lexical_top(text, max(50, 4 * size))
         keep = mask[lpos]
         lpos, lscore = lpos[keep], np.maximum(lscore[keep], 0.0)

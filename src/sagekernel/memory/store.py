@@ -30,6 +30,7 @@ from sagekernel.memory.records import (
     Item,
     ItemState,
     Provenance,
+    RetrievalScope,
 )
 from sagekernel.records import ItemDraft
 
@@ -263,6 +264,18 @@ class Store:
         rows = self.conn.execute(f"SELECT DISTINCT item_id FROM item_history WHERE {cond}",
                                  [where[k] for k in sorted(where)]).fetchall()
         return {int(r[0]) for r in rows}
+
+    def ids_in_scope(self, scope: RetrievalScope) -> set[int]:
+        """The items `scope` lets a learner retrieve (see RetrievalScope)."""
+        ids = self.ids_with_history(**dict(scope.only)) if scope.only else {
+            int(r[0]) for r in self.conn.execute("SELECT id FROM items").fetchall()}
+        runs = sorted(set(scope.exclude_runs))
+        if runs:
+            marks = ",".join("?" * len(runs))
+            ids -= {int(r[0]) for r in self.conn.execute(
+                "SELECT item_id FROM item_history WHERE kind IN ('seeded', 'distilled', 'imported') "
+                f"AND run_id IN ({marks})", runs).fetchall()}
+        return ids
 
     # ---- writes (inside db.transaction) ----------------------------------------------------------
     def lock_writer(self) -> None:

@@ -104,6 +104,10 @@ class RunConfig(BaseModel):
     Not part of the run's identity: changing a timeout or key must not stop a resume."""
     harness: dict[str, Any] = Field(default_factory=dict)
     """Overrides of HarnessConfig fields (e.g. {"iters": 20}); part of the run's identity."""
+    retrieve_only: dict[str, str] = Field(default_factory=dict)
+    """Retrieve only items created or credited with this provenance (e.g. {"target": "cpu"})."""
+    exclude_runs: list[str] = Field(default_factory=list)
+    """Never retrieve items these runs created."""
     progress: bool = True
     """Show the live progress display."""
 
@@ -122,6 +126,12 @@ class RunConfig(BaseModel):
             memory_url(self.memory)  # not a PostgreSQL URL: refused before anything runs
             if self.memory_from is not None:
                 raise RunConfigError("--memory and --memory-from name two memories; pass one")
+        from sagekernel.memory.records import Provenance
+
+        unknown = sorted(set(self.retrieve_only) - set(Provenance.__dataclass_fields__))
+        if unknown:
+            raise RunConfigError(f"--retrieve-only: unknown provenance field(s) {unknown}; known: "
+                                 f"{', '.join(Provenance.__dataclass_fields__)}")
         if self.resume and self.new:
             raise RunConfigError("--resume and --new contradict each other")
         self.harness_config()  # unknown or ill-typed overrides fail before the run starts

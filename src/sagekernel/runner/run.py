@@ -422,7 +422,7 @@ def opened_run(cfg: RunConfig, *, progress: Progress | None = None, model: Model
                              gamma=cfg.gamma, budget_tokens=cfg.hot_budget,
                              **({"embedder": None} if cfg.embedder == "none" else {}),
                              abstract_rule=make_rule_abstractor(_asker(model, cfg), prompts, target.name),
-                             provenance=_provenance(cfg, run_id, target))
+                             provenance=_provenance(cfg, run_id, target), scope=_scope(cfg))
         runner = StreamRunner(cfg, conn, info, model, target, policy, by_name, progress, after_episode)
         opened = OpenedRun(runner, store, workspace, resumed)
         store.set_status(run_id, "running")
@@ -483,6 +483,12 @@ def _provenance(cfg: RunConfig, run_id: str, target: Target) -> Any:
                       device=check_device(target, cfg.device) or "",
                       protocol=hashlib.sha256(settings.encode()).hexdigest()[:12],
                       team=os.environ.get("SAGE_TEAM", ""))
+
+
+def _scope(cfg: RunConfig) -> Any:
+    from sagekernel.memory.records import RetrievalScope
+
+    return RetrievalScope(tuple(sorted(cfg.retrieve_only.items())), tuple(cfg.exclude_runs))
 
 
 def _memory_is_empty(conn: sqlite3.Connection) -> bool:
