@@ -161,3 +161,19 @@ def test_a_learner_killed_mid_update_leaves_nothing_half_written(pg_url: str) ->
     work = Workload(tuple(m.id for m in store.list_items(order="id")))
     make_policy("sage", conn, run_id="next", embedder=None).learn(*episode_of(work, 0, 0))
     assert store.clock() == 1 and len(work.seed_ids) >= HOT_ITEMS
+
+
+def test_the_shared_memory_learns_an_episode_once(pg_url: str) -> None:  # noqa: F811
+    """The learner's marker is in its workspace, the update here: a learner that crashed between the
+    two commits and learns the episode again on resume must not apply it twice."""
+    conn = connect_memory(pg_url)
+    load_seed(conn, SEED)
+    store = Store(conn)
+    work = Workload(tuple(m.id for m in store.list_items(order="id")))
+    policy = make_policy("sage", conn, run_id="r", embedder=None)
+    policy.learn(*episode_of(work, 0, 0))
+    once = (fingerprint(store.all_items()), store.clock())
+    make_policy("sage", conn, run_id="r", embedder=None).learn(*episode_of(work, 0, 0))  # the resumed learner
+    assert (fingerprint(store.all_items()), store.clock()) == once
+    make_policy("sage", conn, run_id="r2", embedder=None).learn(*episode_of(work, 0, 0))  # another run
+    assert store.clock() == 2
