@@ -19,7 +19,7 @@ from sagekernel.memory.backend import connect_memory, memory_url
 from sagekernel.memory.io import export_jsonl, import_jsonl, load_seed
 from sagekernel.memory.learners import HOT_ITEMS, Workload, episode_of, fingerprint
 from sagekernel.memory.policies import make_policy
-from sagekernel.memory.records import MemoryConfig, Provenance
+from sagekernel.memory.records import ItemState, MemoryConfig, Provenance
 from sagekernel.memory.store import Store
 from test_cli_values import invoke
 
@@ -177,3 +177,36 @@ def test_the_shared_memory_learns_an_episode_once(pg_url: str) -> None:  # noqa:
     assert (fingerprint(store.all_items()), store.clock()) == once
     make_policy("sage", conn, run_id="r2", embedder=None).learn(*episode_of(work, 0, 0))  # another run
     assert store.clock() == 2
+
+
+def test_a_learners_index_catches_up_with_the_others(pg_url: str) -> None:  # noqa: F811
+    """Retrieval sees other learners' new items, credits and residents: after a sync, a learner's
+    incrementally patched index equals one freshly loaded from the shared memory."""
+    from sagekernel.memory.retrieval import RetrievalIndex
+    from sagekernel.records import EpisodeKind
+
+    conn = connect_memory(pg_url)
+    load_seed(conn, SEED)
+    store = Store(conn)
+    work = Workload(tuple(m.id for m in store.list_items(order="id")))
+    reader = make_policy("sage", conn, run_id="reader", embedder=None, config=CFG, budget_tokens=60)
+    others = [make_policy("sage", connect_memory(pg_url), run_id=f"w{w}", embedder=None, config=CFG,
+                          budget_tokens=60) for w in range(2)]
+
+    def same_as_fresh() -> None:
+        fresh = RetrievalIndex(Store(connect_memory(pg_url)), None)
+        mine = reader.index  # type: ignore[attr-defined]
+        for attr in ("ids", "u", "q1", "q2", "state"):
+            assert getattr(mine, attr).tolist() == getattr(fresh, attr).tolist(), attr
+        query = "vectorise the tail loop learner finding"
+        assert mine.lexical(query, 50) == pytest.approx(fresh.lexical(query, 50))
+
+    for n in range(8):
+        for w, policy in enumerate(others):
+            policy.learn(*episode_of(work, w, n))
+        got = reader.retrieve("tail loop", operator="x", category="Elementwise", episode=EpisodeKind.CORR)
+        same_as_fresh()
+        assert not {r.item_id for r in got} & {m.id for m in store.in_state(ItemState.CONSOLIDATED)}
+        reader.learn(*episode_of(work, 7, n))
+        same_as_fresh()
+    assert store.in_state(ItemState.CONSOLIDATED) and store.count() > 30

@@ -150,11 +150,10 @@ class StorePolicy:
         self._retrievals: dict[tuple[int, str, str], int] = {}
         self.embedder = embedder
         self._backfill_embeddings()
+        #: The newest provenance row the index reflects; before a retrieval from a shared store the
+        #: index is patched with what other learners changed since (`_sync`).
+        self._index_mark = self.store.history_mark()
         self.index = RetrievalIndex(self.store, embedder)
-        #: The store's episode clock the index reflects; a shared store other learners advanced
-        #: since is reloaded before the next retrieval (`_sync`).
-        self._index_clock = self.store.clock()
-        self._last_clock: tuple[int, int] | None = None  # (clock before, after) of the last update
 
     # ---- reading --------------------------------------------------------------------------------
     def retrieve(self, query: str, *, operator: str, category: str, episode: EpisodeKind,
@@ -165,13 +164,27 @@ class StorePolicy:
         return self.retrieve_with(text, self.index.embed_query(text), episode=episode, k=k, draws=draws)
 
     def _sync(self) -> None:
-        """Reload the index when other learners wrote the shared store since it was built (their
-        new items become retrievable, the items they consolidated stop being)."""
-        if self.store.shared:
-            clock = self.store.clock()
-            if clock != self._index_clock:
-                self.index.reload()
-                self._index_clock = clock
+        """Patch the index with what other learners wrote to the shared store since it was last
+        synchronised: their new items become retrievable, utilities they credited and the items
+        they consolidated or demoted are brought up to date (the rows after the index's mark, and
+        every non-cold item; memory/store.py `changed_since`). The result equals a fresh load."""
+        if not self.store.shared:
+            return
+        mark = self.store.history_mark()
+        if mark == self._index_mark:
+            return
+        # ... and the items the index holds as resident (one demoted straight to cold has no row)
+        ids = self.store.changed_since(self._index_mark) | set(self.index.resident_ids())
+        self._index_mark = mark
+        if len(ids) > max(1000, len(self.index) // 5):
+            self.index.reload()  # a large catch-up: one bulk load is cheaper
+            return
+        items = self.store.get_many(ids)
+        known = set(self.index.ids.tolist())
+        self.index.update(m for i, m in items.items() if i in known)
+        for i in sorted(set(items) - known):
+            vec = self.store.embedding_of(i, self.embedder.name) if self.embedder is not None else None
+            self.index.add(items[i], vec)
 
     def _draws(self, operator: str, episode: EpisodeKind) -> random.Random:
         """The random draws of one value-memory retrieval, derived from persisted state only: the
@@ -245,11 +258,12 @@ class StorePolicy:
         with db.transaction(self.store.conn):
             changed, added = self._learn(trace, new_items, forbidden_literals,
                                          lambda item, _why: known.get(item.id, ""))
+        if self.store.shared:  # other learners' changes may precede ours: catch up with all of them
+            self._sync()
+            return
         self.index.update(changed.values())
         for item, vec in added:
             self.index.add(item, vec)
-        if self._last_clock is not None and self._last_clock[0] == self._index_clock:
-            self._index_clock = self._last_clock[1]  # nobody else wrote in between: the index is current
 
     def rule_requests(self, episodes: Sequence[Episode]) -> list[RuleRequest]:
         """The items that learning `episodes` in this order would validate and give a resident
@@ -288,12 +302,10 @@ class StorePolicy:
         store.lock_writer()  # concurrent learners of a shared store: one update at a time, in commit order
         if store.shared and store.episode_learned(self.run_id, trace.operator, trace.episode.value):
             # learned before a crash cut the learner's own workspace commit: never twice (backend.py)
-            self._last_clock = None
             return {}, []
         z = terminal_score(trace, cfg)
         clock = store.record_episode(self.run_id, trace.operator, trace.episode.value, z)
         stamp = store.last_stamp
-        self._last_clock = (clock - 1, clock)
         origin = replace(self.provenance, operator=trace.operator, episode=trace.episode.value)
         store.add_adoptions(
             AdoptionRecord(self.run_id, trace.operator, trace.episode.value, rt.round, d.item_id, d.adopted,

@@ -151,6 +151,10 @@ class RetrievalIndex:
             raise KeyError(f"items not in the retrieval index: {missing[:5]}")
         return pos
 
+    def resident_ids(self) -> list[int]:
+        """The items this index holds as consolidated."""
+        return self.ids[self.state == _STATE_CODE[ItemState.CONSOLIDATED]].tolist()
+
     def update(self, items: Iterable[Item]) -> None:
         """Patch utilities, Q values and states of existing items (after learn)."""
         items = list(items)

@@ -209,6 +209,24 @@ class Store:
         mat = np.stack([from_blob(r[2], r[1]) for r in rows])
         return ids, mat
 
+    def embedding_of(self, item_id: int, model: str) -> np.ndarray | None:
+        row = self.conn.execute("SELECT dim, vec FROM item_embeddings WHERE item_id = ? AND model = ?",
+                                (item_id, model)).fetchone()
+        return None if row is None else from_blob(row[1], row[0])
+
+    def history_mark(self) -> int:
+        """The newest provenance row's id: every change to an item's utility, counters or content
+        writes one, in commit order (ids are taken under the writer lock), so "the rows after this
+        mark" are what other learners changed since (policies.py `_sync`)."""
+        return int(self.conn.execute("SELECT coalesce(max(id), 0) FROM item_history").fetchone()[0])
+
+    def changed_since(self, mark: int) -> set[int]:
+        """Items with a provenance row after `mark`, and every item not cold (UGC moves those
+        between validated and consolidated without a row)."""
+        rows = self.conn.execute("SELECT DISTINCT item_id FROM item_history WHERE id > ?", (mark,)).fetchall()
+        rows += self.conn.execute("SELECT id FROM items WHERE state != 'cold'").fetchall()
+        return {int(r[0]) for r in rows}
+
     def missing_embeddings(self, model: str) -> list[Item]:
         rows = self.conn.execute(
             f"SELECT {_COLUMNS} FROM items WHERE id NOT IN (SELECT item_id FROM item_embeddings "
