@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from experiment_support import write_spec
 from pg_support import pg_server, pg_url  # noqa: F401  (fixtures)
-
 from sagekernel import db
 from sagekernel.experiment.api import run_experiment
 from sagekernel.memory.backend import connect_memory
