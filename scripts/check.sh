@@ -17,5 +17,7 @@ say "a fresh virtual environment evaluates a kernel"
 bash scripts/venv_check.sh
 say "pytest"
 "$PY" -m pytest
+say "the shared memory against a real PostgreSQL server (tests start and stop their own; marker postgres)"
+"$PY" -m pytest -m postgres
 say "the real coding-agent clients (OpenCode, Claude Code from npm) through sage mcp"
 bash scripts/test_clients.sh

@@ -33,6 +33,7 @@ LARGE_MODULES: dict[str, str] = {
     "targets/triton/lint.py": "one AST walk over a Triton kernel; its tables are in lint_tables.py",
     "targets/devloop/loop.py": "the device target's build-and-run loop, one state machine",
     "runner/run.py": "one stream's lifecycle: open, resume, run, summarise",
+    "memory/store.py": "the memory tables' one data-access module (all their SQL, both backends)",
 }
 
 

@@ -21,6 +21,20 @@ if ! command -v bwrap >/dev/null 2>&1; then
   fi
 fi
 
+# 1b. (--dev) A PostgreSQL server for the shared-memory tests (tests/pg_support.py starts a throwaway
+#     cluster from its binaries; nothing is served from the package's own default cluster).
+if [ "$mode" = "--dev" ] || [ "$mode" = "dev" ]; then
+  if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+      say "installing the PostgreSQL server (apt: postgresql)"
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    else
+      say "WARNING: PostgreSQL is missing and cannot be installed here (need root + apt); the shared-memory"
+      say "         tests (-m postgres) will be skipped with that reason."
+    fi
+  fi
+fi
+
 # 2. PyTorch, CPU build. Only when torch is absent: an existing install is kept.
 if ! "$PY" -c "import torch" >/dev/null 2>&1; then
   say "installing torch 2.13.0 (CPU build)"
@@ -29,7 +43,7 @@ fi
 
 # 3. The package and its extras.
 case "$mode" in
-  --dev|dev) extras="dev,embed,sandbox,triton,ray" ;;
+  --dev|dev) extras="dev,embed,sandbox,triton,ray,postgres" ;;
   full|--full) extras="embed,sandbox,local" ;;
   *) echo "usage: $0 [--dev]" >&2; exit 2 ;;
 esac

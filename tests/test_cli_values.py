@@ -23,6 +23,8 @@ from sagekernel import db
 from sagekernel.cli import app, main
 
 BAD_MODEL = "scripted:/nonexistent/replies.jsonl"
+#: A shared memory whose server cannot be reached (no such socket directory).
+BAD_PG = "postgresql://sage@/sage?host=/nonexistent-sage-socket"
 
 #: What each command is run with besides the value under test ({ws}, {file}... are filled in).
 BASE: dict[str, list[str]] = {
@@ -71,6 +73,7 @@ models = ["m"]
 name = "{{method}}-{{model}}"
 """
 PATHS = ["{binary}", "{latin1}", "{missing}"]
+HOSTILE = "\x1b]0;title\x07' OR 1=1 --"
 #: Bad values per command and option (an argument is named by its parameter name).
 BAD: dict[str, dict[str, list[str]]] = {
     "simulate": {"--items": ["-5", "0", "abc"], "--operators": ["0", "-1"], "--seeds": ["0", "-1"]},
@@ -101,6 +104,9 @@ BAD: dict[str, dict[str, list[str]]] = {
         "--budget": ["0"],
         "--run-id": ["a/../../b", ""],
         "--memory-from": ["{missing}"],
+        "--memory": ["nonsense", BAD_PG],
+        "--retrieve-only": ["colour=red", "nonsense"],
+        "--exclude-run": [HOSTILE],
         "--seed": ["-1", "abc"],
         "--embedder": ["nonsense"],
         "--gamma": ["-1", "nan", "inf"],
@@ -144,6 +150,7 @@ BAD: dict[str, dict[str, list[str]]] = {
         "--model-opt": ["nonsense"],
         "--port": ["-1", "70000", "abc"],
         "--token-env": ["", "A=B"],
+        "--memory": ["mysql://x"],
     },
     "report": {
         "runs": ["{missing}", "{binary}"],
@@ -156,11 +163,20 @@ BAD: dict[str, dict[str, list[str]]] = {
         "--state": ["nonsense"],
         "--order": ["nonsense"],
         "--limit": ["-1"],
+        "--memory": ["nonsense", BAD_PG],
+        "--run": [HOSTILE],
+        "--model": [HOSTILE],
+        "--target": [HOSTILE],
+        "--device": [HOSTILE],
+        "--operator": [HOSTILE],
+        "--team": [HOSTILE],
     },
-    "memory show": {"item_id": ["abc", "-1", "999999"], "--workspace": ["{missing}"]},
-    "memory stats": {"--workspace": ["{missing}"]},
-    "memory export": {"file": ["{empty}"], "--workspace": ["{missing}"]},
-    "memory import": {"file": PATHS, "--workspace": ["{binary}"], "--mode": ["nonsense"]},
+    "memory show": {"item_id": ["abc", "-1", "999999"], "--workspace": ["{missing}"],
+                    "--memory": ["nonsense"]},
+    "memory stats": {"--workspace": ["{missing}"], "--memory": [BAD_PG]},
+    "memory export": {"file": ["{empty}"], "--workspace": ["{missing}"], "--memory": ["nonsense"]},
+    "memory import": {"file": PATHS, "--workspace": ["{binary}"], "--mode": ["nonsense"],
+                      "--memory": ["nonsense"]},
     "memory replay": {
         "--workspace": ["{missing}"],
         "--run": ["nonsense"],
@@ -217,7 +233,8 @@ BAD: dict[str, dict[str, list[str]]] = {
 
 #: Options that take any text: they are fed hostile text and must not fail with a traceback (any
 #: exit status will do; the query of an empty log matches nothing).
-FREE = {("log search", "query"), ("audit adoptions", "--rater")}
+FREE = {("log search", "query"), ("audit adoptions", "--rater"), ("run", "--exclude-run"),
+        *(("memory list", o) for o in ("--run", "--model", "--target", "--device", "--operator", "--team"))}
 
 
 def _commands() -> dict[str, Any]:

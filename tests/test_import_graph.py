@@ -158,9 +158,11 @@ def test_metrics_and_the_stores_import_nothing_above_them() -> None:
             assert _reaches(graph, module, readers) == [], module
 
 
-#: The modules that may run SQL: the three stores and the database module (migrations, transactions).
+#: The modules that may run SQL: the three stores and the database modules (migrations,
+#: transactions): db.py for SQLite; memory/backend.py (PostgreSQL's migrations) and
+#: memory/pgserver.py (creating the database on a server it started) for the shared memory.
 SQL_HOMES = {"sagekernel.db", "sagekernel.runner.store", "sagekernel.models.exchange_log",
-             "sagekernel.memory.store"}
+             "sagekernel.memory.store", "sagekernel.memory.backend", "sagekernel.memory.pgserver"}
 _SQL = re.compile(r"\b(SELECT\s.+\sFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|"
                   r"CREATE\s+(TABLE|INDEX)|ALTER\s+TABLE|PRAGMA)\b", re.S)
 

@@ -298,6 +298,10 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     if conn.in_transaction:
         yield conn
         return
+    if getattr(conn, "dialect", "sqlite") != "sqlite":  # a shared PostgreSQL memory (memory/backend.py)
+        with conn.transaction():  # type: ignore[attr-defined]
+            yield conn
+        return
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sagekernel import defaults
-from sagekernel.cli.options import at_least, choice, output_file
+from sagekernel.cli.options import MEMORY_HELP, at_least, choice, output_file, shared_memory
 from sagekernel.errors import SageError
 from sagekernel.terminal import Console
 
@@ -21,16 +21,23 @@ memory_app = typer.Typer(help="Inspect, export, import and replay the learning m
 
 WorkspaceOpt = typer.Option(Path("."), "--workspace", "-w", help="Workspace directory (holds sage.db).")
 JsonOpt = typer.Option(False, "--json", help="Print JSON instead of a table.")
+MemoryOpt = typer.Option(None, "--memory", help=MEMORY_HELP)
 
 
 def _print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
-def _open(workspace: Path, *, write: bool = False) -> sqlite3.Connection:
-    from sagekernel import db
+def _open(workspace: Path, memory: str | None = None, *, write: bool = False) -> sqlite3.Connection:
+    """The shared memory `--memory` (or SAGE_MEMORY_URL) names, else the workspace's."""
+    from sagekernel.memory.backend import open_memory
 
-    return db.connect(workspace, create=write, readonly=not write)
+    conn: sqlite3.Connection = open_memory(shared_memory(memory), workspace, write=write)
+    return conn
+
+
+def _provenance_filter(**given: str | None) -> dict[str, str]:
+    return {k: v for k, v in given.items() if v is not None}
 
 
 @memory_app.command("list")
@@ -38,8 +45,15 @@ def list_cmd(workspace: Path = WorkspaceOpt,
              state: str = typer.Option(None, help="cold | validated | consolidated"),
              order: str = typer.Option("u", help="u | id | n_ado | n_ret"),
              limit: int = typer.Option(50, min=0, help="Rows to show (0 = all)."),
+             run: str = typer.Option(None, "--run", help="Only items this run created or credited."),
+             model: str = typer.Option(None, help="Only items created or credited with this model spec."),
+             target: str = typer.Option(None, help="Only items created or credited on this target."),
+             device: str = typer.Option(None, help="Only items created or credited on this device."),
+             operator: str = typer.Option(None, help="Only items created or credited by this operator."),
+             team: str = typer.Option(None, help="Only items created or credited by this team (SAGE_TEAM)."),
+             memory: str = MemoryOpt,
              as_json: bool = JsonOpt) -> None:
-    """List memory items with utility, counts, state and rule tokens."""
+    """List memory items with utility, counts, state and rule tokens (filtered by provenance)."""
     from sagekernel.memory.records import ItemState
     from sagekernel.memory.store import Store
 
@@ -47,8 +61,15 @@ def list_cmd(workspace: Path = WorkspaceOpt,
         st = ItemState(state) if state else None
     except ValueError as exc:
         raise SageError(f"--state: unknown state {state!r}; choose cold, validated or consolidated") from exc
-    conn = _open(workspace)
-    items = Store(conn).list_items(state=st, order=order, limit=limit or None)
+    conn = _open(workspace, memory)
+    store = Store(conn)
+    where = _provenance_filter(run_id=run, model=model, target=target, device=device, operator=operator,
+                               team=team)
+    if where:
+        keep = store.ids_with_history(**where)
+        items = [m for m in store.list_items(state=st, order=order) if m.id in keep][: limit or None]
+    else:
+        items = store.list_items(state=st, order=order, limit=limit or None)
     if as_json:
         _print_json([m.to_dict() for m in items])
         return
@@ -74,15 +95,20 @@ def _clip(text: str | None) -> str:
 
 
 @memory_app.command("show")
-def show_cmd(item_id: int, workspace: Path = WorkspaceOpt, as_json: bool = JsonOpt) -> None:
-    """Show one item with its adoption history."""
+def show_cmd(item_id: int, workspace: Path = WorkspaceOpt, memory: str = MemoryOpt,
+             as_json: bool = JsonOpt) -> None:
+    """Show one item with its adoption history and its provenance (creation, every utility change)."""
+    from dataclasses import asdict
+
     from sagekernel.memory.store import Store
 
-    store = Store(_open(workspace))
+    store = Store(_open(workspace, memory))
     m = store.get(item_id)
     history = store.adoption_history(item_id)
+    changes = store.history(item_id) if _has_history(store) else []
     if as_json:
-        _print_json({**m.to_dict(), "adoptions": [h.__dict__ for h in history]})
+        _print_json({**m.to_dict(), "adoptions": [h.__dict__ for h in history],
+                     "history": [asdict(h) for h in changes]})
         return
     console.print(f"[bold]#{m.id} {escape(_clip(m.title))}[/]  "
                   + escape(f"({m.type}, {m.category}, {m.state.value}, source {m.source})"))
@@ -100,14 +126,29 @@ def show_cmd(item_id: int, workspace: Path = WorkspaceOpt, as_json: bool = JsonO
         table.add_row(escape(h.run_id), escape(h.operator), escape(h.episode), str(h.round),
                       {True: "yes", False: "no", None: "⊥"}[h.adopted], escape(h.rationale[:80]))
     console.print(table)
+    console.print(f"[bold]history ({len(changes)})[/]: its creation and every utility change, oldest first")
+    for c in changes:  # one line each: a table this wide is cut to nothing in a terminal
+        o = c.origin
+        moved = "" if c.u_after is None else f"  u {c.u_before:+.3f} → {c.u_after:+.3f}"
+        xi = "" if c.xi is None else f"  ξ={c.xi:+.3f}"
+        marks = "".join((" retrieved" if c.retrieved else "", " adopted" if c.adopted else ""))
+        console.print(escape(f"clock {c.clock:>5}  {c.kind:<9}{xi}{moved}{marks}  run {o.run_id or '-'}  "
+                             f"op {o.operator or '-'}/{o.episode or '-'}  model {o.model or '-'}  target "
+                             f"{o.target or '-'}/{o.device or '-'}  protocol {o.protocol or '-'}  team "
+                             f"{o.team or '-'}"), soft_wrap=True)
+
+
+def _has_history(store: Any) -> bool:
+    """A read-only workspace older than migration 0008 has no provenance table."""
+    return bool(store.has_history())
 
 
 @memory_app.command("stats")
-def stats_cmd(workspace: Path = WorkspaceOpt, as_json: bool = JsonOpt) -> None:
+def stats_cmd(workspace: Path = WorkspaceOpt, memory: str = MemoryOpt, as_json: bool = JsonOpt) -> None:
     """Summary of the store: items by state and source, utilities, hot tokens, episodes."""
     from sagekernel.memory.store import Store
 
-    data = Store(_open(workspace)).stats()
+    data = Store(_open(workspace, memory)).stats()
     if as_json:
         _print_json(data)
         return
@@ -122,11 +163,12 @@ def stats_cmd(workspace: Path = WorkspaceOpt, as_json: bool = JsonOpt) -> None:
 
 
 @memory_app.command("export")
-def export_cmd(file: Path, workspace: Path = WorkspaceOpt, as_json: bool = JsonOpt) -> None:
+def export_cmd(file: Path, workspace: Path = WorkspaceOpt, memory: str = MemoryOpt,
+               as_json: bool = JsonOpt) -> None:
     """Export every item (with adoption history) to a JSON Lines file."""
     from sagekernel.memory.io import export_jsonl
 
-    n = export_jsonl(_open(workspace), file)
+    n = export_jsonl(_open(workspace, memory), file)
     if as_json:
         _print_json({"exported": n, "file": str(file)})
     else:
@@ -136,15 +178,22 @@ def export_cmd(file: Path, workspace: Path = WorkspaceOpt, as_json: bool = JsonO
 @memory_app.command("import")
 def import_cmd(file: Path, workspace: Path = WorkspaceOpt,
                mode: str = typer.Option("refuse", help="refuse: only into an empty store; merge: same "
-                                        "content hash -> skipped, else a new id"),
+                                        "content hash -> skipped, else a new id; replay: as merge, then "
+                                        "utilities recomputed from both sides' utility changes "
+                                        "(order-free, idempotent)"),
+               memory: str = MemoryOpt,
                as_json: bool = JsonOpt) -> None:
-    """Import a memory export into this workspace."""
-    from sagekernel.memory.io import import_jsonl
+    """Import a memory export into this workspace (or into the shared memory --memory names)."""
+    from contextlib import nullcontext
+
+    from sagekernel.memory.io import IMPORT_MODES, import_jsonl
     from sagekernel.runner.lock import WorkspaceLock
 
-    choice(mode, ("refuse", "merge"), "--mode")
-    with WorkspaceLock(workspace, "sage memory import"):  # a run writing the memory meanwhile would crash
-        conn = _open(workspace, write=True)
+    choice(mode, IMPORT_MODES, "--mode")
+    url = shared_memory(memory)
+    # a run writing the workspace memory meanwhile would crash; a shared memory takes its writer lock
+    with WorkspaceLock(workspace, "sage memory import") if url is None else nullcontext():
+        conn = _open(workspace, url, write=True)
         try:
             result = import_jsonl(conn, file, mode=mode)
         finally:
@@ -152,7 +201,9 @@ def import_cmd(file: Path, workspace: Path = WorkspaceOpt,
     if as_json:
         _print_json(result)
     else:
-        console.print(f"imported {result['imported']} items, skipped {result['skipped']} already present")
+        console.print(f"imported {result['imported']} items, skipped {result['skipped']} already present"
+                      + (f"; recomputed {result['replayed']} from the union of utility changes"
+                         if "replayed" in result else ""))
 
 
 @memory_app.command("replay")

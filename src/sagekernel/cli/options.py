@@ -93,3 +93,18 @@ def pinned_device(device: str | None) -> str | None:
         raise OptionError("--device", str(exc).removeprefix(f"--device {device!r}: ")) from None
     pin_current_process(slot)
     return name
+
+
+#: `--memory` help (sage run, sage mcp, sage memory …).
+MEMORY_HELP = ("A shared PostgreSQL memory, postgresql://user@host:port/db (docs/shared_memory.md); "
+               "default: $SAGE_MEMORY_URL, else the workspace's own SQLite memory.")
+
+
+def shared_memory(value: str | None) -> str | None:
+    """The shared memory URL of `--memory` (or SAGE_MEMORY_URL), or None for the workspace's."""
+    from sagekernel.memory.backend import MemoryBackendError, memory_url
+
+    try:
+        return memory_url(value)
+    except MemoryBackendError as exc:
+        raise OptionError("--memory", str(exc).split(": ", 1)[-1]) from None

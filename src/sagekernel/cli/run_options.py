@@ -4,8 +4,9 @@ A knob is declared once, as a RunConfig field (runner/config.py): its type, defa
 help. `run_options(surface)` turns the fields a command exposes into typer options, so the two
 commands cannot disagree with each other or with RunConfig about a default or a help text; the
 values are checked by RunConfig itself (`run_config`), so every range is one rule, named in one
-line by its option. Two fields are given in another shape on the command line: `harness`
-(--harness KEY=VALUE) and `model_options` (--model-config FILE and --model-opt KEY=VALUE).
+line by its option. Three fields are given in another shape on the command line: `harness`
+(--harness KEY=VALUE), `retrieve_only` (--retrieve-only KEY=VALUE) and `model_options`
+(--model-config FILE and --model-opt KEY=VALUE).
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ SHAPED: dict[str, tuple[ShapedOption, ...]] = {
                      "Model setting KEY=VALUE (repeatable; overrides --model-config), e.g. --model-opt "
                      "api_key_env=VLLM_KEY."),
     ),
+    "retrieve_only": (ShapedOption("retrieve_only", list[str], "--retrieve-only", [],
+                                   "Retrieve only items created or credited with this provenance KEY=VALUE "
+                                   "(repeatable; keys: run_id, model, target, device, operator, episode, "
+                                   "protocol, team), e.g. --retrieve-only target=cpu."),),
 }
 
 
@@ -134,7 +139,7 @@ def run_config(settings: dict[str, Any], **fixed: Any) -> Any:
     driver); a bad value is one line naming its option."""
     from pydantic import ValidationError
 
-    from sagekernel.cli.options import OptionError, from_validation, pinned_device
+    from sagekernel.cli.options import OptionError, from_validation, pinned_device, shared_memory
     from sagekernel.models.config import load_model_options, model_config_from
     from sagekernel.runner.config import RunConfig
 
@@ -143,6 +148,11 @@ def run_config(settings: dict[str, Any], **fixed: Any) -> Any:
         values["device"] = pinned_device(values["device"])  # before anything starts a device runtime
     if "harness" in values:
         values["harness"] = parse_overrides(values["harness"], "--harness", "iters=20")
+    if "memory" in values:
+        values["memory"] = shared_memory(values["memory"])  # --memory, else $SAGE_MEMORY_URL
+    if "retrieve_only" in values:
+        values["retrieve_only"] = {key: str(value) for key, value in parse_overrides(
+            values["retrieve_only"], "--retrieve-only", "target=cpu").items()}
     if "model_opt" in values:
         try:
             values["model_options"] = {**load_model_options(values.pop("model_config", None)),

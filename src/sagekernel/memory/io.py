@@ -11,6 +11,11 @@ Import (one transaction):
 - mode "merge": an item whose content hash is already stored is skipped (the local copy and its
   statistics win); any other item gets a new id, source "import", and a consolidated item comes
   in as validated (the next UGC rebuild decides residency under the local budget).
+- mode "replay" (merge by replay, memory/merge.py): items come in as in "merge", and every utility
+  change of the file (its "history") that the store lacks is appended; each item that gained one
+  has u, n_upd, n_ret, n_ado and its operators recomputed from the union of both sides' changes,
+  so the result does not depend on the order memories are merged in, and merging one twice (or a
+  memory with itself) changes nothing.
 In both modes eligible_episodes is preserved by setting born_episode = clock − eligible − resident.
 
 Import validates before it writes: the header's schema version must be an int from 1 to
@@ -34,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sagekernel import db
 from sagekernel.memory.embedding import tokenizer_name
-from sagekernel.memory.records import AdoptionRecord, Item, ItemState
+from sagekernel.memory.records import AdoptionRecord, HistoryRow, Item, ItemState, Provenance
 from sagekernel.memory.store import MemoryStoreError, Store, now_iso
 
 FORMAT = "sagekernel.memory"
@@ -53,6 +58,28 @@ class _Adoption(BaseModel):
     round: int
     adopted: bool | None
     rationale: str = Field("", max_length=MAX_FIELD_CHARS)
+
+
+class _Event(BaseModel):
+    """One utility change of an exported item (merge by replay, memory/merge.py)."""
+
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+    kind: str = Field(pattern="^(credited|counted)$")
+    run_id: str = Field("", max_length=MAX_SHORT_CHARS)
+    operator: str = Field("", max_length=MAX_SHORT_CHARS)
+    episode: str = Field("", max_length=MAX_SHORT_CHARS)
+    at: str = Field(min_length=1, max_length=64)
+    clock: int = 0
+    xi: float | None = Field(None, ge=-1.0, le=1.0)
+    u_before: float | None = None
+    u_after: float | None = None
+    retrieved: bool = False
+    adopted: bool = False
+    model: str = Field("", max_length=MAX_SHORT_CHARS)
+    target: str = Field("", max_length=MAX_SHORT_CHARS)
+    device: str = Field("", max_length=MAX_SHORT_CHARS)
+    protocol: str = Field("", max_length=MAX_SHORT_CHARS)
+    team: str = Field("", max_length=MAX_SHORT_CHARS)
 
 
 class _ItemLine(BaseModel):
@@ -85,6 +112,7 @@ class _ItemLine(BaseModel):
     source: str = "seed"
     created_at: str = ""
     adoptions: list[_Adoption] = []
+    history: list[_Event] = []
 
     def to_item(self, *, clock: int) -> Item:
         wrong, correct = self.wrong_code, self.correct_code
@@ -150,13 +178,17 @@ def load_seed(conn: sqlite3.Connection, path: Path | str) -> int:
                                "store (or use `sage memory import --mode merge`)")
     parsed = [_parse(path, n, d) for n, d in _lines(path) if d.get("format") != FORMAT]
     with db.transaction(conn):
+        store.lock_writer()
+        if store.count():  # a shared memory that another learner seeded since the check above
+            return 0
         seen: set[str] = set()
         for line in parsed:
             item = _fresh(line.to_item(clock=0))
             if item.content_hash in seen:
                 continue
             seen.add(item.content_hash)
-            store.insert_item(item)
+            new_id = store.insert_item(item)
+            store.add_history([HistoryRow(new_id, "seeded", 0, Provenance(run_id=path.name))])
     return len(seen)
 
 
@@ -205,15 +237,30 @@ def _write_export(tmp: Path, store: Store, items: list[Item], clock: int) -> Non
             data["adoptions"] = [{"run_id": a.run_id, "operator": a.operator, "episode": a.episode,
                                   "round": a.round, "adopted": a.adopted, "rationale": a.rationale}
                                  for a in store.adoption_history(m.id)]
+            data["history"] = [_event_dict(h) for h in store.history(m.id)
+                               if h.kind in ("credited", "counted")]
             fh.write(json.dumps(data, ensure_ascii=False) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
 
 
+def _event_dict(h: HistoryRow) -> dict[str, Any]:
+    o = h.origin
+    return {"kind": h.kind, "run_id": o.run_id, "operator": o.operator, "episode": o.episode,
+            "at": h.created_at, "clock": h.clock, "xi": h.xi, "u_before": h.u_before, "u_after": h.u_after,
+            "retrieved": h.retrieved, "adopted": h.adopted, "model": o.model, "target": o.target,
+            "device": o.device, "protocol": o.protocol, "team": o.team}
+
+
+#: How `import_jsonl` treats a non-empty store (see the module docstring).
+IMPORT_MODES = ("refuse", "merge", "replay")
+
+
 def import_jsonl(conn: sqlite3.Connection, path: Path | str, *, mode: str = "refuse") -> dict[str, int]:
-    """Import an export file; returns {"imported": n, "skipped": n}. See the module docstring."""
-    if mode not in ("merge", "refuse"):
-        raise MemoryStoreError(f"unknown import mode {mode!r}; use merge or refuse")
+    """Import an export file; returns {"imported": n, "skipped": n} (and "replayed": items whose
+    statistics were recomputed, in mode replay). See the module docstring."""
+    if mode not in IMPORT_MODES:
+        raise MemoryStoreError(f"unknown import mode {mode!r}; use {', '.join(IMPORT_MODES)}")
     path = Path(path)
     lines = list(_lines(path))
     if not lines or lines[0][1].get("format") != FORMAT:
@@ -243,7 +290,10 @@ def import_jsonl(conn: sqlite3.Connection, path: Path | str, *, mode: str = "ref
                                "workspace, or pass --mode merge (same content -> skipped, else a new id)")
     imported = skipped = 0
     with db.transaction(conn):
+        store.lock_writer()
         clock = store.clock()
+        if mode == "replay":
+            return _import_replay(store, parsed, clock, path.name)
         for line in parsed:
             item = line.to_item(clock=clock)
             if store.find_by_hash(item.content_hash) is not None:
@@ -256,5 +306,57 @@ def import_jsonl(conn: sqlite3.Connection, path: Path | str, *, mode: str = "ref
             new_id = store.insert_item(item)
             store.add_adoptions(AdoptionRecord(a.run_id, a.operator, a.episode, a.round, new_id, a.adopted,
                                                a.rationale) for a in line.adoptions)
+            store.add_history([HistoryRow(new_id, "imported", clock, Provenance(run_id=path.name))])
             imported += 1
     return {"imported": imported, "skipped": skipped}
+
+
+def _import_replay(store: Store, parsed: list[_ItemLine], clock: int, source: str) -> dict[str, int]:
+    """Merge by replay (memory/merge.py), inside the caller's transaction: new items come in, every
+    utility change the file has and the store lacks is appended to the store's history, and each
+    item that gained one has u, n_upd, n_ret, n_ado and its operators recomputed from the union."""
+    from dataclasses import replace
+
+    from sagekernel.memory.merge import fold
+
+    imported = skipped = 0
+    gained: set[int] = set()
+    for line in parsed:
+        item = line.to_item(clock=clock)
+        item_id = store.find_by_hash(item.content_hash)
+        if item_id is None:
+            item = replace(item, u=0.0, n_upd=0, n_ret=0, n_ado=0, adopting_ops=set(), retrieving_ops=set(),
+                           source="import", state=ItemState.VALIDATED if item.state is ItemState.CONSOLIDATED
+                           else item.state)
+            item_id = store.insert_item(item)
+            store.add_adoptions(AdoptionRecord(a.run_id, a.operator, a.episode, a.round, item_id, a.adopted,
+                                               a.rationale) for a in line.adoptions)
+            store.add_history([HistoryRow(item_id, "imported", clock, Provenance(run_id=source))])
+            imported += 1
+            gained.add(item_id)
+        else:
+            skipped += 1
+        known = {(e.run_id, e.operator, e.episode, e.kind) for e in store.events([item_id])}
+        new = [HistoryRow(item_id, e.kind, e.clock,
+                          Provenance(e.run_id, e.model, e.target, e.device, e.operator, e.episode, e.protocol,
+                                     e.team),
+                          e.xi, e.u_before, e.u_after, e.retrieved, e.adopted, e.at)
+               for e in line.history if (e.run_id, e.operator, e.episode, e.kind) not in known]
+        if new:
+            store.add_history(new)
+            gained.add(item_id)
+    if gained:
+        cfg_eta = _eta_min()
+        items = store.get_many(gained)
+        replayed = fold(store.events(gained), cfg_eta)
+        store.save(replace(m, u=r.u, n_upd=r.n_upd, n_ret=r.n_ret, n_ado=r.n_ado,
+                           adopting_ops=m.adopting_ops | r.adopting_ops,
+                           retrieving_ops=m.retrieving_ops | r.retrieving_ops)
+                   for m in items.values() if (r := replayed.get(m.content_hash)) is not None)
+    return {"imported": imported, "skipped": skipped, "replayed": len(gained)}
+
+
+def _eta_min() -> float:
+    from sagekernel.memory.records import MemoryConfig
+
+    return MemoryConfig().eta_min

@@ -29,15 +29,28 @@ from sagekernel import db, defaults
 from sagekernel.errors import SageError
 from sagekernel.memory.atu import (
     CreditRule,
+    EpisodeSets,
     apply_credit,
+    atu_credit,
     count_only,
     episode_sets,
     terminal_score,
+    uniform_credit,
     update_access,
 )
 from sagekernel.memory.embedding import Embedder, count_tokens, default_embedder
 from sagekernel.memory.methods import METHODS, VARIANTS
-from sagekernel.memory.records import AdoptionRecord, HotEntry, HotSnapshot, Item, ItemState, MemoryConfig
+from sagekernel.memory.records import (
+    AdoptionRecord,
+    HistoryRow,
+    HotEntry,
+    HotSnapshot,
+    Item,
+    ItemState,
+    MemoryConfig,
+    Provenance,
+    RetrievalScope,
+)
 from sagekernel.memory.retrieval import Candidate, RetrievalIndex, query_terms, rerank
 from sagekernel.memory.store import Store, draft_to_item, now_stamp
 from sagekernel.memory.ugc import AbstractRule, make_rule, priority, rebuild, regate
@@ -96,8 +109,12 @@ class StorePolicy:
 
     def __init__(self, method: str, conn: sqlite3.Connection, *, run_id: str, frozen: bool = False,
                  seed: int = 0, config: MemoryConfig | None = None,
-                 abstract_rule: AbstractRule | None = None, embedder: Embedder | None = None) -> None:
+                 abstract_rule: AbstractRule | None = None, embedder: Embedder | None = None,
+                 provenance: Provenance | None = None, scope: RetrievalScope | None = None) -> None:
         self.name = method
+        self.scope = scope if scope is not None and scope.active else None
+        #: Stamped on every change this policy makes (operator and episode filled per episode).
+        self.provenance = replace(provenance or Provenance(), run_id=run_id)
         self.variant = VARIANTS[method]
         self.store = Store(conn)
         self.run_id = run_id
@@ -110,14 +127,41 @@ class StorePolicy:
         self._retrievals: dict[tuple[int, str, str], int] = {}
         self.embedder = embedder
         self._backfill_embeddings()
+        #: The newest provenance row the index reflects; before a retrieval from a shared store the
+        #: index is patched with what other learners changed since (`_sync`).
+        self._index_mark = self.store.history_mark()
         self.index = RetrievalIndex(self.store, embedder)
 
     # ---- reading --------------------------------------------------------------------------------
     def retrieve(self, query: str, *, operator: str, category: str, episode: EpisodeKind,
                  k: int = defaults.K) -> list[RetrievedItem]:
+        self._sync()
         text = f"{category} {query}"  # RECONSTRUCTED query composition: category words help BM25
         draws = self._draws(operator, episode) if self.variant.credit == "value" else None
         return self.retrieve_with(text, self.index.embed_query(text), episode=episode, k=k, draws=draws)
+
+    def _sync(self) -> None:
+        """Patch the index with what other learners wrote to the shared store since it was last
+        synchronised: their new items become retrievable, utilities they credited and the items
+        they consolidated or demoted are brought up to date (the rows after the index's mark, and
+        every non-cold item; memory/store.py `changed_since`). The result equals a fresh load."""
+        if not self.store.shared:
+            return
+        mark = self.store.history_mark()
+        if mark == self._index_mark:
+            return
+        # ... and the items the index holds as resident (one demoted straight to cold has no row)
+        ids = self.store.changed_since(self._index_mark) | set(self.index.resident_ids())
+        self._index_mark = mark
+        if len(ids) > max(1000, len(self.index) // 5):
+            self.index.reload()  # a large catch-up: one bulk load is cheaper
+            return
+        items = self.store.get_many(ids)
+        known = set(self.index.ids.tolist())
+        self.index.update(m for i, m in items.items() if i in known)
+        for i in sorted(set(items) - known):
+            vec = self.store.embedding_of(i, self.embedder.name) if self.embedder is not None else None
+            self.index.add(items[i], vec)
 
     def _draws(self, operator: str, episode: EpisodeKind) -> random.Random:
         """The random draws of one value-memory retrieval, derived from persisted state only: the
@@ -134,30 +178,34 @@ class StorePolicy:
                       k: int = defaults.K, draws: random.Random | None = None) -> list[RetrievedItem]:
         """Scoring only (the query embedding is computed by the caller). `draws`: value memory's
         ε-greedy random source (default: one derived from the seed alone)."""
+        only = None if self.scope is None else np.fromiter(sorted(self.store.ids_in_scope(self.scope)),
+                                                           dtype=np.int64)
         if self.variant.credit == "value":
             stage = "q1" if episode is EpisodeKind.CORR else "q2"
-            pool = self.index.pool(text, qvec, size=self.cfg.pool_size(k), utility=stage)
+            pool = self.index.pool(text, qvec, size=self.cfg.pool_size(k), utility=stage, only_ids=only)
             draws = draws or random.Random(f"value-memory:{self.seed}")
             picked = epsilon_greedy(pool, k, self.cfg.epsilon, draws)
             ranked = [(c, c.utility) for c in picked]
         else:
             gamma = self.cfg.gamma if self.variant.rerank else 0.0
             pool = self.index.pool(text, qvec, size=self.cfg.pool_size(k),
-                                   utility="u" if self.variant.rerank else "none")
+                                   utility="u" if self.variant.rerank else "none", only_ids=only)
             ranked = [(r.candidate, r.score) for r in rerank(pool, gamma, k)]
         return self._materialise(ranked)
 
     def _materialise(self, ranked: list[tuple[Candidate, float]]) -> list[RetrievedItem]:
         items = self.store.get_many(c.item_id for c, _ in ranked)
+        # an item another learner consolidated meanwhile is resident now, never also retrieved
         return [RetrievedItem(item_id=c.item_id, title=m.title, type=m.type, category=m.category,
                               error_message=m.error_message, wrong_code=m.wrong_code,
                               correct_code=m.correct_code, relevance=c.relevance, utility=c.utility,
                               score=score)
-                for c, score in ranked if (m := items.get(c.item_id)) is not None]
+                for c, score in ranked if (m := items.get(c.item_id)) is not None and m.retrievable]
 
     def resident_rules(self) -> list[ResidentRule]:
         if self.variant.ugc == "none":
             return []
+        self._sync()
         hot = sorted(self.store.in_state(ItemState.CONSOLIDATED), key=lambda m: (-priority(m), -m.u, m.id))
         return [ResidentRule(m.id, m.rule_text, m.rule_tokens) for m in hot]
 
@@ -183,6 +231,9 @@ class StorePolicy:
         known = dict(rules)
         with db.transaction(self.store.conn):
             changed, added = self._learn(trace, new_items, lambda item, _why: known.get(item.id, ""))
+        if self.store.shared:  # other learners' changes may precede ours: catch up with all of them
+            self._sync()
+            return
         self.index.update(changed.values())
         for item, vec in added:
             self.index.add(item, vec)
@@ -221,8 +272,14 @@ class StorePolicy:
     def _learn(self, trace: EpisodeTrace, drafts: Sequence[ItemDraft],
                rule_text: AbstractRule) -> tuple[dict[int, Item], list[tuple[Item, np.ndarray | None]]]:
         store, cfg, v = self.store, self.cfg, self.variant
+        store.lock_writer()  # concurrent learners of a shared store: one update at a time, in commit order
+        if store.shared and store.episode_learned(self.run_id, trace.operator, trace.episode.value):
+            # learned before a crash cut the learner's own workspace commit: never twice (backend.py)
+            return {}, []
         z = terminal_score(trace, cfg)
         clock = store.record_episode(self.run_id, trace.operator, trace.episode.value, z)
+        stamp = store.last_stamp
+        origin = replace(self.provenance, operator=trace.operator, episode=trace.episode.value)
         store.add_adoptions(
             AdoptionRecord(self.run_id, trace.operator, trace.episode.value, rt.round, d.item_id, d.adopted,
                            d.rationale) for rt in trace.rounds for d in rt.decisions)
@@ -241,6 +298,7 @@ class StorePolicy:
             changed = apply_credit(items, sets, z, trace.operator, cfg, rule)
         else:
             changed = {}
+        store.add_history(_credit_history(items, changed, sets, z, v.credit, cfg, clock, origin, stamp))
         # 2. access frequency p̂ (spec §6.1) for the touched items and every resident
         for m_id, old in items.items():
             changed[m_id] = update_access(changed.get(m_id, old), clock, m_id in sets.resident_used, cfg)
@@ -257,6 +315,7 @@ class StorePolicy:
         store.refresh_retrieved(clock, skip=changed)
         # 4. new experiences, written after the credit so they never score their own episode (§5)
         added = self._write_new(drafts, clock)
+        store.add_history(HistoryRow(m.id, "distilled", clock, origin, created_at=stamp) for m, _ in added)
         # 5. UGC rebuild (Algorithm 1) and its snapshot
         if v.ugc != "none":
             rng = random.Random(f"{self.seed}:{clock}") if v.ugc == "random" else None
@@ -334,13 +393,29 @@ class StorePolicy:
                 self.store.set_embedding(m.id, self.embedder.name, vec)
 
 
+def _credit_history(items: Mapping[int, Item], changed: Mapping[int, Item], sets: EpisodeSets,
+                    z: float | None, credit: str, cfg: MemoryConfig, clock: int,
+                    origin: Provenance, stamp: str) -> list[HistoryRow]:
+    """One provenance row per item whose utility or counters this episode changed."""
+    if credit == "atu" and z is not None:
+        xi: dict[int, float] = atu_credit(sets.retrieved, sets.adopted, z, cfg.beta)
+    elif credit == "uniform" and z is not None:
+        xi = uniform_credit(sets.retrieved, sets.resident_used, z)
+    else:
+        xi = {}
+    return [HistoryRow(m_id, "credited" if m_id in xi else "counted", clock, origin, xi.get(m_id),
+                       items[m_id].u, new.u, m_id in sets.retrieved, m_id in sets.adopted, stamp)
+            for m_id, new in sorted(changed.items()) if m_id in items]
+
+
 def jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a | b else 1.0
 
 
 def make_policy(method: str, conn: sqlite3.Connection, *, run_id: str, frozen: bool = False, seed: int = 0,
                 abstract_rule: Callable[[Item, list[str]], str] | None = None,
-                embedder: Embedder | str | None = _AUTO, config: MemoryConfig | None = None) -> MemoryPolicy:
+                embedder: Embedder | str | None = _AUTO, config: MemoryConfig | None = None,
+                provenance: Provenance | None = None, scope: RetrievalScope | None = None) -> MemoryPolicy:
     """The memory policy for `method` (one of METHODS) over the workspace connection `conn`.
 
     `embedder="auto"` loads all-MiniLM-L6-v2 when installed (lexical-only otherwise, with a
@@ -356,4 +431,4 @@ def make_policy(method: str, conn: sqlite3.Connection, *, run_id: str, frozen: b
     emb = default_embedder() if embedder == _AUTO else embedder
     assert not isinstance(emb, str)
     return StorePolicy(method, conn, run_id=run_id, frozen=frozen, seed=seed, config=cfg,
-                       abstract_rule=abstract_rule, embedder=emb)
+                       abstract_rule=abstract_rule, embedder=emb, provenance=provenance, scope=scope)

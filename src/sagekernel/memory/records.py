@@ -167,3 +167,56 @@ class HotSnapshot:
                 "n_ops": self.n_ops, "total_tokens": self.total_tokens,
                 "hot_entries": [dict(e.__dict__, adopting_ops=list(e.adopting_ops))
                                 for e in self.hot_entries]}
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Who and what caused a change to the memory (issue 30): stamped on every item's creation
+    and every utility change, immutable once written (`item_history`)."""
+
+    run_id: str = ""
+    model: str = ""
+    target: str = ""
+    device: str = ""
+    operator: str = ""
+    episode: str = ""  # corr | opt | ''
+    protocol: str = ""  # the harness protocol: a hash of the harness settings
+    team: str = ""
+
+    def values(self) -> tuple[str, ...]:
+        return (self.run_id, self.model, self.target, self.device, self.operator, self.episode,
+                self.protocol, self.team)
+
+
+#: The kinds of provenance row: how an item came (seeded, distilled, imported) or changed.
+HISTORY_KINDS = ("seeded", "distilled", "imported", "credited", "counted")
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One immutable row of an item's history: its creation, or one utility change."""
+
+    item_id: int
+    kind: str  # one of HISTORY_KINDS
+    clock: int  # the memory's episode clock after the episode (0: not an episode)
+    origin: Provenance
+    xi: float | None = None  # the credit ξ of a credited change
+    u_before: float | None = None
+    u_after: float | None = None
+    retrieved: bool = False  # this change counted a retrieval (n_ret += 1)
+    adopted: bool = False  # this change counted an adoption (n_ado += 1)
+    created_at: str = ""
+
+
+@dataclass(frozen=True)
+class RetrievalScope:
+    """Which items a learner may retrieve, by provenance (issue 30): only items with a history row
+    (creation or utility change) matching every `only` field (e.g. target=cpu: credited or made on
+    this target; team=blue), and never items created by one of `exclude_runs`."""
+
+    only: tuple[tuple[str, str], ...] = ()
+    exclude_runs: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return bool(self.only or self.exclude_runs)

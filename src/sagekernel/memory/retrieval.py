@@ -140,6 +140,10 @@ class RetrievalIndex:
             raise KeyError(f"items not in the retrieval index: {missing[:5]}")
         return pos
 
+    def resident_ids(self) -> list[int]:
+        """The items this index holds as consolidated."""
+        return self.ids[self.state == _STATE_CODE[ItemState.CONSOLIDATED]].tolist()
+
     def update(self, items: Iterable[Item]) -> None:
         """Patch utilities, Q values and states of existing items (after learn)."""
         items = list(items)
@@ -192,8 +196,11 @@ class RetrievalIndex:
     def embed_query(self, text: str) -> np.ndarray | None:
         return None if self.embedder is None else self.embedder.encode_one(text)
 
-    def eligible_mask(self) -> np.ndarray:
-        return self.state != _STATE_CODE[ItemState.CONSOLIDATED]
+    def eligible_mask(self, only_ids: np.ndarray | None = None) -> np.ndarray:
+        mask = self.state != _STATE_CODE[ItemState.CONSOLIDATED]
+        if only_ids is not None:  # a provenance scope (memory/records.py RetrievalScope)
+            mask &= np.isin(self.ids, only_ids)
+        return mask
 
     def lexical_top(self, text: str, limit: int) -> tuple[np.ndarray, np.ndarray]:
         """(positions, BM25 scores) of the best `limit` lexical matches over all items (in any
@@ -208,13 +215,14 @@ class RetrievalIndex:
         pos, score = self.lexical_top(text, limit)
         return dict(zip(self.ids[pos].tolist(), score.tolist(), strict=True))
 
-    def pool(self, text: str, qvec: np.ndarray | None, *, size: int = 15,
-             utility: str = "u") -> list[Candidate]:
-        """The top-`size` eligible candidates by hybrid relevance, best first."""
+    def pool(self, text: str, qvec: np.ndarray | None, *, size: int = 15, utility: str = "u",
+             only_ids: np.ndarray | None = None) -> list[Candidate]:
+        """The top-`size` eligible candidates by hybrid relevance, best first (`only_ids`: only
+        these items are eligible)."""
         n = len(self.ids)
         if n == 0 or size <= 0:
             return []
-        mask = self.eligible_mask()
+        mask = self.eligible_mask(only_ids)
         lpos, lscore = self.lexical_top(text, max(50, 4 * size))
         keep = mask[lpos]
         lpos, lscore = lpos[keep], np.maximum(lscore[keep], 0.0)

@@ -1,9 +1,11 @@
-"""The SQLite memory store over the workspace database (`sagekernel.db.connect`).
+"""The memory store: the workspace's SQLite database (`sagekernel.db.connect`) or a shared
+PostgreSQL database (memory/backend.py), through one portable SQL dialect.
 
-Single writer: only the runner's thread writes memory, through `MemoryPolicy.learn` (plus
-`load_seed` and `import` before a run). Writers call the `save`/`insert_*` methods inside one
-`db.transaction`; readers (retrieval, CLI, report) never write. Workspace failures (missing,
-locked, corrupted, newer schema) are raised by `sagekernel.db` as WorkspaceError.
+Only the runner's thread of each learner writes memory, through `MemoryPolicy.learn` (plus
+`load_seed` and `import`). Writers call the `save`/`insert_*` methods inside one
+`db.transaction` that begins with `lock_writer`; readers (retrieval, CLI, report) never write.
+Workspace failures (missing, locked, corrupted, newer schema) are raised by `sagekernel.db` as
+WorkspaceError.
 """
 
 from __future__ import annotations
@@ -12,20 +14,41 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 
 from sagekernel.errors import SageError
+from sagekernel.memory.backend import WRITER_LOCK_KEY, dialect
 from sagekernel.memory.embedding import from_blob, to_blob
-from sagekernel.memory.records import AdoptionRecord, HotEntry, HotSnapshot, Item, ItemState
+from sagekernel.memory.merge import Event
+from sagekernel.memory.records import (
+    AdoptionRecord,
+    HistoryRow,
+    HotEntry,
+    HotSnapshot,
+    Item,
+    ItemState,
+    Provenance,
+    RetrievalScope,
+)
 from sagekernel.records import ItemDraft
 
 _COLUMNS = ("id, title, type, category, error_message, wrong_code, correct_code, u, n_ret, n_ado, n_upd, "
             "p_hat, eligible_episodes, state, rule_text, rule_tokens, q1, q2, born_episode, "
             "resident_episodes, promoted_at_episode, source, created_at, content_hash")
 _CHUNK = 500  # SQLite host-parameter headroom
+# eligible_episodes = max(0, clock − born − resident) and p̂ = min(1, n_ret / max(1, eligible)),
+# written with CASE because SQLite's scalar max/min are PostgreSQL's greatest/least.
+_ELIGIBLE = "(? - born_episode - resident_episodes)"
+_AT_LEAST_ONE = f"(CASE WHEN {_ELIGIBLE} > 1 THEN {_ELIGIBLE} ELSE 1 END)"
+_SET_FREQUENCY = (f"eligible_episodes = CASE WHEN {_ELIGIBLE} > 0 THEN {_ELIGIBLE} ELSE 0 END, "
+                  f"p_hat = CASE WHEN n_ret < {_AT_LEAST_ONE} "
+                  f"THEN CAST(n_ret AS DOUBLE PRECISION) / {_AT_LEAST_ONE} ELSE 1.0 END")
+_FREQUENCY_PARAMS = 6  # placeholders in _SET_FREQUENCY
+_HISTORY_COLUMNS = ("item_id, kind, clock, run_id, model, target, device, operator, episode, protocol, team, "
+                    "xi, u_before, u_after, retrieved, adopted, created_at")
 
 
 class MemoryStoreError(SageError):
@@ -63,6 +86,15 @@ class Store:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        self.dialect = dialect(conn)
+        #: Insertion order of rows without an id column (SQLite's rowid; PostgreSQL's identity id).
+        self._order = "rowid" if self.dialect == "sqlite" else "id"
+        self.last_stamp = ""  # the stamp of the episode `record_episode` last recorded
+
+    @property
+    def shared(self) -> bool:
+        """Whether other learners may write this store at the same time (PostgreSQL)."""
+        return self.dialect != "sqlite"
 
     # ---- reads -------------------------------------------------------------------------------
     def count(self, state: ItemState | None = None) -> int:
@@ -137,14 +169,15 @@ class Store:
     def adoption_history(self, item_id: int) -> list[AdoptionRecord]:
         rows = self.conn.execute(
             "SELECT run_id, operator, episode, round, item_id, adopted, rationale FROM adoptions "
-            "WHERE item_id = ? ORDER BY rowid", (item_id,)).fetchall()
+            f"WHERE item_id = ? ORDER BY {self._order}", (item_id,)).fetchall()
         return [AdoptionRecord(r[0], r[1], r[2], r[3], r[4], None if r[5] is None else bool(r[5]), r[6])
                 for r in rows]
 
     def adoption_rationales(self, item_id: int) -> list[str]:
         """One adoption rationale per distinct adopting operator (input of rule abstraction)."""
         rows = self.conn.execute(
-            "SELECT operator, rationale FROM adoptions WHERE item_id = ? AND adopted = 1 ORDER BY rowid",
+            "SELECT operator, rationale FROM adoptions WHERE item_id = ? AND adopted = 1 "
+            f"ORDER BY {self._order}",
             (item_id,)).fetchall()
         seen: dict[str, str] = {}
         for op, why in rows:
@@ -162,6 +195,11 @@ class Store:
     def is_empty(self) -> bool:
         """No item and no learned episode: a workspace whose memory has not been seeded yet."""
         return self.count() == 0 and self.clock() == 0
+
+    def episode_learned(self, run_id: str, operator: str, episode: str) -> bool:
+        """Whether this store already learned the episode (run, operator, episode)."""
+        return self.conn.execute("SELECT 1 FROM memory_episodes WHERE run_id = ? AND operator = ? "
+                                 "AND episode = ?", (run_id, operator, episode)).fetchone() is not None
 
     def n_ops(self, run_id: str) -> int:
         return int(self.conn.execute("SELECT count(DISTINCT operator) FROM memory_episodes WHERE run_id = ?",
@@ -214,6 +252,24 @@ class Store:
         mat = np.stack([from_blob(r[2], r[1]) for r in rows])
         return ids, mat
 
+    def embedding_of(self, item_id: int, model: str) -> np.ndarray | None:
+        row = self.conn.execute("SELECT dim, vec FROM item_embeddings WHERE item_id = ? AND model = ?",
+                                (item_id, model)).fetchone()
+        return None if row is None else from_blob(row[1], row[0])
+
+    def history_mark(self) -> int:
+        """The newest provenance row's id: every change to an item's utility, counters or content
+        writes one, in commit order (ids are taken under the writer lock), so "the rows after this
+        mark" are what other learners changed since (policies.py `_sync`)."""
+        return int(self.conn.execute("SELECT coalesce(max(id), 0) FROM item_history").fetchone()[0])
+
+    def changed_since(self, mark: int) -> set[int]:
+        """Items with a provenance row after `mark`, and every item not cold (UGC moves those
+        between validated and consolidated without a row)."""
+        rows = self.conn.execute("SELECT DISTINCT item_id FROM item_history WHERE id > ?", (mark,)).fetchall()
+        rows += self.conn.execute("SELECT id FROM items WHERE state != 'cold'").fetchall()
+        return {int(r[0]) for r in rows}
+
     def missing_embeddings(self, model: str) -> list[Item]:
         rows = self.conn.execute(
             f"SELECT {_COLUMNS} FROM items WHERE id NOT IN (SELECT item_id FROM item_embeddings "
@@ -229,27 +285,101 @@ class Store:
                         "sum(CASE WHEN u > 0 THEN 1 ELSE 0 END) FROM items").fetchone()
         hot_tokens = c.execute("SELECT coalesce(sum(rule_tokens), 0) FROM items WHERE state = 'consolidated'"
                                ).fetchone()[0]
-        return {"items": row[0], "by_state": by_state, "by_source": by_source,
-                "u_mean": row[1] or 0.0, "u_min": row[2] or 0.0, "u_max": row[3] or 0.0,
-                "positive_u": row[6] or 0, "retrievals": row[4] or 0, "adoptions": row[5] or 0,
-                "hot_tokens": hot_tokens, "episodes": self.clock(),
+        return {"items": int(row[0]), "by_state": by_state, "by_source": by_source,
+                "u_mean": float(row[1] or 0.0), "u_min": float(row[2] or 0.0), "u_max": float(row[3] or 0.0),
+                "positive_u": int(row[6] or 0), "retrievals": int(row[4] or 0), "adoptions": int(row[5] or 0),
+                "hot_tokens": int(hot_tokens), "episodes": self.clock(),
                 "adoption_records": c.execute("SELECT count(*) FROM adoptions").fetchone()[0],
                 "snapshots": c.execute("SELECT count(*) FROM hot_snapshots").fetchone()[0],
                 "embedded": c.execute("SELECT count(*) FROM item_embeddings").fetchone()[0]}
 
+    def has_history(self) -> bool:
+        """Whether the provenance table exists (a read-only workspace older than migration 0008 has none)."""
+        try:
+            self.conn.execute("SELECT 1 FROM item_history LIMIT 1")
+        except Exception:  # sqlite3 and psycopg name a missing table differently
+            return False
+        return True
+
+    def episode_order(self) -> list[tuple[str, str]]:
+        """(run_id, operator) of every learned episode, in the order the memory committed them."""
+        rows = self.conn.execute("SELECT run_id, operator FROM memory_episodes ORDER BY clock").fetchall()
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    def history(self, item_id: int) -> list[HistoryRow]:
+        """The item's provenance rows, oldest first (creation, then every utility change)."""
+        rows = self.conn.execute(f"SELECT {_HISTORY_COLUMNS} FROM item_history WHERE item_id = ? "
+                                 "ORDER BY id", (item_id,)).fetchall()
+        return [HistoryRow(r[0], r[1], r[2], Provenance(*r[3:11]), r[11], r[12], r[13], bool(r[14]),
+                           bool(r[15]), r[16]) for r in rows]
+
+    def events(self, item_ids: Iterable[int] | None = None) -> list[Event]:
+        """The utility changes (credited and counted rows) as portable merge events."""
+        sql = ("SELECT i.content_hash, h.run_id, h.operator, h.episode, h.kind, h.created_at, h.xi, "
+               "h.retrieved, h.adopted FROM item_history h JOIN items i ON i.id = h.item_id "
+               "WHERE h.kind IN ('credited', 'counted')")
+        if item_ids is None:
+            rows = self.conn.execute(sql).fetchall()
+        else:
+            rows = []
+            for part in _chunks(sorted(set(item_ids))):
+                rows += self.conn.execute(sql + f" AND h.item_id IN ({','.join('?' * len(part))})",
+                                          part).fetchall()
+        return [Event(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), bool(r[8])) for r in rows]
+
+    def ids_with_history(self, **where: str) -> set[int]:
+        """Items with at least one provenance row matching every given column (run_id, model,
+        target, device, operator, episode, protocol, team)."""
+        allowed = set(Provenance.__dataclass_fields__)
+        bad = sorted(set(where) - allowed)
+        if bad:
+            raise MemoryStoreError(f"unknown provenance field(s) {bad}; known: {', '.join(sorted(allowed))}")
+        cond = " AND ".join(f"{k} = ?" for k in sorted(where)) or "1 = 1"
+        rows = self.conn.execute(f"SELECT DISTINCT item_id FROM item_history WHERE {cond}",
+                                 [where[k] for k in sorted(where)]).fetchall()
+        return {int(r[0]) for r in rows}
+
+    def ids_in_scope(self, scope: RetrievalScope) -> set[int]:
+        """The items `scope` lets a learner retrieve (see RetrievalScope)."""
+        ids = self.ids_with_history(**dict(scope.only)) if scope.only else {
+            int(r[0]) for r in self.conn.execute("SELECT id FROM items").fetchall()}
+        runs = sorted(set(scope.exclude_runs))
+        if runs:
+            marks = ",".join("?" * len(runs))
+            ids -= {int(r[0]) for r in self.conn.execute(
+                "SELECT item_id FROM item_history WHERE kind IN ('seeded', 'distilled', 'imported') "
+                f"AND run_id IN ({marks})", runs).fetchall()}
+        return ids
+
     # ---- writes (inside db.transaction) ----------------------------------------------------------
+    def lock_writer(self) -> None:
+        """Take the memory's writer lock for the current transaction (see memory/backend.py):
+        PostgreSQL's advisory lock, released at commit or rollback. SQLite's BEGIN IMMEDIATE
+        already holds the database's write lock."""
+        if self.shared:
+            self.conn.execute("SELECT pg_advisory_xact_lock(?)", (WRITER_LOCK_KEY,))
+
+    def add_history(self, rows: Iterable[HistoryRow]) -> None:
+        """Append provenance rows (never updated or deleted; the tables' triggers refuse it)."""
+        stamp = now_iso()
+        self.conn.executemany(
+            f"INSERT INTO item_history ({_HISTORY_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(h.item_id, h.kind, h.clock, *h.origin.values(), h.xi, h.u_before, h.u_after, int(h.retrieved),
+              int(h.adopted), h.created_at or stamp) for h in rows])
+
     def insert_item(self, item: Item) -> int:
         """Insert a new row from `item` (its id is ignored; the new id is returned)."""
-        cur = self.conn.execute(
+        row = self.conn.execute(
             "INSERT INTO items (title, type, category, error_message, wrong_code, correct_code, u, n_ret, "
             "n_ado, n_upd, p_hat, eligible_episodes, state, rule_text, rule_tokens, q1, q2, born_episode, "
             "resident_episodes, promoted_at_episode, created_at, source, content_hash) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
             (item.title, item.type, item.category, item.error_message, item.wrong_code, item.correct_code,
              item.u, item.n_ret, item.n_ado, item.n_upd, item.p_hat, item.eligible_episodes, item.state.value,
              item.rule_text, item.rule_tokens, item.q1, item.q2, item.born_episode, item.resident_episodes,
-             item.promoted_at_episode, item.created_at or now_iso(), item.source, item.content_hash))
-        new_id = int(cur.lastrowid or 0)
+             item.promoted_at_episode, item.created_at or now_iso(), item.source, item.content_hash),
+        ).fetchone()
+        new_id = int(row[0])
         self._add_ops(new_id, item.adopting_ops, item.retrieving_ops)
         return new_id
 
@@ -264,17 +394,17 @@ class Store:
                          m.id))
             adopters += [(m.id, op) for op in m.adopting_ops]
             retrievers += [(m.id, op) for op in m.retrieving_ops]
-        self.conn.executemany("INSERT OR IGNORE INTO item_adopters VALUES (?, ?)", adopters)
-        self.conn.executemany("INSERT OR IGNORE INTO item_retrievers VALUES (?, ?)", retrievers)
+        self.conn.executemany("INSERT INTO item_adopters VALUES (?, ?) ON CONFLICT DO NOTHING", adopters)
+        self.conn.executemany("INSERT INTO item_retrievers VALUES (?, ?) ON CONFLICT DO NOTHING", retrievers)
         self.conn.executemany(
             "UPDATE items SET u=?, n_ret=?, n_ado=?, n_upd=?, p_hat=?, eligible_episodes=?, state=?, "
             "rule_text=?, rule_tokens=?, q1=?, q2=?, resident_episodes=?, promoted_at_episode=? WHERE id=?",
             rows)
 
     def _add_ops(self, item_id: int, adopters: Iterable[str], retrievers: Iterable[str]) -> None:
-        self.conn.executemany("INSERT OR IGNORE INTO item_adopters VALUES (?, ?)",
+        self.conn.executemany("INSERT INTO item_adopters VALUES (?, ?) ON CONFLICT DO NOTHING",
                               [(item_id, op) for op in adopters])
-        self.conn.executemany("INSERT OR IGNORE INTO item_retrievers VALUES (?, ?)",
+        self.conn.executemany("INSERT INTO item_retrievers VALUES (?, ?) ON CONFLICT DO NOTHING",
                               [(item_id, op) for op in retrievers])
 
     def add_adoptions(self, records: Iterable[AdoptionRecord]) -> None:
@@ -286,36 +416,46 @@ class Store:
               None if r.adopted is None else int(r.adopted), r.rationale, stamp) for r in records])
 
     def record_episode(self, run_id: str, operator: str, episode: str, z: float | None) -> int:
-        """Advance the episode clock; returns the new clock value."""
+        """Advance the episode clock; returns the new clock value. The episode's stamp
+        (`last_stamp`) has microseconds and is strictly later than the previous episode's, so
+        ordering by it is ordering by the clock (merge.py replays in that order)."""
         clock = self.clock() + 1
+        stamp = datetime.now(UTC)
+        row = self.conn.execute("SELECT created_at FROM memory_episodes ORDER BY clock DESC LIMIT 1"
+                                ).fetchone()
+        if row is not None:
+            last = datetime.fromisoformat(str(row[0]).replace("Z", "+00:00"))
+            stamp = max(stamp, last + timedelta(microseconds=1))
+        self.last_stamp = stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         self.conn.execute("INSERT INTO memory_episodes VALUES (?,?,?,?,?,?)",
-                          (clock, run_id, operator, episode, z, now_iso()))
+                          (clock, run_id, operator, episode, z, self.last_stamp))
         return clock
 
     def refresh_retrieved(self, clock: int, skip: Iterable[int]) -> None:
         """The same, restricted to retrieved (n_ret > 0) retrievable items not in `skip`."""
         skip_ids = sorted(set(skip))
-        marks = ",".join("?" * len(skip_ids)) or "NULL"
+        # `id NOT IN (NULL)` is NULL for every row, so an empty skip list must leave the clause out
+        unless = f" AND id NOT IN ({','.join('?' * len(skip_ids))})" if skip_ids else ""
         self.conn.execute(
-            "UPDATE items SET eligible_episodes = max(0, ? - born_episode - resident_episodes), "
-            "p_hat = min(1.0, n_ret * 1.0 / max(1, ? - born_episode - resident_episodes)) "
-            f"WHERE n_ret > 0 AND state != 'consolidated' AND id NOT IN ({marks})",
-            (clock, clock, *skip_ids))
+            f"UPDATE items SET {_SET_FREQUENCY} WHERE n_ret > 0 AND state != 'consolidated'{unless}",
+            ((clock,) * _FREQUENCY_PARAMS) + tuple(skip_ids))
 
     def write_snapshot(self, snapshot: HotSnapshot) -> int:
         data = snapshot.to_dict()
-        cur = self.conn.execute(
+        row = self.conn.execute(
             "INSERT INTO hot_snapshots (run_id, created_at, budget, n_ops, total_tokens, entries_json) "
-            "VALUES (?,?,?,?,?,?)", (snapshot.run_id, snapshot.created_at, snapshot.budget, snapshot.n_ops,
-                                     snapshot.total_tokens, json.dumps(data["hot_entries"])))
-        return int(cur.lastrowid or 0)
+            "VALUES (?,?,?,?,?,?) RETURNING id", (snapshot.run_id, snapshot.created_at, snapshot.budget,
+                                                  snapshot.n_ops, snapshot.total_tokens,
+                                                  json.dumps(data["hot_entries"]))).fetchone()
+        return int(row[0])
 
     def set_meta(self, key: str, value: str) -> None:
         self.conn.execute("INSERT INTO memory_meta VALUES (?, ?) "
                           "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
 
     def set_embedding(self, item_id: int, model: str, vec: np.ndarray) -> None:
-        self.conn.execute("INSERT OR REPLACE INTO item_embeddings VALUES (?, ?, ?, ?)",
+        self.conn.execute("INSERT INTO item_embeddings VALUES (?, ?, ?, ?) ON CONFLICT (item_id) DO UPDATE "
+                          "SET model = excluded.model, dim = excluded.dim, vec = excluded.vec",
                           (item_id, model, int(vec.shape[0]), to_blob(vec)))
 
 

@@ -44,7 +44,7 @@ _RESOLVED: Any = None
 # Fields that do not change what a run computes; they are not part of its identity. The spend caps
 # only say where the run stops: the same command with a raised cap continues the stopped run.
 _NOT_IDENTITY = {"workspace", "run_id", "resume", "new", "progress", "model_options", "max_total_tokens",
-                 "max_cost_usd"}
+                 "max_cost_usd", "memory"}
 
 
 #: A run id names files next to the database (memory-from-<id>.db) and appears in reports: letters,
@@ -95,6 +95,10 @@ class RunConfig(BaseModel):
     """Start a new run even if an unfinished run with this configuration exists."""
     memory_from: Path | None = Field(default=None, json_schema_extra=_on(RUN, MCP))
     """Evaluate with a snapshot of another workspace's memory (needs --frozen)."""
+    memory: str | None = Field(default=None, json_schema_extra=_on(RUN, MCP, TABLE))
+    """A shared PostgreSQL memory, postgresql://user@host:port/db (docs/shared_memory.md), instead of
+    the workspace's own; default: $SAGE_MEMORY_URL, else the workspace's SQLite memory. Stored
+    without its password, so a resume names it again."""
     frozen: bool = Field(default=False, json_schema_extra=_on(RUN, MCP, BLOCK))
     """Memory is read-only: no distillation, no learning (transfer / fixed-bank runs)."""
     seed: int = Field(default=0, ge=0, json_schema_extra=_on(RUN, MCP, BLOCK))
@@ -138,6 +142,11 @@ class RunConfig(BaseModel):
     Not part of the run's identity: changing a timeout or key must not stop a resume."""
     harness: dict[str, Any] = Field(default_factory=dict, json_schema_extra=_on(RUN, MCP, TABLE))
     """Overrides of HarnessConfig fields (e.g. {"iters": 20}); part of the run's identity."""
+    retrieve_only: dict[str, str] = Field(default_factory=dict, json_schema_extra=_on(RUN))
+    """Retrieve only items created or credited with this provenance KEY=VALUE (repeatable; keys:
+    run_id, model, target, device, operator, episode, protocol, team), e.g. --retrieve-only target=cpu."""
+    exclude_runs: list[str] = Field(default_factory=list, json_schema_extra=_on(RUN, flag="--exclude-run"))
+    """Never retrieve items this run created (repeatable)."""
     progress: bool = Field(default=True, json_schema_extra=_on(RUN))
     """Show the live progress display (on stderr)."""
     environment: dict[str, str] = Field(default=_RESOLVED, json_schema_extra=_on())
@@ -170,6 +179,18 @@ class RunConfig(BaseModel):
                 "--memory-from evaluates with a snapshot of another workspace's memory and needs "
                 "--frozen; to keep learning from it, `sage memory export` it and `sage memory import` "
                 "it into this workspace")
+        if self.memory is not None:
+            from sagekernel.memory.backend import memory_url
+
+            memory_url(self.memory)  # not a PostgreSQL URL: refused before anything runs
+            if self.memory_from is not None:
+                raise RunConfigError("--memory and --memory-from name two memories; pass one")
+        from sagekernel.memory.records import Provenance
+
+        unknown = sorted(set(self.retrieve_only) - set(Provenance.__dataclass_fields__))
+        if unknown:
+            raise RunConfigError(f"--retrieve-only: unknown provenance field(s) {unknown}; known: "
+                                 f"{', '.join(Provenance.__dataclass_fields__)}")
         if self.resume and self.new:
             raise RunConfigError("--resume and --new contradict each other")
         self.harness_config()  # unknown or ill-typed overrides fail before the run starts
@@ -220,6 +241,10 @@ class RunConfig(BaseModel):
         data = self.model_dump(mode="json")
         if self.memory_from is not None:
             data["memory_from"] = str(Path(self.memory_from).resolve())
+        if self.memory is not None:
+            from sagekernel.memory.backend import redact
+
+            data["memory"] = redact(self.memory)
         return data
 
 

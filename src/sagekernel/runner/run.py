@@ -58,6 +58,8 @@ def stops_the_run(exc: BaseException) -> bool:
     """Whether `exc` ends the run (see _STOPS_THE_RUN) instead of only the operator it happened in."""
     if isinstance(exc, _STOPS_THE_RUN):
         return True
+    if type(exc).__module__.startswith("psycopg"):  # the shared memory's server or connection failed
+        return True
     return isinstance(exc, OSError) and exc.errno in _STORAGE_ERRNOS
 
 
@@ -285,7 +287,9 @@ def _chosen_run(store: RunStore, cfg: RunConfig) -> tuple[RunConfig, RunInfo | N
             if cfg.resume:
                 raise RunNotFound(f"no run {cfg.run_id!r} in {cfg.workspace} to resume")
             return cfg, None
-        stored = RunConfig.model_validate({**info.config["cfg"], "workspace": cfg.workspace})
+        stored = RunConfig.model_validate({**info.config["cfg"], "workspace": cfg.workspace,
+                                           "memory": cfg.memory})
+        _same_memory(info.config["cfg"], cfg)
         if cfg.resume:
             return stored.model_copy(update={"progress": cfg.progress}), info
         if stored.key() != cfg.key():
@@ -297,18 +301,37 @@ def _chosen_run(store: RunStore, cfg: RunConfig) -> tuple[RunConfig, RunInfo | N
         info = store.latest_unfinished()
         if info is None:
             raise RunNotFound(f"no unfinished run in {cfg.workspace} to resume; start one with `sage run`")
-        stored = RunConfig.model_validate({**info.config["cfg"], "workspace": cfg.workspace})
+        _same_memory(info.config["cfg"], cfg)
+        stored = RunConfig.model_validate({**info.config["cfg"], "workspace": cfg.workspace,
+                                           "memory": cfg.memory})
         return stored.model_copy(update={"progress": cfg.progress}), info
     if cfg.new:
         return cfg, None
     unfinished = store.latest_unfinished(cfg.key())
     if unfinished is None:  # the same command again after its run finished: say so, learn nothing twice
         return cfg, next((i for i in store.runs() if i.config.get("key") == cfg.key()), None)
+    _same_memory(unfinished.config["cfg"], cfg)
     return cfg, unfinished
 
 
+def _same_memory(stored: Any, cfg: RunConfig) -> None:
+    """A run resumes into the memory it learned into (the shared one is stored without password)."""
+    from sagekernel.memory.backend import redact
+
+    before = stored.get("memory") if isinstance(stored, dict) else None
+    now = redact(cfg.memory) if cfg.memory else None
+    if before != now:
+        raise RunNotFound(f"this run learned into {before or 'its workspace memory'}; resume it with the "
+                          f"same memory (--memory or SAGE_MEMORY_URL), not {now or 'the workspace memory'}")
+
+
 def _memory_connection(cfg: RunConfig, conn: sqlite3.Connection, run_id: str) -> sqlite3.Connection:
-    """The workspace itself, or (--memory-from) a frozen snapshot copy of the donor's database."""
+    """The workspace itself, a shared PostgreSQL memory (--memory), or (--memory-from) a frozen
+    snapshot copy of the donor's database."""
+    if cfg.memory is not None:
+        from sagekernel.memory.backend import connect_memory
+
+        return connect_memory(cfg.memory)  # type: ignore[return-value]
     if cfg.memory_from is None:
         return conn
     snapshot = Path(cfg.workspace) / f"memory-from-{run_id}.db"
@@ -391,8 +414,9 @@ def opened_run(cfg: RunConfig, *, progress: Progress | None = None, model: Model
         if missing:
             raise RunNotFound(f"run {run_id!r} planned operators that the suite {cfg.suite!r} no longer "
                               f"has: {missing}")
-        if Store(conn).is_empty() and cfg.memory_from is None:
-            load_seed(conn, target.seed_memory_path())  # the cold start of every new workspace
+        mem_conn = _memory_connection(cfg, conn, run_id) if cfg.memory else conn
+        if cfg.memory_from is None and Store(mem_conn).is_empty():
+            load_seed(mem_conn, target.seed_memory_path())  # the cold start of every new memory
         log = ExchangeLog(conn, run_id=run_id)
         budget = Budget(cfg.max_total_tokens, cfg.max_cost_usd) \
             if cfg.max_total_tokens or cfg.max_cost_usd else None
@@ -405,13 +429,15 @@ def opened_run(cfg: RunConfig, *, progress: Progress | None = None, model: Model
         if wrap_model is not None:
             model = wrap_model(model)
         probe(model)
-        mem_conn = _memory_connection(cfg, conn, run_id)
+        if cfg.memory_from is not None:
+            mem_conn = _memory_connection(cfg, conn, run_id)
         prompts = Prompts()
 
         policy = make_policy(cfg.method, mem_conn, run_id=run_id, frozen=cfg.frozen, seed=cfg.seed,
                              config=cfg.memory_config(),
                              **({"embedder": None} if cfg.embedder == "none" else {}),
-                             abstract_rule=make_rule_abstractor(_asker(model, cfg), prompts, target.name))
+                             abstract_rule=make_rule_abstractor(_asker(model, cfg), prompts, target.name),
+                             provenance=_provenance(cfg, run_id, target), scope=_scope(cfg))
         runner = StreamRunner(cfg, conn, info, model, target, policy, by_name, progress, after_episode)
         opened = OpenedRun(runner, store, workspace, resumed)
         store.set_status(run_id, "running")
@@ -457,3 +483,24 @@ def run(cfg: RunConfig, *, progress: Progress | None = None, model: Model | None
         interrupted.summary = opened.summary
         raise interrupted from None
     return opened.summary
+
+
+def _provenance(cfg: RunConfig, run_id: str, target: Target) -> Any:
+    """What this run stamps on every memory change it makes (memory/records.py Provenance)."""
+    import hashlib
+    import json
+    import os
+
+    from sagekernel.memory.records import Provenance
+
+    settings = json.dumps(asdict(cfg.harness_config()), sort_keys=True, default=str)
+    return Provenance(run_id=run_id, model=cfg.model, target=cfg.target,
+                      device=check_device(target, cfg.device) or "",
+                      protocol=hashlib.sha256(settings.encode()).hexdigest()[:12],
+                      team=os.environ.get("SAGE_TEAM", ""))
+
+
+def _scope(cfg: RunConfig) -> Any:
+    from sagekernel.memory.records import RetrievalScope
+
+    return RetrievalScope(tuple(sorted(cfg.retrieve_only.items())), tuple(cfg.exclude_runs))
