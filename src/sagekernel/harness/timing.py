@@ -206,6 +206,7 @@ def run_timing(
             # device runtimes build the reference themselves: seeded like ModelNew (KernelBench)
             "init": _json_or_empty(init_arguments(task, sizes)),
             "seed": 0,
+            "baseline": config.baseline,
         }
     }
     ref_plan.rounds = [Round(blobs[0][1], 0)] * (1 + config.calibration_rounds)
@@ -433,6 +434,7 @@ def _protocol(
         "threads": config.threads,
         "sizes": dict(task.sizes),
         "reference": "PyTorch Model.forward in its own sandboxed process, fp32 as declared",
+        "baseline": config.baseline,
         "candidate_round_ms": [round(x, 6) for x in cand_ms],
         "reference_round_ms": [round(x, 6) for x in ref_ms],
         "reference_calibration_ms": [round(x, 6) for x in calibration],
