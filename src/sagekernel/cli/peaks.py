@@ -37,7 +37,7 @@ def peaks_command(
     sheet = [{"name": r.name, "bandwidth_bytes_per_s": r.bandwidth_bytes_per_s, "flops_per_s": r.flops_per_s,
               "source": r.source} for r in DATASHEET]
     if as_json:
-        out = {"cpu": peaks.to_dict(), "cache": str(cache_path())}
+        out: dict[str, object] = {"cpu": peaks.to_dict(), "cache": str(cache_path())}
         if datasheet:
             out["datasheet"] = sheet
         typer.echo(json.dumps(out, indent=2))
