@@ -83,6 +83,8 @@ def _usable(groups: Sequence[Sequence[float]]) -> list[list[float]]:
 
 
 def _geomean(values: Sequence[float]) -> float:
+    if len(values) == 1:
+        return values[0]  # exactly (exp(log(x)) rounds)
     return math.exp(math.fsum(math.log(v) for v in values) / len(values))
 
 
