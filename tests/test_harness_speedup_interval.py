@@ -50,10 +50,11 @@ def test_a_true_tie_is_not_counted_faster_but_the_strict_median_often_is() -> No
 
 def test_a_true_1_3x_is_counted_faster() -> None:
     rng = random.Random(2)
-    runs = [rounds(1.3, rng) for _ in range(200)]
-    assert sum(faster_than(speedup_interval([r]), 1.0) for r in runs) >= 196
-    # ... and not faster than 1.3 (its own value) on most runs: the bound is conservative
-    assert sum(faster_than(speedup_interval([r]), 1.3) for r in runs) <= 10
+    runs = [rounds(1.3, rng) for _ in range(100)]
+    assert sum(faster_than(speedup_interval([r]), 1.0) for r in runs) >= 98
+    # ... and rarely faster than its own true value (nominally 2.5 %; the percentile bootstrap of a
+    # median of 10 rounds covers a little less than its nominal level)
+    assert sum(faster_than(speedup_interval([r]), 1.3) for r in runs) <= 8
 
 
 def test_a_near_tie_of_one_percent_is_not_a_win() -> None:

@@ -101,7 +101,7 @@ def _statistic(groups: Sequence[Sequence[float]]) -> float:
 
 
 def _resampled(groups: Sequence[Sequence[float]], rng: random.Random) -> float:
-    return _statistic([[g[rng.randrange(len(g))] for _ in g] for g in groups])
+    return _statistic([rng.choices(g, k=len(g)) for g in groups])
 
 
 def speedup_interval(groups: Sequence[Sequence[float]], confidence: float = CONFIDENCE,
