@@ -83,6 +83,9 @@ class RunData:
     memory: MemoryData | None  # None: the workspace has no memory tables
     #: NPUKernelBench's per-operator cases (report/npukb_score.py); empty for other tasks.
     benchmark: list[OperatorCases] = field(default_factory=list)
+    #: Each solved operator's best verdict (the round that set T_best): its interval, roofline and
+    #: protocol (report/scores.py). Empty for runs without round traces.
+    best_verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -176,7 +179,8 @@ def _load_ref(conn: sqlite3.Connection, ref: RunRef, notes: list[str]) -> list[R
             notes.append(msg + "; skipped")
             continue
         memory = _memory(conn, run_id, tables) if memory_ok else None
-        out.append(RunData(info, results, memory, _benchmark(conn, run_id, results, tables)))
+        out.append(RunData(info, results, memory, _benchmark(conn, run_id, results, tables),
+                           _best_verdicts(conn, run_id, results, tables)))
     return out
 
 
@@ -255,6 +259,28 @@ def _benchmark(conn: sqlite3.Connection, run_id: str, results: Sequence[Operator
             records.setdefault(row[0], []).append(record)
     found = [best_cases(r.operator, r.level, records.get(r.operator, [])) for r in results]
     return [f for f in found if f is not None]
+
+
+def _best_verdicts(conn: sqlite3.Connection, run_id: str, results: Sequence[OperatorResult],
+                   tables: set[str]) -> dict[str, dict[str, Any]]:
+    """Per solved operator, the verdict of the first correct round whose latency is its T_best (the
+    round the agent took as the best: agent/state.py records T_best from that verdict)."""
+    if "round_traces" not in tables:
+        return {}
+    wanted = {r.operator: r.t_best_ms for r in results if r.correct and r.t_best_ms is not None}
+    out: dict[str, dict[str, Any]] = {}
+    for row in conn.execute("SELECT operator, latency_ms, trace_json FROM round_traces WHERE run_id = ? AND "
+                            "correct = 1 ORDER BY operator, round", (run_id,)):
+        op = row[0]
+        if op in out or op not in wanted or row[1] != wanted[op]:
+            continue
+        try:
+            verdict = json.loads(row[2]).get("verdict")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(verdict, dict):
+            out[op] = verdict
+    return out
 
 
 def _latency(value: object) -> float | None:
