@@ -108,9 +108,12 @@ def machine_key() -> dict[str, Any]:
             "machine": platform.machine(), "compiler": compiler_version()}
 
 
-def probe_cpu(compiler: str = "gcc", working_sets: tuple[int, ...] = WORKING_SETS,
-              iterations: int = FMA_ITERATIONS) -> Peaks:
-    """Build and run the probe now (a few seconds): one thread's triad bandwidths and FMA rate."""
+def probe_cpu(compiler: str = "gcc", working_sets: tuple[int, ...] | None = None,
+              iterations: int | None = None) -> Peaks:
+    """Build and run the probe now (a few seconds): one thread's triad bandwidths and FMA rate
+    (`WORKING_SETS` and `FMA_ITERATIONS` unless given)."""
+    working_sets = WORKING_SETS if working_sets is None else working_sets
+    iterations = FMA_ITERATIONS if iterations is None else iterations
     with tempfile.TemporaryDirectory(prefix="sage-peaks-") as tmp:
         exe = Path(tmp) / "peak_probe"
         built = subprocess.run([compiler, "-O3", "-march=native", "-fno-fast-math", "-o", str(exe),
