@@ -34,6 +34,7 @@ BASE: dict[str, list[str]] = {
     "mcp": ["--workspace", "{ws}", "--model", BAD_MODEL, "--suite", "demo", "--limit", "1"],
     "report": ["{ws}"],
     "doctor": [],
+    "peaks": [],
     "memory list": ["--workspace", "{ws}"],
     "memory show": ["1", "--workspace", "{ws}"],
     "memory stats": ["--workspace", "{ws}"],
@@ -81,6 +82,7 @@ BAD: dict[str, dict[str, list[str]]] = {
         "--device": ["nonsense"],
         "--threads": ["-3", "0", "abc"],
         "--sandbox": ["nonsense"],
+        "--baseline": ["nonsense", ""],
         "more_files": ["{binary}"],
     },
     "lint": {
@@ -88,7 +90,8 @@ BAD: dict[str, dict[str, list[str]]] = {
         "candidate": [*PATHS],
         "--target": ["nonsense"],
     },
-    "selfcheck": {"--suite": ["nonsense"], "--target": ["nonsense"], "--device": ["nonsense"]},
+    "selfcheck": {"--suite": ["nonsense"], "--target": ["nonsense"], "--device": ["nonsense"],
+                  "--baseline": ["nonsense"]},
     "run": {
         "--suite": ["nonsense"],
         "--target": ["nonsense"],
@@ -114,6 +117,7 @@ BAD: dict[str, dict[str, list[str]]] = {
         "--harness": ["iters=-3", "nonsense", "nope=1", "sandbox=nonsense"],
         "--model-config": ["{binary}", "{latin1}", "{missing}"],
         "--model-opt": ["nonsense", "nope=1"],
+        "--baseline": ["nonsense", "EAGER"],
     },
     "mcp": {
         "--workspace": ["{binary}"],

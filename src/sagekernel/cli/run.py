@@ -58,6 +58,23 @@ def _parse_overrides(pairs: list[str], option: str = "--harness",
     return out
 
 
+def _with_baseline(overrides: dict[str, Any], baseline: str, target: str) -> dict[str, Any]:
+    """`--baseline` as the harness setting it is (left out when eager, so an eager run's identity is
+    unchanged), checked against the target before anything runs; a contradicting
+    `--harness baseline=...` is refused."""
+    from sagekernel.cli.options import OptionError, choice
+    from sagekernel.harness.baseline import BASELINES, baseline_problem
+
+    choice(baseline, BASELINES, "--baseline")
+    problem = baseline_problem(baseline, target)
+    if problem:
+        raise OptionError("--baseline", problem)
+    given = overrides.get("baseline")
+    if given is not None and baseline != "eager" and given != baseline:
+        raise OptionError("--baseline", f"{baseline!r} contradicts --harness baseline={given}")
+    return overrides if baseline == "eager" else {**overrides, "baseline": baseline}
+
+
 def run_command(
     suite: str = typer.Option("demo", help="Suite: builtin, demo, level1, level2, level3, or a directory "
                                            "of task files. The demo suite is 3 small Level-1/2 operators."),
@@ -108,6 +125,10 @@ def run_command(
     model_opt: list[str] = typer.Option([], "--model-opt", help="Model setting KEY=VALUE (repeatable; "
                                                                 "overrides --model-config), e.g. "
                                                                 "--model-opt api_key_env=VLLM_KEY."),
+    baseline: str = typer.Option("eager", "--baseline", help="What speedups are over: eager (PyTorch "
+                                                             "as written), compile (torch.compile), best "
+                                                             "(the faster of the two per round); cpu "
+                                                             "target only for compile/best."),
     as_json: bool = typer.Option(False, "--json", help="Print the final summary as JSON on stdout."),
     progress: bool = typer.Option(True, help="Show the live progress display (on stderr)."),
 ) -> None:
@@ -132,7 +153,8 @@ def run_command(
                     k=k, max_reasks=max_reasks, max_tokens_per_call=max_tokens, temperature=temperature,
                     distill=distill, diagnostics=diagnostics, max_total_tokens=max_total_tokens,
                     max_cost_usd=max_cost,
-                    harness=_parse_overrides(harness), model_options=model_options, progress=progress)
+                    harness=_with_baseline(_parse_overrides(harness), baseline, target),
+                    model_options=model_options, progress=progress)
     console = Console()
     try:
         summary = run(cfg, progress=RichProgress() if progress and not as_json else QuietProgress())
