@@ -18,8 +18,19 @@ from __future__ import annotations
 import shutil
 
 BASELINES = ("eager", "compile", "best")
+#: The reference process's file-size limit when it compiles: inductor's precompiled torch header
+#: alone exceeds the default 64 MiB (sandbox.Limits). It runs in a fresh process then, not a child
+#: of the warm server (whose own limit a child cannot raise).
+COMPILE_FILE_SIZE_BYTES = 2 << 30
 #: Targets whose reference timer can compile the reference.
 COMPILING_TARGETS = ("cpu",)
+
+
+def reference_file_size(baseline: str) -> int:
+    """RLIMIT_FSIZE of the reference timer's process for this baseline."""
+    from sagekernel.sandbox import Limits
+
+    return Limits().file_size_bytes if baseline == "eager" else COMPILE_FILE_SIZE_BYTES
 
 
 def baseline_problem(baseline: str, target: str) -> str | None:
