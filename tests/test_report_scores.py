@@ -13,6 +13,7 @@ from typing import Any
 from sagekernel import db
 from sagekernel.harness.speedup_interval import speedup_interval
 from sagekernel.report.build import build, notes_for, to_csv, to_json
+from sagekernel.report.html import render_html
 from sagekernel.report.load import load
 from sagekernel.report.tables import interval_rows, scores_rows
 from test_report_workspace import NOW, Op, add_run, insert  # type: ignore[import-not-found]
@@ -80,6 +81,8 @@ def test_report_shows_strict_and_noise_aware_fast_1_intervals_roofline_and_basel
     data = to_json([report])["runs"][0]["scores"]
     assert data["n_fast_aware"] == 1 and len(data["operators"]) == 3
     assert "Fast_1.0_noise_aware" in to_csv([report]).splitlines()[0]
+    page = render_html([report])
+    assert 'id="scores"' in page and "Best kernels" in page and "noise-aware" in page
 
 
 def test_report_warns_when_protocols_differ(tmp_path: Path) -> None:
