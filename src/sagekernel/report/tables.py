@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from decimal import ROUND_HALF_UP, Decimal
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sagekernel.report.build import RunReport, p_label, report_levels
@@ -203,17 +204,18 @@ def top_items_rows(report: RunReport) -> Rows:
 def _rich(title: str, rows: Rows, *, left: int = 1) -> Table:
     header, body = rows
     table = Table(title=title, title_justify="left", header_style="bold")
+    # cells are plain text: "[q1–q3]" or a label's " [run_id]" is not Rich markup
     for i, name in enumerate(header):
-        table.add_column(name, justify="left" if i < left else "right", overflow="fold")
+        table.add_column(escape(name), justify="left" if i < left else "right", overflow="fold")
     for row in body:
-        table.add_row(*row)
+        table.add_row(*(escape(cell) for cell in row))
     return table
 
 
 def render_terminal(console: Console, reports: Sequence[RunReport], notes: Sequence[str] = ()) -> None:
     """Print the report: Table 1 comparison, per-run details, memory, most adopted items."""
     for note in notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {escape(note)}")
     title = "Comparison (Table 1 shape)" if len(reports) > 1 else f"Run {reports[0].info.key}"
     console.print(_rich(title, comparison_rows(reports), left=2))
     console.print(_rich("Speedups and spend", detail_rows(reports)))
@@ -223,7 +225,7 @@ def render_terminal(console: Console, reports: Sequence[RunReport], notes: Seque
         for r in reports:
             header, body = interval_rows(r)
             if body:
-                console.print(_rich(f"Best kernels: speedup intervals and roofline — {r.label}",
+                console.print(_rich(f"Best kernels: speedup intervals and roofline — {escape(r.label)}",
                                     (header, body)))
     if any(r.benchmark is not None for r in reports):
         console.print(_rich("NPUKernelBench score (per task: passed cases / cases)", benchmark_rows(reports)))
