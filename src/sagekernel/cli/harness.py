@@ -137,7 +137,13 @@ def eval_command(
         ):
             table.add_row("candidate", f"{verdict.candidate_ms:.4f} ms")
             table.add_row("reference", f"{verdict.reference_ms:.4f} ms")
-            table.add_row("speedup", f"{verdict.speedup:.2f}x")
+            table.add_row("speedup", f"{verdict.speedup:.2f}x over {verdict.timing.get('baseline', 'eager')}")
+            iv = verdict.timing.get("speedup_interval") or {}
+            if iv:
+                table.add_row("95% interval", f"{iv['low']:.2f}x - {iv['high']:.2f}x ({iv['rounds']} rounds)")
+            roof = verdict.timing.get("roofline") or {}
+            reached = f"{roof['fraction']:.3f} of the {roof['bound']} bound" if "fraction" in roof else None
+            table.add_row("roofline", reached or escape(str(roof.get("unavailable", "-"))))
         for k, v in verdict.durations_s.items():
             table.add_row(f"{k} time", f"{v:.3f} s")
         table.add_row(
