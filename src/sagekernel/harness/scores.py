@@ -53,7 +53,8 @@ def roofline_record(verdict: Verdict, task: Task, target: str, device: str,
     try:
         work = task_work(task, sizes)
     except Exception as exc:  # a figure beside the verdict: its failure never fails the verdict
-        return {"unavailable": f"the task's bytes and FLOPs could not be measured: {type(exc).__name__}: {exc}"}
+        why = f"{type(exc).__name__}: {exc}"
+        return {"unavailable": f"the task's bytes and FLOPs could not be measured: {why}"}
     record = roofline(work, verdict.candidate_ms, peaks).to_dict()
     record["sizes"] = sizes
     record["flops_method"] = work.flops_method
