@@ -11,7 +11,8 @@ import pytest
 from sagekernel.harness import peaks as peaks_module
 from sagekernel.harness.datasheets import DATASHEET, lookup
 from sagekernel.harness.peaks import Peaks, cpu_peaks, datasheet_peaks, probe_cpu
-from sagekernel.harness.roofline import Work, fraction_summary, roofline, task_work
+from sagekernel.harness.roofline import Work, roofline, task_work
+from sagekernel.report.scores import fraction_summary
 from sagekernel.tasks.loader import load_task
 from sagekernel.tasks.suites import find_task
 

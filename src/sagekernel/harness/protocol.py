@@ -5,9 +5,8 @@ runs compared only when they were measured the same way: the timer, warm-up, rou
 round, cache policy ("flush") and input policy, the shapes timed and element types, the baseline,
 the thread budget, the device and the software versions, and the harness's commit.
 
-`COMPARED` lists the fields that must agree for two runs' speedups to be comparable (shapes and
-element types are per operator, compared for the operators both runs have); `differences` names
-the ones that do not.
+Which fields must agree for two runs to be compared is the report's rule (report/scores.py,
+`COMPARED`).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -25,9 +24,6 @@ from typing import Any
 FLUSH = "none: every timed call reads inputs no call has read before (cold by construction)"
 INPUT_POLICY = ("a fresh secret-seeded input set per call, warm-up included; outputs refilled with a "
                 "sentinel before every round; never reused")
-#: The fields two runs must share for their speedups to be compared.
-COMPARED = ("method", "timer", "warmup", "rounds", "calls_per_round", "flush", "input_policy", "threads",
-            "baseline", "device", "torch", "harness_commit")
 
 
 @lru_cache(maxsize=1)
@@ -101,21 +97,4 @@ def protocol_record(timing: Mapping[str, Any], *, target: str, device: str, base
     }
 
 
-def run_protocol(records: Iterable[Mapping[str, Any]]) -> dict[str, list[Any]]:
-    """The values each compared field takes across one run's protocol records."""
-    seen: dict[str, list[Any]] = {k: [] for k in COMPARED}
-    for rec in records:
-        for k in COMPARED:
-            v = rec.get(k)
-            if v is not None and v not in seen[k]:
-                seen[k].append(v)
-    return seen
-
-
-def differences(a: Mapping[str, list[Any]], b: Mapping[str, list[Any]]) -> list[str]:
-    """The compared fields on which two runs' protocols disagree (a field either run lacks is skipped:
-    an older record without it cannot be checked, and the report says so separately)."""
-    return [k for k in COMPARED if a.get(k) and b.get(k) and sorted(map(str, a[k])) != sorted(map(str, b[k]))]
-
-
-__all__ = ["COMPARED", "differences", "harness_commit", "protocol_record", "run_protocol"]
+__all__ = ["harness_commit", "protocol_record"]

@@ -100,16 +100,4 @@ def task_work(task: Task, sizes: Mapping[str, int] | None = None) -> Work:
     return Work(int(moved), int(counter.get_total_flops()), task.dtype, at)
 
 
-def fraction_summary(fractions: list[float]) -> dict[str, float | int | None]:
-    """Count, median and quartiles of roofline fractions (the report's distribution)."""
-    import statistics
-
-    if not fractions:
-        return {"count": 0, "median": None, "q1": None, "q3": None, "min": None, "max": None}
-    values = sorted(fractions)
-    q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
-    return {"count": len(values), "median": statistics.median(values), "q1": q[0], "q3": q[2],
-            "min": values[0], "max": values[-1]}
-
-
-__all__ = ["Roofline", "Work", "fraction_summary", "roofline", "task_work"]
+__all__ = ["Roofline", "Work", "roofline", "task_work"]

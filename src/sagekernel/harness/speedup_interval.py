@@ -27,44 +27,17 @@ import math
 import random
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from typing import Any
+
+from sagekernel.records import SpeedupInterval
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
 METHOD = "percentile bootstrap of the median per-round ratio (groups: geometric mean of medians)"
 
 
-@dataclass(frozen=True)
-class Interval:
-    """A speedup's bootstrap interval: `low` <= `point` <= `high` (the point is the plain statistic)."""
-
-    point: float
-    low: float
-    high: float
-    confidence: float
-    resamples: int
-    rounds: int  # per-round ratios used (all groups together)
-    seed: int
-    method: str = METHOD
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Any) -> Interval | None:
-        """The interval of a stored record; None when there is none or it is malformed."""
-        if not isinstance(data, dict):
-            return None
-        try:
-            low, high, point = float(data["low"]), float(data["high"]), float(data["point"])
-        except (KeyError, TypeError, ValueError):
-            return None
-        if not all(math.isfinite(v) and v > 0 for v in (low, high, point)):
-            return None
-        return cls(point, low, high, float(data.get("confidence", CONFIDENCE)),
-                   int(data.get("resamples", 0)), int(data.get("rounds", 0)), int(data.get("seed", 0)),
-                   str(data.get("method", METHOD)))
+#: The interval record (records.py: the agent and the report read it too).
+Interval = SpeedupInterval
 
 
 def seed_of(groups: Sequence[Sequence[float]]) -> int:
@@ -118,7 +91,7 @@ def speedup_interval(groups: Sequence[Sequence[float]], confidence: float = CONF
     point = _statistic(data)
     # Clamp: the point is inside its own interval even where interpolation rounds past it.
     low, high = min(point, _percentile(stats, tail)), max(point, _percentile(stats, 1 - tail))
-    return Interval(point, low, high, confidence, resamples, sum(map(len, data)), seed)
+    return Interval(point, low, high, confidence, resamples, sum(map(len, data)), seed, METHOD)
 
 
 def ratio_interval(new: Sequence[Sequence[float]], old: Sequence[Sequence[float]],
@@ -140,7 +113,7 @@ def ratio_interval(new: Sequence[Sequence[float]], old: Sequence[Sequence[float]
 
 def faster_than(interval: Interval | None, p: float) -> bool:
     """Noise-aware Fast_p: faster than p only when the interval's lower bound is above p."""
-    return interval is not None and interval.low > p
+    return interval is not None and interval.faster_than(p)
 
 
 def better_than(new: Sequence[Sequence[float]], old: Sequence[Sequence[float]]) -> bool:
