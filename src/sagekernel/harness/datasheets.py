@@ -52,7 +52,8 @@ DATASHEET: tuple[DevicePeaks, ...] = (
                 "about 800 TFLOPS FP16 and 3.2 TB/s HBM; no public datasheet, treat as approximate"),
     DevicePeaks("Huawei Ascend 910B", ("910b",), 1.6 * T, {"float16": 313 * T, "bfloat16": 313 * T},
                 "Huawei Atlas 800T A2 training server specifications (Ascend 910B, 313 TFLOPS FP16 per "
-                "NPU); HBM2e bandwidth 1.6 TB/s as reported for the 910B; treat as approximate"),
+                "NPU); HBM2e bandwidth: public reports disagree (1.2-1.6 TB/s), the higher is used so the "
+                "bound is never loose; no public datasheet, treat as approximate"),
 )
 
 
