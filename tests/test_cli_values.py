@@ -36,6 +36,7 @@ BASE: dict[str, list[str]] = {
     "mcp": ["--workspace", "{ws}", "--model", BAD_MODEL, "--suite", "demo", "--limit", "1"],
     "report": ["{ws}"],
     "doctor": [],
+    "peaks": [],
     "memory list": ["--workspace", "{ws}"],
     "memory show": ["1", "--workspace", "{ws}"],
     "memory stats": ["--workspace", "{ws}"],
@@ -84,6 +85,7 @@ BAD: dict[str, dict[str, list[str]]] = {
         "--device": ["nonsense", "cuda:x", "cpu:0"],
         "--threads": ["-3", "0", "abc"],
         "--sandbox": ["nonsense"],
+        "--baseline": ["nonsense", ""],
         "more_files": ["{binary}"],
     },
     "lint": {
@@ -91,7 +93,8 @@ BAD: dict[str, dict[str, list[str]]] = {
         "candidate": [*PATHS],
         "--target": ["nonsense"],
     },
-    "selfcheck": {"--suite": ["nonsense"], "--target": ["nonsense"], "--device": ["nonsense"]},
+    "selfcheck": {"--suite": ["nonsense"], "--target": ["nonsense"], "--device": ["nonsense"],
+                  "--baseline": ["nonsense"]},
     "run": {
         "--suite": ["nonsense"],
         "--target": ["nonsense"],
@@ -122,6 +125,7 @@ BAD: dict[str, dict[str, list[str]]] = {
         "--harness": ["iters=-3", "nonsense", "nope=1", "sandbox=nonsense"],
         "--model-config": ["{binary}", "{latin1}", "{missing}"],
         "--model-opt": ["nonsense", "nope=1"],
+        "--baseline": ["nonsense", "EAGER"],
     },
     "mcp": {
         "--workspace": ["{binary}"],
@@ -151,6 +155,7 @@ BAD: dict[str, dict[str, list[str]]] = {
         "--port": ["-1", "70000", "abc"],
         "--token-env": ["", "A=B"],
         "--memory": ["mysql://x"],
+        "--baseline": ["nonsense"],
     },
     "report": {
         "runs": ["{missing}", "{binary}"],

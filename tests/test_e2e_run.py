@@ -377,6 +377,16 @@ def test_the_harness_times_the_stream(tmp_path: Path, server: OpenAITestServer):
     first = summary.results[0]
     # T_first is the first correct kernel's latency, unless the harness quarantined that timing
     assert (first["t_first_ms"] is not None and first["t_ref_ms"] is not None) == (not timed[0]["suspect"])
+    # issue 31: the report reads the best verdict's interval, roofline and protocol from the traces
+    from sagekernel.report.build import build
+    from sagekernel.report.load import load
+
+    (report,) = build(load([str(ws)]))
+    if first["t_best_ms"] is not None:
+        assert report.scores is not None and report.scores.n_without_interval == 0
+        (op,) = report.scores.operators
+        assert op.interval is not None and op.baseline == "eager" and op.roofline_fraction
+        assert report.scores.protocol["rounds"] == [2] and report.scores.protocol["harness_commit"]
 
 
 def test_refinement_stream_keeps_no_memory(tmp_path: Path, server: OpenAITestServer):

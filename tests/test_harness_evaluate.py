@@ -34,6 +34,18 @@ def test_reference_kernel_passes_with_timing_record() -> None:
     assert {"default", "variant 1"} <= shapes and len({tr["seed"] for tr in verdict.checks["trials"]}) > 1
     again = Verdict.from_dict(verdict.to_dict())
     assert again.stage is Stage.OK and again.timing == verdict.timing
+    # beside the speedup (issue 31): its interval, the roofline, the protocol and the baseline
+    iv = t["speedup_interval"]
+    held = t["speedup_from"] == "held-out large shape"  # the interval is the reported speedup's
+    assert iv["low"] <= verdict.speedup <= iv["high"] and iv["rounds"] == (3 if held else 4)
+    roof = t["roofline"]
+    assert roof["measured_ms"] == verdict.candidate_ms and 0 < roof["fraction"] == roof["bound_ms"] / roof[
+        "measured_ms"]
+    assert roof["flops"] > 0 and roof["bytes_moved"] > 0  # a matmul: counted FLOPs and bytes
+    proto = t["protocol"]
+    assert proto["rounds"] == 4 and proto["warmup"] == 2 and proto["baseline"] == "eager" == t["baseline"]
+    assert proto["shapes_timed"][0] == dict(task.sizes) and proto["harness_commit"]
+    assert set(proto["dtypes"].values()) == {"float32"}
 
 
 def test_openmp_and_cxx_kernels_run_in_the_sandbox() -> None:

@@ -189,9 +189,9 @@ def test_a_learners_index_catches_up_with_the_others(pg_url: str) -> None:  # no
     load_seed(conn, SEED)
     store = Store(conn)
     work = Workload(tuple(m.id for m in store.list_items(order="id")))
-    reader = make_policy("sage", conn, run_id="reader", embedder=None, config=CFG, budget_tokens=60)
-    others = [make_policy("sage", connect_memory(pg_url), run_id=f"w{w}", embedder=None, config=CFG,
-                          budget_tokens=60) for w in range(2)]
+    reader = make_policy("sage", conn, run_id="reader", embedder=None, config=CFG)
+    others = [make_policy("sage", connect_memory(pg_url), run_id=f"w{w}", embedder=None, config=CFG)
+              for w in range(2)]
 
     def same_as_fresh() -> None:
         fresh = RetrievalIndex(Store(connect_memory(pg_url)), None)

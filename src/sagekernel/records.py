@@ -190,3 +190,42 @@ class OperatorResult:
         if not self.correct or not self.t_best_ms or not self.t_first_ms:
             return None
         return self.t_first_ms / self.t_best_ms
+
+
+@dataclass(frozen=True)
+class SpeedupInterval:
+    """A speedup's bootstrap interval (harness/speedup_interval.py computes it; the agent and the
+    report read it): `low` <= `point` <= `high`, `point` being the plain statistic."""
+
+    point: float
+    low: float
+    high: float
+    confidence: float
+    resamples: int
+    rounds: int  # per-round ratios used (all groups together)
+    seed: int
+    method: str = ""
+
+    def faster_than(self, p: float) -> bool:
+        """Noise-aware Fast_p: faster than p only when the lower bound is above p."""
+        return self.low > p
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> SpeedupInterval | None:
+        """The interval of a stored record; None when there is none or it is malformed."""
+        import math
+
+        if not isinstance(data, dict):
+            return None
+        try:
+            low, high, point = float(data["low"]), float(data["high"]), float(data["point"])
+            rest = (float(data.get("confidence", 0.95)), int(data.get("resamples", 0)),
+                    int(data.get("rounds", 0)), int(data.get("seed", 0)), str(data.get("method", "")))
+        except (KeyError, TypeError, ValueError):
+            return None
+        if not all(math.isfinite(v) and v > 0 for v in (low, high, point)):
+            return None
+        return cls(point, low, high, *rest)

@@ -28,6 +28,10 @@ class CheckRow:
     message: str
     seconds: float
     speedup: float | None = None
+    #: beside the speedup (issue 31): its 95% interval and the roofline fraction reached
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    roofline_fraction: float | None = None
 
 
 def jobs(tasks: list[Task], target_name: str = "cpu") -> Iterator[tuple[Task, str, str, str]]:
@@ -52,6 +56,8 @@ def check_one(
     verdict: Verdict = evaluate(task, source, get_target(target_name), cfg, device=device)
     # a canary must be rejected as wrong, not crash or trip a static rule
     ok = verdict.ok if expect == "pass" else verdict.stage is Stage.CORRECTNESS
+    interval = verdict.timing.get("speedup_interval") or {}
+    roofline = verdict.timing.get("roofline") or {}
     return CheckRow(
         task.name,
         label,
@@ -61,6 +67,9 @@ def check_one(
         verdict.message,
         time.perf_counter() - t0,
         verdict.speedup,
+        interval.get("low"),
+        interval.get("high"),
+        roofline.get("fraction"),
     )
 
 

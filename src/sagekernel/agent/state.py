@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 
 from sagekernel.agent.prompt import HistoryLine
+from sagekernel.harness.speedup_interval import better_than, round_ratios
 from sagekernel.harness.verdict import Verdict
 from sagekernel.models.base import Reply
 from sagekernel.records import OperatorResult, RoundTrace
@@ -13,10 +14,24 @@ from sagekernel.tasks.task import Task
 
 _SUMMARY_CHARS = 160
 
-#: RECONSTRUCTED (docs/spec_choices.md): a correct kernel replaces the best one only when it is at
-#: least this much faster. Medians on a shared machine wobble by a few percent, and without a margin
-#: a resubmitted identical kernel "improves" by noise and earns a positive optimisation score.
+#: RECONSTRUCTED (docs/spec_choices.md): a correct kernel replaces the best one only when it is
+#: faster beyond the noise: the lower bound of the bootstrap interval of its speedup over the best's
+#: (both from their interleaved rounds, harness/speedup_interval.py) is above 1, the same test as
+#: the noise-aware Fast_p. Where either verdict has no rounds (an older record), it must be at least
+#: MIN_GAIN faster: medians on a shared machine wobble by a few percent, and without a margin a
+#: resubmitted identical kernel "improves" by noise and earns a positive optimisation score.
 MIN_GAIN = 0.05
+
+
+def beats(new: Verdict, best_timing: dict[str, object] | None, best_ms: float | None) -> bool:
+    """Whether `new` (correct, timed) is better than the best kernel so far (its timing and latency)."""
+    if best_ms is None or new.candidate_ms is None:
+        return best_ms is None and new.candidate_ms is not None
+    ours = round_ratios(new.timing)
+    theirs = round_ratios(best_timing) if best_timing else None
+    if ours and theirs:
+        return better_than(ours, theirs)
+    return new.candidate_ms <= best_ms * (1 - MIN_GAIN)
 
 
 @dataclass
@@ -35,6 +50,7 @@ class OperatorOutcome:
     t_best_ms: float | None = None
     t_ref_ms: float | None = None  # reference latency measured in the run that gave t_best
     best_source: str | None = None
+    best_timing: dict[str, object] | None = None  # the best kernel's timing record (its rounds)
     last_source: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -82,9 +98,10 @@ class OperatorOutcome:
                 self.t_first_ms, self.t_best_ms = ms, ms
                 self.best_source = source
                 self.t_ref_ms = None if verdict.suspect else verdict.reference_ms
-            elif ms is not None and (self.t_best_ms is None or ms <= self.t_best_ms * (1 - MIN_GAIN)) \
-                    and not seen:
+                self.best_timing = None if verdict.suspect else verdict.timing
+            elif ms is not None and not seen and beats(verdict, self.best_timing, self.t_best_ms):
                 self.t_best_ms, self.best_source, self.t_ref_ms = ms, source, verdict.reference_ms
+                self.best_timing = verdict.timing
         for reply in replies:
             self.prompt_tokens += reply.prompt_tokens
             self.completion_tokens += reply.completion_tokens

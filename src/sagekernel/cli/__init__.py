@@ -36,9 +36,22 @@ _ABORT: tuple[type[BaseException], ...] = (typer.Abort, getattr(sys.modules[_USA
 
 def _register() -> None:
     # Imported here so `sage --help` stays fast and each area owns its own file.
-    from sagekernel.cli import audit, doctor, experiment, harness, lint, log, mcp, memory, report, run, tasks
+    from sagekernel.cli import (
+        audit,
+        doctor,
+        experiment,
+        harness,
+        lint,
+        log,
+        mcp,
+        memory,
+        peaks,
+        report,
+        run,
+        tasks,
+    )
 
-    for module in (memory, tasks, harness, log, run, mcp, report, audit, doctor, experiment, lint):
+    for module in (memory, tasks, harness, log, run, mcp, report, audit, doctor, experiment, lint, peaks):
         module.register(app)
 
 

@@ -33,11 +33,16 @@ def _load_task(spec: str) -> Any:
     return find_task(spec)
 
 
-def _config(skip_timing: bool, threads: int, sandbox: str) -> Any:
+def _config(skip_timing: bool, threads: int, sandbox: str, baseline: str = "eager",
+            target: str = "cpu") -> Any:
+    from sagekernel.harness.baseline import baseline_problem
     from sagekernel.harness.config import HarnessConfig, HarnessConfigError
 
+    problem = baseline_problem(baseline, target)
+    if problem:
+        raise OptionError("--baseline", problem)
     try:
-        return HarnessConfig(skip_timing=skip_timing, threads=threads, sandbox=sandbox)
+        return HarnessConfig(skip_timing=skip_timing, threads=threads, sandbox=sandbox, baseline=baseline)
     except HarnessConfigError as exc:  # "harness setting threads: ..." -> "--threads: ..."
         setting = str(exc).split(":", 1)[0].removeprefix("harness setting ")
         raise OptionError(f"--{setting}", str(exc).split(":", 1)[1].strip()) from None
@@ -75,6 +80,8 @@ def eval_command(
     skip_timing: Annotated[bool, typer.Option("--skip-timing", help="Stop after correctness.")] = False,
     threads: Annotated[int, typer.Option("--threads", help="Threads for candidate and reference.")] = 1,
     sandbox: Annotated[str, typer.Option("--sandbox", help="auto, bwrap, unshare or process.")] = "auto",
+    baseline: Annotated[str, typer.Option("--baseline", help="What the speedup is over: eager, compile "
+                                                          "(torch.compile) or best (cpu target).")] = "eager",
     as_json: Annotated[bool, typer.Option("--json", help="Print the verdict as JSON.")] = False,
     plan: Annotated[bool, typer.Option("--plan", help="ascendc: print the build and run plans.")] = False,
     more_files: Annotated[list[Path] | None, typer.Argument(help="Further files (multi-file).")] = None,
@@ -92,9 +99,9 @@ def eval_command(
     from sagekernel.candidate import Candidate
     from sagekernel.harness.evaluate import evaluate
 
-    config = _config(skip_timing, threads, sandbox)
     device = pinned_device(device)  # cuda:N / npu:N: this process and its children see card N only
     target_obj = _target_and_device(target, device)
+    config = _config(skip_timing, threads, sandbox, baseline, target)
     given = [kernel_file, *(more_files or [])]
     texts = {path: read_text(path, "KERNEL_FILE") for path in given}
     task_obj = _load_task(task)
@@ -133,7 +140,13 @@ def eval_command(
         ):
             table.add_row("candidate", f"{verdict.candidate_ms:.4f} ms")
             table.add_row("reference", f"{verdict.reference_ms:.4f} ms")
-            table.add_row("speedup", f"{verdict.speedup:.2f}x")
+            table.add_row("speedup", f"{verdict.speedup:.2f}x over {verdict.timing.get('baseline', 'eager')}")
+            iv = verdict.timing.get("speedup_interval") or {}
+            if iv:
+                table.add_row("95% interval", f"{iv['low']:.2f}x - {iv['high']:.2f}x ({iv['rounds']} rounds)")
+            roof = verdict.timing.get("roofline") or {}
+            reached = f"{roof['fraction']:.3f} of the {roof['bound']} bound" if "fraction" in roof else None
+            table.add_row("roofline", reached or escape(str(roof.get("unavailable", "-"))))
         for k, v in verdict.durations_s.items():
             table.add_row(f"{k} time", f"{v:.3f} s")
         table.add_row(
@@ -157,6 +170,8 @@ def selfcheck_command(
     skip_timing: Annotated[
         bool, typer.Option("--skip-timing", help="Reference kernels: correctness only.")
     ] = False,
+    baseline: Annotated[str, typer.Option("--baseline", help="What the speedup is over: eager, compile "
+                                                          "(torch.compile) or best (cpu target).")] = "eager",
     as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
 ) -> None:
     """Every hand-written kernel must pass the full harness; every null-kernel canary must fail.
@@ -170,7 +185,7 @@ def selfcheck_command(
     tasks = load_suite(suite, strict=False)
     if target != "cpu":
         tasks = [t for t in tasks if target in t.reference_kernels]
-    config = _config(skip_timing, 1, "auto")
+    config = _config(skip_timing, 1, "auto", baseline, target)
     with Progress(console=Console(stderr=True), transient=True, disable=as_json) as progress:
         bar = progress.add_task("selfcheck", total=planned_checks(tasks, target))
         rows = run_selfcheck(
@@ -199,7 +214,8 @@ def selfcheck_command(
         table = Table(
             title=f"selfcheck {suite}: {len(tasks)} tasks, {len(rows)} checks, {len(failures)} failures"
         )
-        for col in ("task", "kernel", "expect", "stage", "ok", "seconds", "speedup", "message"):
+        for col in ("task", "kernel", "expect", "stage", "ok", "seconds", "speedup", "95% interval",
+                    "roofline", "message"):
             table.add_column(col, overflow="fold", max_width=60 if col == "message" else None)
         # failures last, and listed again under the table: a log's tail is what people read
         for r in sorted(rows, key=lambda r: (not r.ok, r.task, r.kernel)):
@@ -211,6 +227,8 @@ def selfcheck_command(
                 "[green]yes[/]" if r.ok else "[red]NO[/]",
                 f"{r.seconds:.2f}",
                 f"{r.speedup:.2f}x" if r.speedup else "",
+                f"{r.speedup_low:.2f}–{r.speedup_high:.2f}x" if r.speedup_low and r.speedup_high else "",
+                f"{r.roofline_fraction:.2f}" if r.roofline_fraction else "",
                 "" if r.ok else escape(r.message[:300]),
             )
         console.print(table)

@@ -5,8 +5,8 @@ help. `run_options(surface)` turns the fields a command exposes into typer optio
 commands cannot disagree with each other or with RunConfig about a default or a help text; the
 values are checked by RunConfig itself (`run_config`), so every range is one rule, named in one
 line by its option. Three fields are given in another shape on the command line: `harness`
-(--harness KEY=VALUE), `retrieve_only` (--retrieve-only KEY=VALUE) and `model_options`
-(--model-config FILE and --model-opt KEY=VALUE).
+(--harness KEY=VALUE, and --baseline for its `baseline` setting), `retrieve_only`
+(--retrieve-only KEY=VALUE) and `model_options` (--model-config FILE and --model-opt KEY=VALUE).
 """
 
 from __future__ import annotations
@@ -39,7 +39,11 @@ class ShapedOption:
 SHAPED: dict[str, tuple[ShapedOption, ...]] = {
     "harness": (ShapedOption("harness", list[str], "--harness", [],
                              "Harness override KEY=VALUE (repeatable), e.g. --harness iters=20; part of the "
-                             "run's identity."),),
+                             "run's identity."),
+                ShapedOption("baseline", str, "--baseline", "eager",
+                             "What speedups are over: eager (PyTorch as written), compile (torch.compile), "
+                             "best (the faster of the two per round); cpu target only for compile/best. "
+                             "The harness setting `baseline`.")),
     "model_options": (
         ShapedOption("model_config", Path | None, "--model-config", None,
                      "TOML or JSON file of model settings (ModelConfig): api_key_env, timeout_s, extra_body, "
@@ -134,6 +138,23 @@ def parse_overrides(pairs: list[str], option: str, example: str) -> dict[str, An
     return out
 
 
+def with_baseline(overrides: dict[str, Any], baseline: str, target: str) -> dict[str, Any]:
+    """`--baseline` as the harness setting it is (left out when eager, so an eager run's identity is
+    unchanged), checked against the target before anything runs; a contradicting
+    `--harness baseline=...` is refused."""
+    from sagekernel.cli.options import OptionError, choice
+    from sagekernel.harness.baseline import BASELINES, baseline_problem
+
+    choice(baseline, BASELINES, "--baseline")
+    problem = baseline_problem(baseline, target)
+    if problem:
+        raise OptionError("--baseline", problem)
+    given = overrides.get("baseline")
+    if given is not None and baseline != "eager" and given != baseline:
+        raise OptionError("--baseline", f"{baseline!r} contradicts --harness baseline={given}")
+    return overrides if baseline == "eager" else {**overrides, "baseline": baseline}
+
+
 def run_config(settings: dict[str, Any], **fixed: Any) -> Any:
     """The RunConfig of a command's knob values (`fixed`: what the command itself sets, e.g. the
     driver); a bad value is one line naming its option."""
@@ -147,7 +168,8 @@ def run_config(settings: dict[str, Any], **fixed: Any) -> Any:
     if "device" in values:
         values["device"] = pinned_device(values["device"])  # before anything starts a device runtime
     if "harness" in values:
-        values["harness"] = parse_overrides(values["harness"], "--harness", "iters=20")
+        values["harness"] = with_baseline(parse_overrides(values["harness"], "--harness", "iters=20"),
+                                          values.pop("baseline", "eager"), values.get("target", "cpu"))
     if "memory" in values:
         values["memory"] = shared_memory(values["memory"])  # --memory, else $SAGE_MEMORY_URL
     if "retrieve_only" in values:

@@ -21,7 +21,8 @@ MINIMUM: dict[str, float] = {
     "timing_memory_limit_bytes": 64 << 20, "speedup_ceiling": 1.0, "parent_threads": 1,
 }
 #: The values a string setting may take.
-CHOICES: dict[str, tuple[str, ...]] = {"sandbox": ("auto", "bwrap", "unshare", "process")}
+CHOICES: dict[str, tuple[str, ...]] = {"sandbox": ("auto", "bwrap", "unshare", "process"),
+                                       "baseline": ("eager", "compile", "best")}
 
 
 @dataclass
@@ -59,6 +60,9 @@ class HarnessConfig:
     sandbox: str = "auto"  #: "auto" (strongest available), "bwrap", "unshare" or "process"
     static_checks: bool = True  #: source lint + symbol checks; False only in tests of the runtime defences
     canaries: bool = True  #: check that null kernels (zeros, constant, input copy) fail this task's trials
+    #: what the speedup is over: the reference's PyTorch eager forward, its `torch.compile`d forward
+    #: (inductor; compiled before timing), or per round the faster of the two (harness/baseline.py)
+    baseline: str = "eager"
     parent_threads: int = 1  #: torch threads of this process for inputs/references/comparisons (restored)
 
     def __post_init__(self) -> None:

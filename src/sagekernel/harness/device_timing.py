@@ -16,13 +16,13 @@ import torch
 
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.runs import Failure, RuntimeRun
+from sagekernel.harness.timed_recheck import recheck
 from sagekernel.harness.timing import (
     EVENT_WALL_RATIO,
     TimingOutcome,
     per_call_ms,
     plan_record,
     quartiles,
-    recheck,
 )
 from sagekernel.harness.verdict import Stage
 from sagekernel.seam import LAUNCH_SYNC_MS

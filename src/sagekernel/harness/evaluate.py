@@ -25,8 +25,10 @@ from sagekernel import sandbox
 from sagekernel.candidate import Candidate
 from sagekernel.devices import selection_env
 from sagekernel.errors import SageError, TaskError
+from sagekernel.harness.baseline import baseline_problem
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.correctness import run_correctness
+from sagekernel.harness.scores import annotate, combine_groups
 from sagekernel.harness.timed import time_held_out, timing_attempts, timing_verdict
 from sagekernel.harness.tolerances import judged_task, tolerance_record
 from sagekernel.harness.trials import TrialPlan, plan_trials
@@ -105,6 +107,10 @@ def _evaluate(
     verdict = Verdict(stage=Stage.PARSE, message="", sandbox={"kind": kind}, evidence=Evidence.STATIC.value)
     if device_info is None:
         verdict.message = f"target {target.name!r} has no device {device!r}"
+        return _finish(verdict, t_start)
+    problem = baseline_problem(config.baseline, target.name)
+    if problem:
+        verdict.message = f"baseline {config.baseline!r}: {problem}"
         return _finish(verdict, t_start)
     ok, why = target.available(device_info.name)
     if not ok:
@@ -286,6 +292,7 @@ def _run(
     if verdict.stage is Stage.OK and config.timed_held_out and large is not None:
         verdict = time_held_out(verdict, task, large, spec, config, kind, workdir)
     verdict.durations_s["timing"] = time.perf_counter() - t0
+    annotate(verdict, task, target.name, device, config)  # interval, roofline, protocol (scores.py)
     return _finish(verdict, t_start)
 
 
@@ -375,6 +382,7 @@ def _judge_groups(
             for i, v in enumerate(verdicts)
         ],
     }
+    combine_groups(combined, verdicts)
     parts = "; ".join(f"group {i}: {v.message}" for i, v in enumerate(verdicts))
     geo = f"; geometric-mean speedup {combined.speedup:.2f}x" if combined.speedup else ""
     combined.message = f"correct on all {len(verdicts)} input groups{geo} ({parts})"

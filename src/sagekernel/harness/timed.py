@@ -68,6 +68,8 @@ def time_held_out(
     verdict.timing["held_out"] = {
         "sizes": dict(sizes), "speedup": held.speedup, "candidate_ms": held.candidate_ms,
         "reference_ms": held.reference_ms, "flags": held.flags, "rounds": rounds,
+        "candidate_round_ms": held.timing.get("candidate_round_ms"),
+        "reference_round_ms": held.timing.get("reference_round_ms"),
     }
     if held.stage is not Stage.OK:
         verdict.stage = held.stage

@@ -37,12 +37,13 @@ from typing import Any
 import torch
 
 from sagekernel import sandbox
+from sagekernel.harness.baseline import reference_file_size
 from sagekernel.harness.charging import baseline, charge
-from sagekernel.harness.compare import compare, tensor_from_bytes
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.runs import Failure, RoundResult, RuntimeRun
 from sagekernel.harness.supervised import SupervisedRound
-from sagekernel.harness.trials import Trial, framework_slack, kernel_args, pack_sets, raw_bytes, trial_atol
+from sagekernel.harness.timed_recheck import param_seed, recheck
+from sagekernel.harness.trials import Trial, kernel_args, pack_sets, raw_bytes
 from sagekernel.harness.verdict import Stage
 from sagekernel.harness.warm import WarmSession
 from sagekernel.harness.wire import Plan, Round
@@ -206,6 +207,7 @@ def run_timing(
             # device runtimes build the reference themselves: seeded like ModelNew (KernelBench)
             "init": _json_or_empty(init_arguments(task, sizes)),
             "seed": 0,
+            "baseline": config.baseline,
         }
     }
     ref_plan.rounds = [Round(blobs[0][1], 0)] * (1 + config.calibration_rounds)
@@ -216,9 +218,9 @@ def run_timing(
         cpu_s=int(config.timing_timeout_s) + 5,
         address_space_bytes=spec.address_space_bytes,
     )
-    ref_limits = sandbox.Limits(
-        wall_s=config.timing_timeout_s, cpu_s=int(config.timing_timeout_s) + 5, address_space_bytes=None
-    )
+    ref_limits = sandbox.Limits(wall_s=config.timing_timeout_s, cpu_s=int(config.timing_timeout_s) + 5,
+                                address_space_bytes=None,
+                                file_size_bytes=reference_file_size(config.baseline))
     box: dict[str, Any] = {"kind": kind, "runtime": spec.name, "reference_runtime": "torch-reference"}
     round_limit = config.call_timeout_s * max(per_round, warmup) + config.start_timeout_s
     if spec.reference_in_process:  # device targets: the runtime times both sides (docs/target_seam.md)
@@ -249,7 +251,7 @@ def run_timing(
         limits=ref_limits,
         scratch=scratch / "reference",
         what="the reference",
-        session_factory=WarmSession if config.warm_reference else None,
+        session_factory=WarmSession if config.warm_reference and config.baseline == "eager" else None,
     )
     try:
         return _protocol(
@@ -434,6 +436,7 @@ def _protocol(
         "threads": config.threads,
         "sizes": dict(task.sizes),
         "reference": "PyTorch Model.forward in its own sandboxed process, fp32 as declared",
+        "baseline": config.baseline,
         "candidate_round_ms": [round(x, 6) for x in cand_ms],
         "reference_round_ms": [round(x, 6) for x in ref_ms],
         "reference_calibration_ms": [round(x, 6) for x in calibration],
@@ -487,42 +490,6 @@ def quartiles(values: list[float]) -> list[float]:
         return [round(values[0], 6)] * 2 if values else []
     q = statistics.quantiles(values, n=4)
     return [round(q[0], 6), round(q[2], 6)]
-
-
-def param_seed(seed: int) -> int:
-    return seed & 0x7FFFFFFF
-
-
-def recheck(
-    task: Task, result: RoundResult, sets: list[tuple[int, list[torch.Tensor]]], where: str
-) -> str | None:
-    """Compare every returned output of a timed round with a fresh reference."""
-    for call in result.calls:
-        if call.outputs is None:
-            continue
-        seed, tensors = sets[call.call]
-        inputs = tensors[: len(task.inputs)]
-        expected = reference_outputs(task, inputs, dict(task.sizes), seed=param_seed(seed))
-        atol = trial_atol(task, inputs, expected, dict(task.sizes), seed=param_seed(seed))
-        slack = framework_slack(task, inputs, expected, dict(task.sizes), seed=param_seed(seed))
-        if any(c >= 0 for c in call.inputs_changed) or not all(call.guards):
-            return (
-                f"during timing ({where}, call {call.call}) the kernel modified an input or wrote outside "
-                "its buffers"
-            )
-        for k, spec in enumerate(task.outputs):
-            exp = expected[k]
-            dtype = torch.uint8 if spec.dtype == "bool" else exp.dtype
-            got = tensor_from_bytes(call.outputs[k], dtype, tuple(exp.shape))
-            extra = slack[k]
-            tol = atol if extra is None else extra + atol
-            mism = compare(got, exp, tol, task.rtol, spec.dtype, call.outputs[k])
-            if mism is not None:
-                return (
-                    f"wrong result during timing ({where}, call {call.call}, checked after the round): "
-                    f"{mism.describe(spec.name)}; timed calls must compute the same result as checked calls"
-                )
-    return None
 
 
 __all__ = ["INTEGRITY_FLAGS", "QUARANTINE_FLAGS", "TimingOutcome", "call_budget", "run_timing"]

@@ -79,8 +79,7 @@ def learner(open_conn: Callable[[], Any], work: Workload, worker: int, episodes:
 
     conn = open_conn()
     try:
-        policy = make_policy("sage", conn, run_id=f"w{worker}", embedder=None, config=config,
-                             budget_tokens=config.budget_tokens)
+        policy = make_policy("sage", conn, run_id=f"w{worker}", embedder=None, config=config)
         if start is not None:
             start.wait()
         t0 = time.perf_counter()
@@ -106,8 +105,7 @@ def replay_serially(conn: Any, work: Workload, order: list[tuple[str, str]], con
     policies: dict[str, Any] = {}
     for run_id, operator in order:
         if run_id not in policies:
-            policies[run_id] = make_policy("sage", conn, run_id=run_id, embedder=None, config=config,
-                                           budget_tokens=config.budget_tokens)
+            policies[run_id] = make_policy("sage", conn, run_id=run_id, embedder=None, config=config)
         worker, n = parse_operator(operator)
         trace, drafts = episode_of(work, worker, n)
         policies[run_id].learn(trace, drafts)

@@ -20,6 +20,7 @@ from sagekernel.report.load import Loaded
 from sagekernel.report.memory_metrics import MemoryMetrics, summarize_memory
 from sagekernel.report.npukb_score import BenchmarkScore
 from sagekernel.report.npukb_score import score as benchmark_score
+from sagekernel.report.scores import RunScores, protocol_notes, summarize_scores
 from sagekernel.runner.store import RunInfo
 
 # Table 1 order of methods (sage_spec.md §9), then the ablations; unknown methods go last.
@@ -57,6 +58,8 @@ class RunReport:
     suffix: str = ""  # " [run_id]" when another reported run has the same method and model
     #: NPUKernelBench's own score over the run's benchmark operators (None: none of them).
     benchmark: BenchmarkScore | None = None
+    #: The figures beside the paper's (report/scores.py): noise-aware Fast_p, intervals, roofline.
+    scores: RunScores | None = None
 
     @property
     def method(self) -> str:
@@ -75,7 +78,8 @@ def build(loaded: Loaded, p: float = 1.0) -> list[RunReport]:
         if run.memory is not None:
             memory = summarize_memory(run.memory.items, run.memory.adoptions, run.memory.snapshots)
         reports.append(RunReport(run.info, run.workspace, run.model, run.planned, run.spend, run.results,
-                                 summarize(run.results, p), memory, benchmark=benchmark_score(run.benchmark)))
+                                 summarize(run.results, p), memory, benchmark=benchmark_score(run.benchmark),
+                                 scores=summarize_scores(run.results, run.best_verdicts, p)))
     model_order: dict[str, int] = {}
     for rep in reports:
         model_order.setdefault(rep.model, len(model_order))
@@ -121,6 +125,7 @@ def notes_for(reports: Sequence[RunReport], audit_above: float = AUDIT_SPEEDUP) 
         if high:
             notes.append(f"{r.label}: speedup above {audit_above:g}× on {', '.join(high)}; "
                          "audit these kernels before trusting them")
+    notes += protocol_notes([(r.label, r.scores) for r in reports if r.scores is not None])
     return notes
 
 
@@ -145,6 +150,7 @@ def to_json(reports: Sequence[RunReport], notes: Sequence[str] = ()) -> dict[str
             "metrics": r.metrics.to_dict(),
             "memory": r.memory.to_dict() if r.memory is not None else None,
             "npukernelbench": r.benchmark.to_dict() if r.benchmark is not None else None,
+            "scores": r.scores.to_dict() if r.scores is not None else None,
             "operators": [
                 {"position": o.position, "operator": o.operator, "level": o.level, "category": o.category,
                  "compiled": o.compiled, "correct": o.correct, "rounds_used": o.rounds_used,
@@ -165,6 +171,8 @@ def csv_columns(reports: Sequence[RunReport]) -> list[str]:
              "tokens_per_solved", "cost_per_solved_usd", "items", "items_cold", "items_validated",
              "items_consolidated", "resident_entries", "resident_tokens", "adoption_rate", "utility_mean"]
     cols += ["NPUKB_score", "NPUKB_rule_only_score"]
+    cols += [f"Fast_{p_label(p)}_noise_aware", f"Fast_{p_label(p)}_noise_aware_all",
+             "roofline_fraction_median", "roofline_fraction_q1", "roofline_fraction_q3", "baseline"]
     return cols
 
 
@@ -182,6 +190,9 @@ def csv_row(r: RunReport, levels: Sequence[int]) -> list[object]:
              mem.adoption_rate, mem.utility.mean] if mem is not None else [None] * 8)
     bench = r.benchmark
     row += [bench.final, bench.rule_final] if bench is not None else [None, None]
+    s = r.scores
+    row += ([s.fast_aware_solved, s.fast_aware_all, s.roofline["median"], s.roofline["q1"], s.roofline["q3"],
+             "/".join(s.baselines) or None] if s is not None else [None] * 6)
     return row
 
 

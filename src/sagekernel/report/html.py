@@ -21,7 +21,14 @@ from plotly.subplots import make_subplots
 
 from sagekernel import __version__
 from sagekernel.report.build import RunReport
-from sagekernel.report.tables import comparison_rows, detail_rows, memory_rows, top_items_rows
+from sagekernel.report.tables import (
+    comparison_rows,
+    detail_rows,
+    interval_rows,
+    memory_rows,
+    scores_rows,
+    top_items_rows,
+)
 
 FIGURE_IDS = ("fig-learning-curve", "fig-speedup", "fig-resident", "fig-utility")
 _PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
@@ -152,7 +159,8 @@ def render_html(reports: Sequence[RunReport], notes: Sequence[str] = ()) -> str:
                                .read_text(encoding="utf-8"))
     return template.render(
         reports=reports, notes=list(notes), plotlyjs=get_plotlyjs(), figures=figures,
-        comparison=comparison_rows(reports), details=detail_rows(reports),
+        comparison=comparison_rows(reports), details=detail_rows(reports), scores=scores_rows(reports),
+        intervals=[(r.label, rows) for r in reports if (rows := interval_rows(r))[1]],
         memory=memory_rows(reports) if has_memory else None,
         top_items=[(r.label, top_items_rows(r)) for r in reports if r.memory is not None],
         p=reports[0].metrics.p if reports else 1.0, version=__version__,

@@ -65,6 +65,9 @@ class RunData:
     memory: MemoryData | None  # None: the workspace has no memory tables
     #: NPUKernelBench's per-operator cases (report/npukb_score.py); empty for other tasks.
     benchmark: list[OperatorCases] = field(default_factory=list)
+    #: Each solved operator's best verdict (the round that set T_best): its interval, roofline and
+    #: protocol (report/scores.py). Empty for runs without round traces.
+    best_verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def planned(self) -> int:
@@ -157,9 +160,11 @@ def _load_ref(conn: sqlite3.Connection, ref: RunRef, notes: list[str]) -> list[R
             notes.append(msg + "; skipped")
             continue
         memory = _memory(conn, run_id) if memory_ok else None
-        benchmark = _benchmark(store, run_id, results) if "round_traces" in tables else []
+        traced = "round_traces" in tables
+        benchmark = _benchmark(store, run_id, results) if traced else []
+        best = _best_verdicts(store, run_id, results) if traced else {}
         out.append(RunData(info, ref.workspace, _credited_model(conn, run_id, info.model), planned,
-                           run_spend(conn, run_id), results, memory, benchmark))
+                           run_spend(conn, run_id), results, memory, benchmark, best))
     return out
 
 
@@ -183,6 +188,18 @@ def _benchmark(store: RunStore, run_id: str, results: Sequence[OperatorResult]) 
             records.setdefault(operator, []).append(record)
     found = [best_cases(r.operator, r.level, records.get(r.operator, [])) for r in results]
     return [f for f in found if f is not None]
+
+
+def _best_verdicts(store: RunStore, run_id: str,
+                   results: Sequence[OperatorResult]) -> dict[str, dict[str, Any]]:
+    """Per solved operator, the verdict of the first correct round whose latency is its T_best (the
+    round the agent took as the best: agent/state.py records T_best from that verdict)."""
+    wanted = {r.operator: r.t_best_ms for r in results if r.correct and r.t_best_ms is not None}
+    out: dict[str, dict[str, Any]] = {}
+    for op, latency, verdict in store.correct_verdicts(run_id):
+        if op not in out and op in wanted and latency == wanted[op] and isinstance(verdict, dict):
+            out[op] = verdict
+    return out
 
 
 def _memory(conn: sqlite3.Connection, run_id: str) -> MemoryData:

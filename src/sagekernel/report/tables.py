@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from decimal import ROUND_HALF_UP, Decimal
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sagekernel.report.build import RunReport, p_label, report_levels
@@ -103,6 +104,71 @@ def detail_rows(reports: Sequence[RunReport]) -> Rows:
     return header, rows
 
 
+def fmt_fraction(value: float | None) -> str:
+    return DASH if value is None else f"{value:.2f}"
+
+
+def scores_rows(reports: Sequence[RunReport]) -> Rows:
+    """Beside the paper's figures (report/scores.py): strict and noise-aware Fast_p, S_self, the
+    roofline fractions' distribution, the baseline and the protocol each run was measured under."""
+    p = reports[0].metrics.p if reports else 1.0
+    header = ["Run", f"Fast_{p_label(p)} strict", f"Fast_{p_label(p)} noise-aware", "S_self",
+              "Roofline fraction median [q1–q3] (n)", "Baseline", "Protocol"]
+    rows = []
+    for r in reports:
+        m, s = r.metrics, r.scores
+        if s is None:
+            continue
+        aware = f"{fmt_rate(s.fast_aware_solved)} ({s.n_fast_aware}/{m.n_solved})"
+        if s.n_without_interval:
+            aware += f", {s.n_without_interval} without interval"
+        rows.append([r.label, f"{fmt_rate(m.fast_solved)} ({m.n_fast}/{m.n_solved})", aware, fmt_x(m.s_self),
+                     _distribution(s.roofline), "/".join(s.baselines) or DASH, _protocol(s.protocol)])
+    return header, rows
+
+
+def _f(value: object) -> str:
+    return fmt_fraction(float(value) if isinstance(value, (int, float)) else None)
+
+
+def _distribution(roof: dict[str, float | int | None]) -> str:
+    if not roof["count"]:
+        return DASH
+    return f"{_f(roof['median'])} [{_f(roof['q1'])}–{_f(roof['q3'])}] ({roof['count']})"
+
+
+def _protocol(proto: dict[str, list[object]]) -> str:
+    """Rounds × calls, device, harness commit (each run's values; several are joined by '/')."""
+    if not proto.get("harness_commit"):
+        return DASH
+
+    def join(key: str, width: int = 40) -> str:
+        return "/".join(str(v)[:width] for v in proto.get(key, []))
+
+    return (f"{join('rounds')} rounds × {join('calls_per_round')} calls, {join('device')}, "
+            f"{join('harness_commit', 10)}")
+
+
+def interval_rows(report: RunReport) -> Rows:
+    """Per solved operator: the best kernel's speedup, its interval, the noise-aware verdict on p,
+    and its roofline fraction."""
+    p = report.metrics.p
+    header = ["Operator", "Speedup", "95% interval", f"> {p_label(p)} noise-aware", "Roofline fraction",
+              "Bound"]
+    by_op = {s.operator: s for s in report.scores.operators} if report.scores else {}
+    rows = []
+    for o in report.results:
+        s = by_op.get(o.operator)
+        if s is None:
+            continue
+        iv = s.interval
+        span = DASH if iv is None else f"{fmt_x(iv.low)}–{fmt_x(iv.high)}"
+        fast = DASH if iv is None else ("yes" if iv.low > p else "no")
+        rows.append([o.operator, fmt_x(o.speedup), span, fast, fmt_fraction(s.roofline_fraction),
+                     s.bound or DASH])
+    return header, rows
+
+
 def memory_rows(reports: Sequence[RunReport]) -> Rows:
     """Per run with memory tables: items by state, resident set now, adoption rate, utility."""
     header = ["Run", "Items", "Cold", "Validated", "Consolidated", "Resident (rules / tokens)",
@@ -138,20 +204,29 @@ def top_items_rows(report: RunReport) -> Rows:
 def _rich(title: str, rows: Rows, *, left: int = 1) -> Table:
     header, body = rows
     table = Table(title=title, title_justify="left", header_style="bold")
+    # cells are plain text: "[q1–q3]" or a label's " [run_id]" is not Rich markup
     for i, name in enumerate(header):
-        table.add_column(name, justify="left" if i < left else "right", overflow="fold")
+        table.add_column(escape(name), justify="left" if i < left else "right", overflow="fold")
     for row in body:
-        table.add_row(*row)
+        table.add_row(*(escape(cell) for cell in row))
     return table
 
 
 def render_terminal(console: Console, reports: Sequence[RunReport], notes: Sequence[str] = ()) -> None:
     """Print the report: Table 1 comparison, per-run details, memory, most adopted items."""
     for note in notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {escape(note)}")
     title = "Comparison (Table 1 shape)" if len(reports) > 1 else f"Run {reports[0].key}"
     console.print(_rich(title, comparison_rows(reports), left=2))
     console.print(_rich("Speedups and spend", detail_rows(reports)))
+    if any(r.scores is not None for r in reports):
+        console.print(_rich("Noise-aware speedups and roofline (beside the paper's figures)",
+                            scores_rows(reports)))
+        for r in reports:
+            header, body = interval_rows(r)
+            if body:
+                console.print(_rich(f"Best kernels: speedup intervals and roofline — {escape(r.label)}",
+                                    (header, body)))
     if any(r.benchmark is not None for r in reports):
         console.print(_rich("NPUKernelBench score (per task: passed cases / cases)", benchmark_rows(reports)))
     if any(r.memory is not None for r in reports):
@@ -161,4 +236,7 @@ def render_terminal(console: Console, reports: Sequence[RunReport], notes: Seque
             if body:
                 console.print(_rich(f"Most adopted items — {r.label}", (header, body), left=4))
     console.print("[dim]Rates are % of finished operators; Fast over solved is the paper's Fast_p, "
-                  "over all is KernelBench's. S_self = median T_first/T_best.[/]")
+                  "over all is KernelBench's. S_self = median T_first/T_best. Noise-aware Fast_p counts an "
+                  "operator only when the lower bound of its speedup's 95% bootstrap interval is above p; "
+                  "roofline fraction = the device's bound (bytes/peak bandwidth, FLOPs/peak compute) / the "
+                  "kernel's time.[/]")

@@ -193,7 +193,12 @@ class RunConfig(BaseModel):
                                  f"{', '.join(Provenance.__dataclass_fields__)}")
         if self.resume and self.new:
             raise RunConfigError("--resume and --new contradict each other")
-        self.harness_config()  # unknown or ill-typed overrides fail before the run starts
+        baseline = self.harness_config().baseline  # unknown or ill-typed overrides fail before the run starts
+        from sagekernel.harness.baseline import baseline_problem
+
+        problem = baseline_problem(baseline, self.target)  # before the first model call (issue 31)
+        if problem:
+            raise RunConfigError(f"--baseline: {problem}")
         return self
 
     def harness_config(self) -> Any:

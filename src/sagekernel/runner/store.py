@@ -247,6 +247,20 @@ class RunStore:
             out.append((str(operator), verdict))
         return out
 
+    def correct_verdicts(self, run_id: str) -> list[tuple[str, Any, Any]]:
+        """(operator, latency_ms, the stored verdict as JSON data) of each correct round, by
+        operator and round; rounds whose trace does not parse are left out."""
+        out = []
+        for operator, latency, text in self.conn.execute(
+                "SELECT operator, latency_ms, trace_json FROM round_traces WHERE run_id = ? AND correct = 1 "
+                "ORDER BY operator, round", (run_id,)):
+            try:
+                verdict = json.loads(text).get("verdict")
+            except (ValueError, AttributeError):
+                continue
+            out.append((str(operator), latency, verdict))
+        return out
+
     def last_round(self, run_id: str) -> tuple[str, int, str] | None:
         """(operator, round, episode) of the newest recorded round."""
         row = self.conn.execute("SELECT operator, round, episode FROM round_traces WHERE run_id = ? "
