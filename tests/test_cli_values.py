@@ -93,7 +93,7 @@ BAD: dict[str, dict[str, list[str]]] = {
         "--suite": ["nonsense"],
         "--target": ["nonsense"],
         "--device": ["nonsense"],
-        "--model": ["nonsense"],
+        "--model": ["nonsense", "oracle:nope=1", "oracle:base=2", "oracle:seed=x"],
         "--method": ["nonsense"],
         "--workspace": ["{binary}"],
         "--schedule": ["nonsense"],
