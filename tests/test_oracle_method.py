@@ -11,7 +11,7 @@ operators, where one operator is 2 points; means over the three worlds):
 - UGC: the final resident rules help a larger share of the stream's operators than a random bank
   item does (chance), by RULE_MARGIN.
 
-Slow (about 35-50 minutes on 2 shared cores): `python3 -m pytest tests/test_oracle_method.py -m slow`.
+Slow (30 streams; see docs/oracle.md for the measured wall time): `python3 -m pytest tests/test_oracle_method.py -m slow`.
 With SAGE_ORACLE_EXPERIMENT=<dir of a finished `sage experiment run oracle-method`> the claims are
 checked on that directory instead of a new run.
 """
@@ -58,7 +58,7 @@ def report(experiment: Path) -> dict[str, Any]:
 
 
 def _er(report: dict[str, Any]) -> dict[str, float]:
-    return {s["name"]: 100.0 * s["metrics"]["er"] for s in report["streams"]}
+    return {s["name"]: float(s["metrics"]["er"]) for s in report["streams"]}  # ER in percent
 
 
 def _mean(er: dict[str, float], stem: str) -> float:

@@ -13,7 +13,7 @@ import pytest
 from sagekernel.agent.gate import complete_reply
 from sagekernel.agent.prompt import Prompts, RoundContext, shown_order
 from sagekernel.agent.protocol import parse_reply
-from sagekernel.models.oracle import OracleModel, make_oracle
+from sagekernel.models.oracle import OracleModel, _builtin_tasks, make_oracle
 from sagekernel.models.oracle_world import (
     OracleConfig,
     draw,
@@ -28,13 +28,12 @@ from sagekernel.runner.config import RunConfig
 from sagekernel.runner.run import run
 from sagekernel.targets import get_target
 from sagekernel.targets.cpu.canaries import canary_sources
-from sagekernel.tasks.suites import load_suite
 
 
 @pytest.mark.parametrize("spec, words", [
     ("oracle:nope=1", "nope=1"), ("oracle:base=2", "base=2.0 is outside"), ("oracle:seed=x", "not a number"),
     ("oracle:seed", "not key=value"), ("oracle:seed=1,seed=2", "twice"), ("oracle:gain=nan", "finite"),
-    ("oracle:seed=-1", ">= 0"),
+    ("oracle:seed=-1", ">= 0"), ("oracle:attention=0", "attention=0 must be >= 1"),
 ])
 def test_bad_settings_are_one_line_errors_naming_the_part(spec: str, words: str) -> None:
     with pytest.raises(ModelSpecError) as err:
@@ -65,7 +64,7 @@ def test_hidden_truth_is_a_seeded_pure_function_with_the_configured_rates() -> N
 
 
 def _round_messages(task_name: str, rnd: int = 1, episode: EpisodeKind = EpisodeKind.CORR):
-    task = next(t for t in load_suite("builtin") if t.name == task_name)
+    task = _builtin_tasks()[task_name]  # the suite as the oracle loaded it (one load per process)
     target = get_target("cpu")
     seed_file = Path(__file__).parents[1] / "src/sagekernel/targets/cpu/seed_memory.jsonl"
     seeds = [json.loads(line) for line in seed_file.read_text().splitlines()]
@@ -125,10 +124,9 @@ def test_adoption_follows_the_truth_fallibly_and_useful_adoptions_raise_success(
     adopted = {True: [], False: []}
     for rnd in range(1, 4):
         for name in ("softmax", "abs", "rms_norm", "argmax", "relu", "layer_norm", "gelu"):
-            try:
-                _, _, _, _, messages = _round_messages(name, rnd)
-            except StopIteration:
+            if name not in _builtin_tasks():
                 continue
+            _, _, _, _, messages = _round_messages(name, rnd)
             prompt = read_round(messages[0].content, messages[1].content)
             assert prompt is not None
             for _, a, good in model.decisions(prompt):
@@ -141,6 +139,18 @@ def test_adoption_follows_the_truth_fallibly_and_useful_adoptions_raise_success(
     assert (success_probability(cfg, "x", 1, 2, 0) > success_probability(cfg, "x", 1, 0, 0)
             > success_probability(cfg, "x", 1, 0, 2))
     assert success_probability(cfg, "x", 3, 0, 0) < success_probability(cfg, "x", 1, 0, 0)
+
+
+def test_at_most_attention_items_are_adopted_in_one_round() -> None:
+    _, _, items, _, messages = _round_messages("softmax")
+    prompt = read_round(messages[0].content, messages[1].content)
+    assert prompt is not None and len(prompt.shown) == len(items) + 1
+    for attention in (1, 2, 5):
+        every = OracleConfig(seed=1, adopt_useful=1.0, adopt_useless=1.0, attention=attention)
+        everything = OracleModel(every)
+        assert sum(a for _, a, _ in everything.decisions(prompt)) == attention
+    nothing = OracleModel(OracleConfig(seed=1, adopt_useful=0.0, adopt_useless=0.0))
+    assert not any(a for _, a, _ in nothing.decisions(prompt))
 
 
 def test_an_optimisation_round_keeps_the_expert_kernel_and_adopts_nothing() -> None:

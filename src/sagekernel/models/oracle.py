@@ -9,8 +9,9 @@ it should (docs/oracle.md, issue 28).
 Per call, read from the prompt it is actually given:
 
 - a round: the operator heading, the retrieved items (`[E<id>] <title>`) and resident rules
-  (`[R<id>] <rule>`). In a correctness round it adopts each one with P(adopt_useful) if it is
-  truly useful for the operator's category, P(adopt_useless) if not; some decision lines are
+  (`[R<id>] <rule>`). In a correctness round each one looks useful with P(adopt_useful) if it is
+  truly useful for the operator's category, P(adopt_useless) if not, and it adopts at most
+  `attention` of those (the context is not free); some decision lines are
   written in free-text forms real models use ("- E5: Adopted: yes", a table row, lower case),
   which the parser rejects and the gate re-asks. Its kernel is the suite's hand-written one
   (`<stem>.cpu.c`, read from the task files, never shown to the system) with a probability that
@@ -119,15 +120,21 @@ class OracleModel(BackendModel):
 
     # -- rounds ------------------------------------------------------------------------------
     def decisions(self, prompt: RoundPrompt) -> list[tuple[Shown, bool, bool]]:
-        """(shown, adopted, truly useful) for each id the round shows."""
-        out = []
+        """(shown, adopted, truly useful) for each id the round shows. Each looks useful with
+        P(adopt_useful) if it is, P(adopt_useless) if not; of those that look useful, at most
+        `attention` are applied (drawn at random): a kernel cannot follow every rule in a long
+        context, which is why the method budgets its resident rules (B)."""
+        seed, op, rnd = self.world.seed, prompt.operator, prompt.round
+        looks: dict[str, bool] = {}
+        truth: dict[str, bool] = {}
         for shown in prompt.shown:
-            is_useful = useful(self.world, shown.title, prompt.category)
-            p = self.world.adopt_useful if is_useful else self.world.adopt_useless
-            adopted = (not prompt.optimising
-                       and draw(self.world.seed, "adopt", prompt.operator, prompt.round, shown.title) < p)
-            out.append((shown, adopted, is_useful))
-        return out
+            truth[shown.ref] = useful(self.world, shown.title, prompt.category)
+            p = self.world.adopt_useful if truth[shown.ref] else self.world.adopt_useless
+            looks[shown.ref] = not prompt.optimising and draw(seed, "adopt", op, rnd, shown.title) < p
+        chosen = sorted((s for s in prompt.shown if looks[s.ref]),
+                        key=lambda s: draw(seed, "attend", op, rnd, s.title))[:self.world.attention]
+        applied = {s.ref for s in chosen}
+        return [(shown, shown.ref in applied, truth[shown.ref]) for shown in prompt.shown]
 
     def _round(self, system: str, user: str) -> tuple[str, dict[str, Any]]:
         prompt = read_round(system, user)

@@ -37,8 +37,8 @@ class OracleConfigError(SageError):
 
 @dataclass(frozen=True)
 class OracleConfig:
-    """`oracle:key=value,...`: every setting of the synthetic world (defaults tuned so the
-    built-in suite, T = 3, separates the methods within a few seeds; docs/oracle.md)."""
+    """`oracle:key=value,...`: every setting of the synthetic world. The defaults were set before
+    the method's streams were run, not fitted to make any method win (docs/oracle.md)."""
 
     seed: int = 0  #: the hidden world (usefulness, difficulty, every draw)
     base: float = 0.22  #: P(a correct kernel in one round) of a level-1 operator with nothing useful adopted
@@ -52,6 +52,7 @@ class OracleConfig:
     adopt_useful: float = 0.8  #: P(adopt | truly useful): the agent sees value that is there
     adopt_useless: float = 0.2  #: P(adopt | not useful): the agent is fooled
     freeform: float = 0.1  #: P(a decision line is written in a free-text form the parser rejects)
+    attention: int = 4  #: at most this many items and rules applied in one kernel (the context is not free)
     lessons: int = 2  #: at most this many lessons per distillation reply (and at most what is asked)
 
     _PROBABILITIES = ("base", "level_drop", "spread", "gain", "harm", "useful_home", "useful_general",
@@ -64,6 +65,8 @@ class OracleConfig:
                 raise OracleConfigError(f"oracle setting {name}={value} is outside [0, 1]")
         if self.seed < 0 or self.lessons < 0:
             raise OracleConfigError("oracle settings seed and lessons must be >= 0")
+        if self.attention < 1:
+            raise OracleConfigError(f"oracle setting attention={self.attention} must be >= 1")
 
     @classmethod
     def parse(cls, text: str) -> OracleConfig:
