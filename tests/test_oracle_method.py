@@ -8,10 +8,13 @@ operators, where one operator is 2 points; means over the three worlds):
 - Table 1: SAGE > Value Memory > Static RAG > Refinement, each by MARGIN;
 - Table 7: ATU > Uniform Credit > Relevance-only on the frozen SAGE bank, each by MARGIN;
 - Figure 5: every ablation (uniform credit, w/o UGC, random UGC) below SAGE by MARGIN;
+- ATU: the items it ends with u > 0 help a larger share of the operators than the retrieved items
+  it ends with u <= 0, by RULE_MARGIN;
 - UGC: the final resident rules help a larger share of the stream's operators than a random bank
   item does (chance), by RULE_MARGIN.
 
-Slow (30 streams; see docs/oracle.md for the measured wall time): `python3 -m pytest tests/test_oracle_method.py -m slow`.
+Slow (30 streams; docs/oracle.md gives the measured wall time):
+`python3 -m pytest tests/test_oracle_method.py -m slow`.
 With SAGE_ORACLE_EXPERIMENT=<dir of a finished `sage experiment run oracle-method`> the claims are
 checked on that directory instead of a new run.
 """
@@ -107,6 +110,25 @@ def rule_truth(directory: Path) -> dict[str, tuple[float, float, int]]:
         chance = mean(truly_useful_share(world, t, categories) for t in titles.values())
         out[label] = (mean(share) if share else 0.0, chance, len(hot))
     return out
+
+
+def test_atu_utilities_separate_truly_useful_items(experiment: Path, report: dict[str, Any]) -> None:
+    """Credit assignment itself: in the SAGE banks, the items ATU ended with u > 0 help a larger
+    share of the operators than the retrieved items it ended with u <= 0."""
+    categories = [t.category for t in load_suite("builtin")]
+    positive, rest = [], []
+    for label, seed in WORLDS.items():
+        world = OracleConfig(seed=seed)
+        con = sqlite3.connect(experiment / "streams" / f"sage-{label}" / "sage.db")
+        try:
+            rows = con.execute("SELECT title, u, n_ret FROM items").fetchall()
+        finally:
+            con.close()
+        positive += [truly_useful_share(world, t, categories) for t, u, _ in rows if u > 0]
+        rest += [truly_useful_share(world, t, categories) for t, u, n in rows if u <= 0 and n > 0]
+    assert positive and rest
+    assert mean(positive) >= mean(rest) + RULE_MARGIN, (
+        f"u > 0: {mean(positive):.3f} over {len(positive)} items; u <= 0: {mean(rest):.3f} over {len(rest)}")
 
 
 def test_resident_rules_are_truly_useful_more_often_than_chance(experiment: Path,

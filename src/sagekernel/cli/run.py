@@ -66,7 +66,8 @@ def run_command(
     device: str | None = typer.Option(None, help="The target's device (triton: interpreter, cuda, npu); "
                                                  "default: its first. `sage doctor` lists them."),
     model: str = typer.Option("local", help="Model spec: local (embedded Qwen2.5-Coder-1.5B), "
-                                            "openai:<model>@<url>, anthropic:<model>, scripted:<file>."),
+                                            "openai:<model>@<url>, anthropic:<model>, scripted:<file>, "
+                                            "oracle[:key=value,...] (synthetic, docs/oracle.md)."),
     method: str = typer.Option("sage", help="Memory method: refinement, static-rag, value-memory, sage, "
                                             "sage-uniform-credit, sage-no-ugc, sage-random-ugc."),
     workspace: Path = typer.Option(Path("sage-workspace"), help="Workspace directory (memory, runs, log)."),
