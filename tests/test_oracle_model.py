@@ -162,7 +162,7 @@ def test_an_optimisation_round_keeps_the_expert_kernel_and_adopts_nothing() -> N
 
 def test_a_short_stream_runs_through_the_real_harness_and_memory(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    cfg = RunConfig(workspace=ws, model="oracle:seed=1,base=0.3", suite="builtin", limit=3, budget=2,
+    cfg = RunConfig(workspace=ws, model="oracle:seed=1,base=0.3", suite="builtin", limit=2, budget=2,
                     method="sage", embedder="none", diagnostics=False, progress=False,
                     harness={"skip_timing": True, "trials": 1, "variant_trials": 1, "held_out_shape": False,
                              "coverage_trials": False, "canaries": False, "fresh_process_recheck": False})
@@ -173,7 +173,7 @@ def test_a_short_stream_runs_through_the_real_harness_and_memory(tmp_path: Path)
     kernels = {(e["operator"], e["round"]): e["kernel"] for e in extras if "kernel" in e}
     stages = {(op, rnd): json.loads(trace)["verdict"]["stage"]
               for op, rnd, trace in con.execute("SELECT operator, round, trace_json FROM round_traces")}
-    assert set(stages) == set(kernels) and len(stages) >= 3
+    assert set(stages) == set(kernels) and len(stages) >= 2
     # the real harness judged the generator's kernels: the expert's pass, the wrong ones fail a trial
     for key, kernel in kernels.items():
         assert stages[key] == ("ok" if kernel == "expert" else "correctness"), (key, kernel, stages[key])
