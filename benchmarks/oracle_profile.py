@@ -1,0 +1,60 @@
+"""What the synthetic oracle saw and did in each stream of an `oracle-method` experiment
+(docs/oracle.md): why the methods' ERs differ, read from the exchange log's ground truth.
+
+    python3 benchmarks/oracle_profile.py experiments/oracle-method
+
+Per stream: correctness rounds, the mean number of ids shown per round, of truly useful ids shown,
+of truly useful and useless ids adopted, the mean P(correct) the generator drew against, the final
+resident rules and the bank's items with u > 0.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from pathlib import Path
+from statistics import mean
+
+
+def profile(workspace: Path) -> dict[str, float | int]:
+    con = sqlite3.connect(f"file:{workspace / 'sage.db'}?mode=ro", uri=True)
+    try:
+        extras = [json.loads(e) for (e,) in con.execute("SELECT extra_json FROM exchanges")]
+        episode = {(op, rnd): ep for op, rnd, ep in con.execute(
+            "SELECT operator, round, episode FROM round_traces")}
+        hot = con.execute("SELECT entries_json FROM hot_snapshots ORDER BY id DESC LIMIT 1").fetchone()
+        positive = con.execute("SELECT count(*) FROM items WHERE u > 0").fetchone()[0]
+    finally:
+        con.close()
+    corr = [e for e in extras if "p_correct" in e and episode.get((e["operator"], e["round"])) == "corr"]
+
+
+    def avg(values: list[float]) -> float:
+        return round(mean(values), 2) if values else 0.0
+
+    return {
+        "rounds": len(corr),
+        "shown": avg([len(e["truth"]) for e in corr]),
+        "useful_shown": avg([sum(t["useful"] for t in e["truth"].values()) for e in corr]),
+        "useful_adopted": avg([e["useful_adopted"] for e in corr]),
+        "useless_adopted": avg([e["useless_adopted"] for e in corr]),
+        "p_correct": avg([e["p_correct"] for e in corr]),
+        "resident": len(json.loads(hot[0])) if hot else 0,
+        "u_positive": positive,
+    }
+
+
+def main(directory: str) -> None:
+    streams = sorted((Path(directory) / "streams").iterdir())
+    keys = ["rounds", "shown", "useful_shown", "useful_adopted", "useless_adopted", "p_correct", "resident",
+            "u_positive"]
+    print(f"{'stream':28} " + " ".join(f"{k:>15}" for k in keys))
+    for ws in streams:
+        if (ws / "sage.db").exists():
+            row = profile(ws)
+            print(f"{ws.name:28} " + " ".join(f"{row[k]!s:>15}" for k in keys))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,233 @@
+"""`oracle:CONFIG`: a synthetic generator with a hidden, seeded ground truth -- NOT a language model.
+
+It answers the real system's prompts in the real reply protocol, so a whole stream runs through
+the real prompt builder, reply parser, trace-completeness gate, harness (real compile and trials
+on the CPU target), ATU, UGC, retrieval and store, while the truth about every memory item is
+known (models/oracle_world.py). It shows whether the system as built learns what the method says
+it should (docs/oracle.md, issue 28).
+
+Per call, read from the prompt it is actually given:
+
+- a round: the operator heading, the retrieved items (`[E<id>] <title>`) and resident rules
+  (`[R<id>] <rule>`). In a correctness round each one looks useful with P(adopt_useful) if it is
+  truly useful for the operator's category, P(adopt_useless) if not, and it adopts at most
+  `attention` of those (the context is not free); some decision lines are
+  written in free-text forms real models use ("- E5: Adopted: yes", a table row, lower case),
+  which the parser rejects and the gate re-asks. Its kernel is the suite's hand-written one
+  (`<stem>.cpu.c`, read from the task files, never shown to the system) with a probability that
+  grows with the truly useful items adopted, else a wrong one (one of the task's null kernels,
+  targets/cpu/canaries.py, which compile and fail a trial). In an optimisation round it resubmits
+  the expert kernel and adopts nothing: it does not change a correct kernel, and speed is not part
+  of its world.
+- a re-ask: the same decisions again (every draw is a hash of what it is about), in the canonical form.
+- a distillation: lessons titled `<phrase> in <category> kernels (<tag>)`, whose usefulness the
+  world knows from the title; their code is a labelled placeholder, never the expert kernel.
+- a rule abstraction: the item's title as the rule, so a resident rule names its item.
+
+Every reply says what it is: `model` is the spec, `extra["synthetic"]` is "oracle" with the truth
+behind the reply (adopted useful/useless, P(correct), which kernel), kept in the exchange log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from typing import Any
+
+from sagekernel.errors import ModelError
+from sagekernel.models.backend import BackendModel, Request, estimate_tokens
+from sagekernel.models.base import Message, Reply
+from sagekernel.models.config import Budget, ModelConfig
+from sagekernel.models.exchange_log import ExchangeLog
+from sagekernel.models.oracle_world import (
+    OracleConfig,
+    RoundPrompt,
+    Shown,
+    draw,
+    read_distill,
+    read_round,
+    read_rule_title,
+    success_probability,
+    useful,
+)
+
+_PHRASES = ("Check the boundary handling", "Keep intermediate values in registers",
+            "Order the loop nest by the output layout", "Guard special values before the main loop",
+            "Reuse a per-row statistic instead of recomputing it", "Split setup and the main pass",
+            "Write each output element exactly once", "Normalise the accumulator once per row")
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+_FREEFORM = ("- {ref}: Adopted: {yes} - {why}", "| {ref} | {word} | {why} |", "- {ref}: {lower} - {why}")
+
+
+@lru_cache(maxsize=1)
+def _builtin_tasks() -> dict[str, Any]:
+    from sagekernel.tasks.suites import load_suite
+
+    return {task.name: task for task in load_suite("builtin")}
+
+
+def _task(name: str) -> Any:
+    task = _builtin_tasks().get(name)
+    if task is None or "cpu" not in task.reference_kernels:
+        raise ModelError(f"oracle: no hand-written CPU kernel for operator {name!r}: the synthetic "
+                         "generator knows the built-in suite's operators only")
+    return task
+
+
+def _wrong_kernel(task: Any, seed: int, round_: int) -> tuple[str, str]:
+    from sagekernel.targets.cpu.canaries import canary_sources
+
+    sources = canary_sources(task)
+    names = sorted(sources)
+    name = names[int(draw(seed, "wrong", task.name, round_) * len(names))]
+    return name, sources[name]
+
+
+class OracleModel(BackendModel):
+    """The synthetic generator (module docstring); `config` is its hidden world."""
+
+    free = True
+
+    def __init__(self, config: OracleConfig, *, name: str = "oracle", model_config: ModelConfig | None = None,
+                 log: ExchangeLog | None = None, budget: Budget | None = None, **kwargs: Any) -> None:
+        super().__init__(name, config=model_config, log=log, budget=budget, **kwargs)
+        self.world = config
+
+    def probe(self) -> None:
+        """Always ready (the settings were validated when parsed)."""
+
+    def _complete_once(self, request: Request) -> Reply:
+        messages = request.messages
+        system = next((m.content for m in messages if m.role == "system"), "")
+        last = next((m.content for m in reversed(messages) if m.role == "user"), "")
+        if "Your reply is incomplete" in last:
+            text, extra = self._reask(system, messages, last)
+        elif "## Reply in exactly this format" in last:
+            text, extra = self._round(system, last)
+        elif "you are curating a memory" in last:
+            text, extra = self._distill(last)
+        elif "Rewrite it as ONE short resident rule" in last:
+            title = read_rule_title(last)
+            if title is None:
+                raise ModelError("oracle: a rule-abstraction prompt without a 'Title:' line")
+            text, extra = f"{title}.", {"rule_for": title}
+        else:
+            raise ModelError(f"oracle: not a prompt of the shipped templates (starts {last[:80]!r})")
+        prompt_tokens = sum(estimate_tokens(m.content) + 4 for m in messages)
+        return Reply(text=text, model=self.name, prompt_tokens=prompt_tokens,
+                     completion_tokens=estimate_tokens(text), finish_reason="stop",
+                     extra={"synthetic": "oracle", **extra})
+
+    # -- rounds ------------------------------------------------------------------------------
+    def decisions(self, prompt: RoundPrompt) -> list[tuple[Shown, bool, bool]]:
+        """(shown, adopted, truly useful) for each id the round shows. Each looks useful with
+        P(adopt_useful) if it is, P(adopt_useless) if not; of those that look useful, at most
+        `attention` are applied (drawn at random): a kernel cannot follow every rule in a long
+        context, which is why the method budgets its resident rules (B)."""
+        seed, op, rnd = self.world.seed, prompt.operator, prompt.round
+        looks: dict[str, bool] = {}
+        truth: dict[str, bool] = {}
+        for shown in prompt.shown:
+            truth[shown.ref] = useful(self.world, shown.title, prompt.category)
+            p = self.world.adopt_useful if truth[shown.ref] else self.world.adopt_useless
+            looks[shown.ref] = not prompt.optimising and draw(seed, "adopt", op, rnd, shown.title) < p
+        chosen = sorted((s for s in prompt.shown if looks[s.ref]),
+                        key=lambda s: draw(seed, "attend", op, rnd, s.title))[:self.world.attention]
+        applied = {s.ref for s in chosen}
+        return [(shown, shown.ref in applied, truth[shown.ref]) for shown in prompt.shown]
+
+    def _round(self, system: str, user: str) -> tuple[str, dict[str, Any]]:
+        prompt = read_round(system, user)
+        if prompt is None:
+            raise ModelError("oracle: a round prompt without its operator heading or round line")
+        task = _task(prompt.operator)
+        decided = self.decisions(prompt)
+        n_useful = sum(1 for _, adopted, good in decided if adopted and good)
+        n_useless = sum(1 for _, adopted, good in decided if adopted and not good)
+        p = success_probability(self.world, prompt.operator, prompt.level, n_useful, n_useless)
+        correct = prompt.optimising or draw(self.world.seed, "success", prompt.operator, prompt.round) < p
+        if correct:
+            kernel, code = "expert", task.reference_kernels["cpu"].read_text(encoding="utf-8")
+        else:
+            name, code = _wrong_kernel(task, self.world.seed, prompt.round)
+            kernel = f"wrong:{name}"
+        lines = ["DIAGNOSIS: " + ("the kernel is already correct; keeping it unchanged" if prompt.optimising
+                                  else "rewriting the kernel from the reference semantics")]
+        if decided:
+            lines.append("ADOPTION:")
+        freeform = []
+        for shown, adopted, _ in decided:
+            if (shown.ref.startswith("E") and not prompt.optimising
+                    and draw(self.world.seed, "freeform", prompt.operator, prompt.round, shown.ref)
+                    < self.world.freeform):
+                lines.append(_freeform_line(shown.ref, adopted, self.world.seed, prompt))
+                freeform.append(shown.ref)
+            else:
+                lines.append(_line(shown.ref, adopted))
+        text = "\n".join(lines) + f"\n```c\n{code.strip()}\n```\n"
+        return text, {"operator": prompt.operator, "round": prompt.round, "p_correct": round(p, 4),
+                      "kernel": kernel, "useful_adopted": n_useful, "useless_adopted": n_useless,
+                      "freeform": freeform,
+                      "truth": {s.ref: {"adopted": a, "useful": g} for s, a, g in decided}}
+
+    def _reask(self, system: str, messages: tuple[Message, ...], last: str) -> tuple[str, dict[str, Any]]:
+        round_user = next((m.content for m in messages if m.role == "user"
+                           and "## Reply in exactly this format" in m.content), None)
+        prompt = read_round(system, round_user) if round_user else None
+        if prompt is None:
+            raise ModelError("oracle: a re-ask without the round prompt it follows")
+        asked = set()
+        for line in last.splitlines():
+            if "no valid adoption decision for:" in line:
+                asked |= {part.strip().rstrip(".") for part in line.split(":", 1)[1].split(",")}
+        lines = [_line(shown.ref, adopted) for shown, adopted, _ in self.decisions(prompt)
+                 if shown.ref in asked]
+        text = "\n".join(lines)
+        if "It has no kernel source" in last:  # never happens with this generator's rounds; answer anyway
+            expert = _task(prompt.operator).reference_kernels["cpu"].read_text(encoding="utf-8")
+            text += f"\n```c\n{expert.strip()}\n```"
+        return text + "\n", {"operator": prompt.operator, "round": prompt.round, "reasked": sorted(asked)}
+
+    # -- distillation --------------------------------------------------------------------------
+    def _distill(self, user: str) -> tuple[str, dict[str, Any]]:
+        read = read_distill(user)
+        if read is None:
+            raise ModelError("oracle: a distillation prompt without its operator, count or types")
+        operator, category, most, types = read
+        digest = hashlib.sha256(user.encode("utf-8")).hexdigest()[:16]
+        count = min(most, self.world.lessons)
+        count = max(1, count - int(draw(self.world.seed, "lessons", digest) < 0.5)) if count else 0
+        blocks, titles = [], []
+        for n in range(count):
+            tag = "".join(_LETTERS[int(draw(self.world.seed, "tag", digest, n, i) * 26)] for i in range(5))
+            phrase = _PHRASES[int(draw(self.world.seed, "phrase", digest, n) * len(_PHRASES))]
+            title = f"{phrase} in {category} kernels ({tag})"
+            kind = (types[int(draw(self.world.seed, "type", digest, n) * len(types))] if types
+                    else "correctness")
+            titles.append(title)
+            blocks.append(f"LESSON\ntitle: {title}\ntype: {kind}\ncategory: {category}\n"
+                          f"error_message: synthetic lesson {tag} of the oracle generator\n"
+                          f"wrong_code:\n```c\nacc = acc + v;\n```\n"
+                          f"correct_code:\n```c\nacc = acc + v; /* oracle lesson {tag} */\n```")
+        truth = {t: {c: useful(self.world, t, c) for c in (category,)} for t in titles}
+        return "\n\n".join(blocks) + "\n", {"operator": operator, "lessons": titles, "truth": truth}
+
+
+def _line(ref: str, adopted: bool) -> str:
+    why = ("the kernel follows this lesson" if adopted else "it does not apply to this kernel")
+    return f"- {ref}: {'ADOPTED' if adopted else 'NOT ADOPTED'} - {why}"
+
+
+def _freeform_line(ref: str, adopted: bool, seed: int, prompt: RoundPrompt) -> str:
+    form = _FREEFORM[int(draw(seed, "form", prompt.operator, prompt.round, ref) * len(_FREEFORM))]
+    return form.format(ref=ref, yes="yes" if adopted else "no", word="ADOPTED" if adopted else "NOT ADOPTED",
+                       lower="adopted" if adopted else "not adopted",
+                       why="the kernel follows it" if adopted else "does not apply here")
+
+
+def make_oracle(spec: str, *, config: ModelConfig | None = None, log: ExchangeLog | None = None,
+                budget: Budget | None = None) -> OracleModel:
+    """The model for `oracle[:key=value,...]` (settings: models/oracle_world.OracleConfig)."""
+    _, _, rest = spec.strip().partition(":")
+    return OracleModel(OracleConfig.parse(rest), name=spec.strip(), model_config=config, log=log,
+                       budget=budget)
