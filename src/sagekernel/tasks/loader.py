@@ -142,11 +142,12 @@ def _load_uncached(path: Path, root: Path | None) -> Task:
     return task
 
 
-def load_dir(path: Path, *, isolate: bool = False) -> LoadReport:
+def load_dir(path: Path, *, isolate: bool = False, sandbox: str = "auto") -> LoadReport:
     """Load every task file under `path` (recursively, sorted). Never raises for a bad task file.
 
-    With `isolate`, every file is imported and run in a child process with time and memory limits
-    (`sagekernel.tasks.isolate`): what `sage` does with directories a user brings.
+    With `isolate`, every file is imported and run in a child process with time and memory limits,
+    confined by the sandbox layer `sandbox` (the harness setting; `sagekernel.tasks.isolate`): what
+    `sage` does with directories a user brings.
     """
     root = Path(path).resolve()
     if not root.is_dir():
@@ -156,7 +157,7 @@ def load_dir(path: Path, *, isolate: bool = False) -> LoadReport:
     if isolate:
         from sagekernel.tasks.isolate import load_files_isolated
 
-        results: list[Task | LoadProblem] = load_files_isolated(task_files(root), root)
+        results: list[Task | LoadProblem] = load_files_isolated(task_files(root), root, sandbox_kind=sandbox)
     else:
         results = [load_one(file, root) for file in task_files(root)]
     seen: dict[str, Path] = {}
