@@ -126,11 +126,16 @@ def load_files_isolated(files: list[Path], root: Path | None, *, timeout_s: floa
 
 
 def task_folders(files: list[Path], root: Path | None) -> list[str]:
-    """The folders the loading child sees (read-only): the suite's root, else each file's folder."""
-    folders = {str(Path(root).resolve())} if root is not None else set()
-    folders |= {str(Path(f).resolve().parent) for f in files
+    """The folders the loading child sees (read-only): the suite's root and the folder of every
+    file outside it, and the NPUKernelBench checkout above them (its tolerances, base_config.yaml,
+    sit above the ``tasks/`` folder that is loaded)."""
+    from sagekernel.tasks.npukernelbench import repository_root
+
+    folders = {Path(root).resolve()} if root is not None else set()
+    folders |= {Path(f).resolve().parent for f in files
                 if root is None or not Path(f).resolve().is_relative_to(Path(root).resolve())}
-    return sorted(folders, key=len)
+    folders |= {repo for f in list(folders) if (repo := repository_root(f / "_")) is not None}
+    return sorted({str(f) for f in folders}, key=len)
 
 
 def loader_command(files: list[Path], root: Path | None, kind: str, result_fd: int,
@@ -160,7 +165,9 @@ def _run_child(files: list[Path], root: Path | None, timeout: float, memory: int
 
     read_fd, write_fd = os.pipe()
     # inside bubblewrap's PID namespace the parent is its init, not `sage`: no parent check there
-    request = json.dumps({"files": [str(f) for f in files], "root": str(root) if root else None,
+    # absolute paths: the child's working directory is its private /tmp
+    request = json.dumps({"files": [str(Path(f).resolve()) for f in files],
+                          "root": str(Path(root).resolve()) if root else None,
                           "mem": memory, "fd": write_fd, "parent": None if kind == "bwrap" else os.getpid()})
     scratch = Path(tempfile.mkdtemp(prefix="sage-load-"))
     argv, env, cwd = loader_command(files, root, kind, write_fd, scratch)
