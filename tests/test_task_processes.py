@@ -230,11 +230,23 @@ def test_killing_sage_while_it_loads_tasks_leaves_no_loader(tmp_path: Path, kind
             os.kill(pid, signal.SIGKILL)
 
 
-def test_a_sandbox_asked_for_that_does_not_work_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_bubblewrap_loading_falls_back_as_candidates_do_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from sagekernel.cli import app
+
     monkeypatch.setattr(sandbox, "bwrap_works", lambda: False)
     with pytest.raises(TaskError, match="sandbox 'bwrap' was asked for, but bubblewrap"):
-        loader_sandbox("bwrap")
-    assert loader_sandbox("auto") != "bwrap"
+        loader_sandbox("bwrap")  # named explicitly: refused before any task code runs
+    fallback = loader_sandbox("auto")
+    assert fallback == sandbox.best_kind("auto") != "bwrap"  # "auto": the candidates' choice
+    task_file(tmp_path / "tasks", "plain", "")
+    result = CliRunner().invoke(app, ["tasks", "check", str(tmp_path / "tasks")])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert f"loaded in sandbox {fallback} -- the files ran with" in said and "install bubblewrap" in said
 
 
 def descendants(pid: int) -> list[int]:

@@ -99,6 +99,14 @@ def loader_sandbox(requested: str = "auto") -> str:
     return kind
 
 
+#: What a weaker layer than bubblewrap leaves a task file (shown by `sage tasks check`).
+WEAKER_LAYER = {
+    "unshare": "no network, but the host's file system and processes (bubblewrap does not work here)",
+    "process": "the host's file system, network and processes (neither bubblewrap nor `unshare --net` "
+               "works here)",
+}
+
+
 def load_files_isolated(files: list[Path], root: Path | None, *, timeout_s: float | None = None,
                         mem_bytes: int | None = None, sandbox_kind: str = "auto") -> list[Any]:
     """`Task` or `LoadProblem` for every file, in order (see module docstring). `sandbox_kind`:

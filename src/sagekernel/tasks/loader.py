@@ -75,6 +75,7 @@ class LoadReport:
     root: Path
     tasks: list[Task] = field(default_factory=list)
     problems: list[LoadProblem] = field(default_factory=list)
+    sandbox: str = ""  #: the sandbox layer the files were loaded in ("": in this process)
 
     @property
     def ok(self) -> bool:
@@ -155,9 +156,11 @@ def load_dir(path: Path, *, isolate: bool = False, sandbox: str = "auto") -> Loa
     root = benchmark_root(root) or root  # an NPUKernelBench repository loads from its tasks/
     report = LoadReport(root=root)
     if isolate:
-        from sagekernel.tasks.isolate import load_files_isolated
+        from sagekernel.tasks.isolate import load_files_isolated, loader_sandbox
 
-        results: list[Task | LoadProblem] = load_files_isolated(task_files(root), root, sandbox_kind=sandbox)
+        report.sandbox = loader_sandbox(sandbox)
+        results: list[Task | LoadProblem] = load_files_isolated(task_files(root), root,
+                                                                sandbox_kind=report.sandbox)
     else:
         results = [load_one(file, root) for file in task_files(root)]
     seen: dict[str, Path] = {}
