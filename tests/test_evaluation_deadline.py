@@ -5,12 +5,15 @@ fails its operator with the reason, and the stream goes on instead of blocking f
 from __future__ import annotations
 
 import shutil
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from openai_server import OpenAITestServer
+from sagekernel import watchdog
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.runner.config import evaluation_deadline_s
 from sagekernel.runner.interrupts import EvaluationTimeout, deadline
@@ -65,3 +68,87 @@ def test_a_reference_that_hangs_only_in_the_harness_fails_its_operator(tmp_path:
     errors = {r["operator"]: r["error"] for r in summary.results}
     assert summary.status == "finished" and summary.done == 2
     assert "took longer than" in (errors["e2e_double"] or "") and errors["e2e_negate"] is None
+
+
+def _in_a_thread(body: Callable[[], None]) -> BaseException | None:
+    caught: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            body()
+        except BaseException as exc:  # the test inspects what reached the thread
+            caught.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive()
+    return caught[0] if caught else None
+
+
+def test_off_the_main_thread_a_watchdog_keeps_the_deadline() -> None:
+    """`sage mcp` evaluates on its run thread, where SIGALRM cannot reach."""
+    def spin() -> None:
+        with deadline(0.3, "spinning"):
+            while True:
+                pass
+
+    started = time.monotonic()
+    stopped = _in_a_thread(spin)
+    assert isinstance(stopped, EvaluationTimeout) and "spinning took longer than" in str(stopped)
+    assert time.monotonic() - started < 5
+
+    def quick_then_on() -> None:
+        with deadline(0.3, "quick"):
+            pass
+        time.sleep(0.6)  # past the deadline: nothing may be raised here any more
+
+    assert _in_a_thread(quick_then_on) is None
+    time.sleep(0.1)
+    assert not [t for t in threading.enumerate() if t.name == "sage-deadline"]
+
+
+def _hands_off_a_swallowing_loop(stopped: list[BaseException], helpers: list[threading.Thread]) -> None:
+    """Inside a deadline, hand task code to another thread (as the harness's planner gets the
+    reference) that swallows every Exception (as the float64 reference's fallback does)."""
+    dog = watchdog.inherited()
+
+    def helper() -> None:
+        try:
+            with watchdog.covering(dog):
+                while True:
+                    try:
+                        while True:
+                            pass
+                    except Exception:  # the reference's fallback swallows errors
+                        pass
+        except BaseException as exc:
+            stopped.append(exc)
+
+    # is_alive() cannot tell: a join() that a signal interrupted marks the thread stopped (CPython's
+    # bpo-45274 handling), although it runs on; the helper's own record says that it ended
+    thread = threading.Thread(target=helper, daemon=True)
+    helpers.append(thread)
+    thread.start()
+    thread.join()
+
+
+@pytest.mark.parametrize("where", ["main thread", "worker thread"])
+def test_the_deadline_stops_the_thread_it_handed_task_code_to(where: str) -> None:
+    stopped: list[BaseException] = []
+    helpers: list[threading.Thread] = []
+
+    def body() -> None:
+        with deadline(0.3, "handing off"):
+            _hands_off_a_swallowing_loop(stopped, helpers)
+
+    started = time.monotonic()
+    if where == "main thread":
+        with pytest.raises(EvaluationTimeout, match="handing off took longer than"):
+            body()
+    else:
+        assert isinstance(_in_a_thread(body), EvaluationTimeout)
+    while not stopped and time.monotonic() - started < 10:
+        time.sleep(0.05)
+    assert stopped and isinstance(stopped[0], watchdog.Expired)
+    assert time.monotonic() - started < 10

@@ -11,16 +11,17 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "sagekernel"
 
 #: The layer of each package or top-level module; lower numbers are lower layers.
 LAYERS: dict[str, int] = {
-    **dict.fromkeys(("errors", "defaults", "__init__"), 0),
+    **dict.fromkeys(("errors", "defaults", "__init__", "watchdog"), 0),
     **dict.fromkeys(("limits", "terminal", "records", "db", "candidate", "devices"), 1),
-    **dict.fromkeys(("models", "seam", "sandbox", "diagnostics_seam", "tasks", "metrics"), 2),
-    "protocols": 3,
-    **dict.fromkeys(("harness", "targets", "memory"), 4),
-    "agent": 5,
-    **dict.fromkeys(("runner", "selfcheck"), 6),
-    "report": 7,
-    **dict.fromkeys(("mcp_server", "experiment"), 8),
-    "cli": 9,
+    **dict.fromkeys(("models", "seam", "sandbox", "diagnostics_seam", "metrics"), 2),
+    "tasks": 3,
+    "protocols": 4,
+    **dict.fromkeys(("harness", "targets", "memory"), 5),
+    "agent": 6,
+    **dict.fromkeys(("runner", "selfcheck"), 7),
+    "report": 8,
+    **dict.fromkeys(("mcp_server", "experiment"), 9),
+    "cli": 10,
 }
 
 #: Edges that break the picture on purpose, by importing module.

@@ -21,6 +21,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from sagekernel.errors import SageError
 
@@ -145,3 +146,19 @@ def slot_from_label(label: str | None) -> DeviceSlot | None:
         return None
     kind, _, ids = label.partition(":")
     return DeviceSlot(kind, tuple(int(i) for i in ids.split("+")))
+
+
+#: The device nodes of this host's cards, which a sandbox binds for a device run.
+def gpu_device_nodes() -> list[str]:
+    """/dev/nvidia* nodes to bind for a CUDA run (only then)."""
+    dev = Path("/dev")
+    return sorted(str(p) for p in dev.glob("nvidia*")) + (
+        [str(dev / "nvidia-caps")] if (dev / "nvidia-caps").exists() else []
+    )
+
+
+def npu_device_nodes() -> list[str]:
+    """/dev/davinci* and the Ascend driver's nodes to bind for an NPU run (only then)."""
+    dev = Path("/dev")
+    names = ("davinci*", "davinci_manager", "devmm_svm", "hisi_hdc")
+    return sorted({str(p) for pattern in names for p in dev.glob(pattern)})

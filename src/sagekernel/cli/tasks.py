@@ -161,6 +161,7 @@ def check_tasks(
 ) -> None:
     """Load every task file under DIRECTORY, each in a limited child process, and say per file
     whether it loaded or why not (exit code 1 if any did not)."""
+    from sagekernel.tasks.isolate import WEAKER_LAYER
     from sagekernel.tasks.loader import load_dir
 
     report = load_dir(directory, isolate=True)
@@ -179,7 +180,7 @@ def check_tasks(
         for e in entries:
             counts[e["status"]] = counts.get(e["status"], 0) + 1
         typer.echo(json.dumps({
-            "root": str(report.root), "counts": counts, "files": entries,
+            "root": str(report.root), "sandbox": report.sandbox, "counts": counts, "files": entries,
             "tasks": [t.name for t in report.tasks],
             "problems": [{"path": str(p.path), "message": p.message, "kind": p.kind}
                          for p in report.problems],
@@ -193,6 +194,10 @@ def check_tasks(
             label = "NEEDS " + escape(p.device) if p.kind == "needs_device" else p.kind.upper()
             console.print(f"[red]{label}[/] {rel}\n     {escape(p.message)}")
         console.print(f"{len(report.tasks)} loaded, {len(report.problems)} with problems")
+        weaker = WEAKER_LAYER.get(report.sandbox)
+        console.print(f"loaded in sandbox {report.sandbox}" + (
+            f"[yellow] -- the files ran with {weaker}; install bubblewrap to confine them[/]"
+            if weaker else ""))
     if report.problems:
         raise typer.Exit(code=1)
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sagekernel import sandbox
+from sagekernel import sandbox, watchdog
 from sagekernel.candidate import Candidate
 from sagekernel.devices import selection_env
 from sagekernel.errors import SageError, TaskError
@@ -187,13 +187,16 @@ class _Planner:
         self.trials: TrialPlan | None = None
         self.error: BaseException | None = None
         self.seconds = 0.0
-        self.thread = threading.Thread(target=self._run, args=(task, config), daemon=True)
+        # the task's code runs here: the caller's deadline (runner/interrupts.py) must stop it too
+        self.thread = threading.Thread(target=self._run, args=(task, config, watchdog.inherited()),
+                                       daemon=True)
         self.thread.start()
 
-    def _run(self, task: Task, config: HarnessConfig) -> None:
+    def _run(self, task: Task, config: HarnessConfig, dog: watchdog.Watchdog | None) -> None:
         t0 = time.perf_counter()
         try:
-            self.trials = plan_trials(task, config)
+            with watchdog.covering(dog):
+                self.trials = plan_trials(task, config)
         except BaseException as exc:  # handed to the caller in result()
             self.error = exc
         self.seconds = time.perf_counter() - t0

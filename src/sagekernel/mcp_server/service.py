@@ -30,7 +30,10 @@ from sagekernel.errors import SageError
 from sagekernel.mcp_server.diagnosis import diagnosis_result, diagnostics_offered
 from sagekernel.models.exchange_log import mark_tool_call_undelivered, record_tool_call
 from sagekernel.records import EpisodeKind, ResidentRule, RetrievedItem
+from sagekernel.runner.config import evaluation_deadline_s
+from sagekernel.runner.interrupts import EvaluationTimeout, deadline
 from sagekernel.runner.run import OpenedRun
+from sagekernel.runner.store import PlannedOperator
 
 
 class ToolError(SageError):
@@ -63,6 +66,7 @@ class KernelService:
         self.server_model = server_model  # PatientModel: its state is shown by `status`
         self.runner = opened.runner
         self.session: OperatorSession | None = None
+        self.planned: PlannedOperator | None = None  # the open operator's place in the stream
         self.refusals = 0  # refused evaluations of the open round (its re-asks)
         self.log_client = "stdio"
 
@@ -139,7 +143,17 @@ class KernelService:
                 f"{name!r} is not a pending operator of this run; pending: {[p.operator for p in pending]}"
             )
         self.session, self.refusals = self.runner.begin_operator(planned), 0
+        self.planned = planned
         return self._describe(self.session)
+
+    def _timed_out(self, s: OperatorSession, exc: EvaluationTimeout) -> ToolError:
+        """An evaluation that outlived its deadline fails its operator, as in `sage run`: recorded
+        with the reason, nothing of it learned; the agent goes on with the next operator."""
+        assert self.planned is not None
+        self.runner.record_failure(self.planned, s, exc)
+        self.session = None
+        return ToolError(f"{exc}; operator {s.task.name} is recorded as failed with this reason and is "
+                         "closed (nothing of it is learned): open_operator for the next one")
 
     def _describe(self, s: OperatorSession) -> dict[str, Any]:
         task, target = s.task, s.target
@@ -234,8 +248,8 @@ class KernelService:
                 ),
                 "budget": self._budget(s),
             }
-        trace, verdict = s.submit(
-            Submission(
+        try:  # the runner bounds the evaluation (runner/run.py `_evaluate`: a watchdog in this thread)
+            trace, verdict = s.submit(Submission(
                 candidate,
                 decided.items,
                 conflicts,
@@ -247,8 +261,9 @@ class KernelService:
                 decided.rules,
                 "mcp",
                 dict(decided.evidence),
-            )
-        )
+            ))
+        except EvaluationTimeout as exc:
+            raise self._timed_out(s, exc) from None
         self.refusals = 0
         del diagnosis  # kept in the tool-call log with the arguments; the trace has no field for it
         out: dict[str, Any] = {
@@ -282,7 +297,12 @@ class KernelService:
 
         s = self._open()
         r = self.runner
-        report = diagnose(s.task, self._candidate(s, code, files), s.target, r.harness, device=r.cfg.device)
+        candidate = self._candidate(s, code, files)
+        try:
+            with deadline(evaluation_deadline_s(r.harness), f"diagnosing a candidate for {s.task.name}"):
+                report = diagnose(s.task, candidate, s.target, r.harness, device=r.cfg.device)
+        except EvaluationTimeout as exc:
+            raise self._timed_out(s, exc) from None
         return {"round_spent": False, **diagnosis_result(report)}
 
     def finish_operator(self) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """The runner's signals: SIGTERM as Ctrl-C, quiet cleanup after the first, and evaluation deadlines.
 
-All of them act only in the main thread (Python delivers signals there); elsewhere (the MCP
-server's run thread) they do nothing, and only the harness's own process limits apply.
+The signal handlers act only in the main thread (Python delivers signals there). The evaluation
+deadline works in any thread: in the main thread by SIGALRM (which also interrupts a blocking
+system call), elsewhere (`sage mcp`'s run thread) by a watchdog (sagekernel/watchdog.py), which
+also stops the threads the evaluation handed task code to.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+from sagekernel import watchdog
 from sagekernel.errors import SageError
 
 
@@ -20,17 +23,37 @@ class EvaluationTimeout(SageError):
     fails with this reason and the stream goes on."""
 
 
+def _timeout_error(seconds: float, what: str) -> Callable[[], EvaluationTimeout]:
+    message = (f"{what} took longer than {seconds:.0f} s and was stopped (the task's reference or "
+               "inputs hang or are far too slow as the harness runs them)")
+    return lambda: EvaluationTimeout(message)
+
+
 @contextmanager
 def deadline(seconds: float, what: str) -> Iterator[None]:
-    """Raise EvaluationTimeout in this (main) thread after `seconds`. Elsewhere (the MCP server's
-    run thread) signals cannot reach the thread, and only the harness's own limits apply."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    """Raise EvaluationTimeout in this thread after `seconds`, and stop the threads it handed task
+    code to (the harness's planner): by SIGALRM in the main thread (it also interrupts a blocking
+    system call), by a watchdog elsewhere (sagekernel/watchdog.py). Python code is stopped at
+    once; a single native call (one huge torch operation) when it returns."""
+    error = _timeout_error(seconds, what)
+    main = threading.current_thread() is threading.main_thread()
+    try:
+        with watchdog.watching(watchdog.Watchdog(seconds, cover_caller=not main)) as dog:
+            if main:
+                with _alarm(seconds, error):
+                    yield
+            else:
+                yield
+    except watchdog.Expired:
+        raise error() from None
+    if dog.fired:  # the time ran out as the block ended, or a thread it handed work to was stopped
+        raise error()
 
+
+@contextmanager
+def _alarm(seconds: float, error: Callable[[], EvaluationTimeout]) -> Iterator[None]:
     def expired(signum: int, frame: FrameType | None) -> None:
-        raise EvaluationTimeout(f"{what} took longer than {seconds:.0f} s and was stopped (the task's "
-                                "reference or inputs hang or are far too slow as the harness runs them)")
+        raise error()
 
     previous = signal.signal(signal.SIGALRM, expired)
     signal.setitimer(signal.ITIMER_REAL, seconds)

@@ -398,7 +398,7 @@ def opened_run(cfg: RunConfig, *, progress: Progress | None = None, model: Model
     with WorkspaceLock(workspace, run_id):
         target = get_target(cfg.target)
         check_device(target, cfg.device)  # everything that can fail without the model fails before it
-        tasks = load_suite(cfg.suite)
+        tasks = load_suite(cfg.suite, sandbox=cfg.harness_config().sandbox)  # task code: as candidates
         if info is None:
             planned = order(tasks, cfg.schedule)[: cfg.limit] if cfg.limit else order(tasks, cfg.schedule)
             # "not_started" until the model answers its probe: a bad spec or a dead endpoint must

@@ -63,20 +63,6 @@ def find_module(module: str) -> bool:
         return False
 
 
-def gpu_device_nodes() -> list[str]:
-    """/dev/nvidia* nodes to bind for a CUDA run (only then)."""
-    dev = Path("/dev")
-    return sorted(str(p) for p in dev.glob("nvidia*")) + (
-        [str(dev / "nvidia-caps")] if (dev / "nvidia-caps").exists() else []
-    )
-
-
-def npu_device_nodes() -> list[str]:
-    dev = Path("/dev")
-    names = ("davinci*", "davinci_manager", "devmm_svm", "hisi_hdc")
-    return sorted({str(p) for pattern in names for p in dev.glob(pattern)})
-
-
 def cuda_available() -> tuple[bool, str]:
     try:
         import torch

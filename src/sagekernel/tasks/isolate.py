@@ -21,6 +21,14 @@ process a task forks cannot outlive `sage tasks check` or `sage run`; the child 
 kill it when its parent dies (PR_SET_PDEATHSIG), so killing `sage` -- kill -9 included -- while it
 loads tasks leaves no loader spinning; and the child is a subreaper that kills what its files
 left behind, even a process that left the group (setsid), before it exits.
+
+The child is confined like candidate code (sandbox.py), in the layer the harness's ``sandbox``
+setting chooses (`loader_sandbox`): under bubblewrap it has no network, sees a read-only file
+system (the interpreter, its packages, the tasks' folders; nothing else of the host) with a
+private tmpfs at /tmp, and runs in its own PID namespace, so whatever it starts -- a daemon that
+double-forked, after the loader was killed for a timeout included -- dies with it, and it cannot
+see or signal `sage`. "auto" takes the strongest layer that works here, as candidates do; a layer
+asked for by name that does not work is refused with the reason.
 """
 
 from __future__ import annotations
@@ -28,13 +36,16 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import shutil
 import signal
 import subprocess
-import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from sagekernel import sandbox
+from sagekernel.errors import TaskError
 from sagekernel.tasks.record import LoadProblem
 
 DEFAULT_LOAD_TIMEOUT_S = 60.0
@@ -42,6 +53,12 @@ DEFAULT_LOAD_MEM_BYTES = 3 * 2**30
 #: Seconds a fresh child may take to import torch before its first file starts.
 STARTUP_TIMEOUT_S = 120.0
 OUTPUT_KEEP = 4096
+#: The host environment a loading child keeps (a sandbox starts from an empty one): where the
+#: interpreter finds native libraries and which devices it may use. Nothing else (no API keys).
+LOADER_ENV_PREFIXES = ("LD_LIBRARY_PATH", "CUDA_", "NVIDIA_", "ASCEND_", "HIP_", "ROCR_")
+#: The loading child's resource limits besides its data segment (RLIMIT_DATA, set inside): its
+#: wall time is the parent's per-file deadline, so the CPU limit only stops a runaway.
+LOADER_LIMITS = sandbox.Limits(wall_s=0, cpu_s=24 * 3600, address_space_bytes=None, nofile=1024)
 
 
 def load_timeout_s() -> float:
@@ -67,15 +84,40 @@ class _Output:
         return self.tail.decode("utf-8", errors="replace").strip()
 
 
+def loader_sandbox(requested: str = "auto") -> str:
+    """The sandbox layer the loading child runs in: the one the harness's ``sandbox`` setting
+    names (candidates' policy: "auto" is the strongest that works here). A layer named explicitly
+    that does not work is a `TaskError`, before any task code runs."""
+    kind = sandbox.best_kind(requested)
+    works = {"bwrap": sandbox.bwrap_works, "unshare": sandbox.unshare_net_works}.get(kind, lambda: True)
+    if not works():
+        what = {"bwrap": "bubblewrap (bwrap)", "unshare": "`unshare --net` (root only)"}[kind]
+        raise TaskError(f"sandbox {kind!r} was asked for, but {what} does not work on this machine, so "
+                        "task files cannot be loaded in it; install it, or use sandbox auto (the "
+                        "strongest layer that works here: `sage doctor` names it)")
+    return kind
+
+
+#: What a weaker layer than bubblewrap leaves a task file (shown by `sage tasks check`).
+WEAKER_LAYER = {
+    "unshare": "no network, but the host's file system and processes (bubblewrap does not work here)",
+    "process": "the host's file system, network and processes (neither bubblewrap nor `unshare --net` "
+               "works here)",
+}
+
+
 def load_files_isolated(files: list[Path], root: Path | None, *, timeout_s: float | None = None,
-                        mem_bytes: int | None = None) -> list[Any]:
-    """`Task` or `LoadProblem` for every file, in order (see module docstring)."""
+                        mem_bytes: int | None = None, sandbox_kind: str = "auto") -> list[Any]:
+    """`Task` or `LoadProblem` for every file, in order (see module docstring). `sandbox_kind`:
+    the harness's ``sandbox`` setting (`loader_sandbox`)."""
+
     timeout = load_timeout_s() if timeout_s is None else timeout_s
     memory = load_mem_bytes() if mem_bytes is None else mem_bytes
+    kind = loader_sandbox(sandbox_kind)
     results: dict[int, Any] = {}
     pending = list(range(len(files)))
     while pending:
-        done = _run_child([files[i] for i in pending], root, timeout, memory)
+        done = _run_child([files[i] for i in pending], root, timeout, memory, kind)
         for k, outcome in enumerate(done):
             if outcome is None:
                 break
@@ -89,20 +131,62 @@ def load_files_isolated(files: list[Path], root: Path | None, *, timeout_s: floa
     return [results[i] for i in range(len(files))]
 
 
-def _run_child(files: list[Path], root: Path | None, timeout: float, memory: int) -> list[Any]:
+def task_folders(files: list[Path], root: Path | None) -> list[str]:
+    """The folders the loading child sees (read-only): the suite's root and the folder of every
+    file outside it, and the NPUKernelBench checkout above them (its tolerances, base_config.yaml,
+    sit above the ``tasks/`` folder that is loaded)."""
+    from sagekernel.tasks.npukernelbench import repository_root
+
+    folders = {Path(root).resolve()} if root is not None else set()
+    folders |= {Path(f).resolve().parent for f in files
+                if root is None or not Path(f).resolve().is_relative_to(Path(root).resolve())}
+    folders |= {repo for f in list(folders) if (repo := repository_root(f / "_")) is not None}
+    return sorted({str(f) for f in folders}, key=len)
+
+
+def loader_command(files: list[Path], root: Path | None, kind: str, result_fd: int,
+                   scratch: Path) -> tuple[list[str], dict[str, str], str | None]:
+    """(argv, environment, working directory) of a loading child in sandbox `kind`: the tasks'
+    folders read-only at their own paths, no other host path but the interpreter's, a private
+    /tmp, the device nodes of this host's GPUs (a task file may ask for one while it loads)."""
+    from sagekernel.devices import gpu_device_nodes
+
+    keep = {k: v for k, v in os.environ.items() if k.startswith(LOADER_ENV_PREFIXES)}
+    folders = task_folders(files, root)
+    cmd = sandbox.SandboxCommand(
+        argv=[sandbox.python_executable(), "-m", "sagekernel.tasks.isolate_child"],
+        ro_binds=[(f, f) for f in folders if not any(f.startswith(o.rstrip("/") + "/") for o in folders)],
+        env={**keep, "PYTHONPATH": os.pathsep.join(sandbox.site_paths()), "PYTHONDONTWRITEBYTECODE": "1"},
+        device_nodes=gpu_device_nodes(),
+    )
+    return sandbox.command_line(cmd, kind=kind, limits=LOADER_LIMITS, result_fd=result_fd,
+                                scratch_dir=scratch)
+
+
+def _run_child(files: list[Path], root: Path | None, timeout: float, memory: int, kind: str) -> list[Any]:
     """Load `files` in one child; returns outcomes for a prefix of them (the rest: another child).
     A file that hangs or kills the child gets its problem here and ends the prefix."""
     from sagekernel.tasks.record import task_from_json
 
     read_fd, write_fd = os.pipe()
-    request = json.dumps({"files": [str(f) for f in files], "root": str(root) if root else None,
-                          "mem": memory, "fd": write_fd, "parent": os.getpid()})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sagekernel.tasks.isolate_child"], stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, pass_fds=(write_fd,), start_new_session=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
-    )
-    os.close(write_fd)
+    # inside bubblewrap's PID namespace the parent is its init, not `sage`: no parent check there
+    # absolute paths: the child's working directory is its private /tmp
+    request = json.dumps({"files": [str(Path(f).resolve()) for f in files],
+                          "root": str(Path(root).resolve()) if root else None,
+                          "mem": memory, "fd": write_fd, "parent": None if kind == "bwrap" else os.getpid()})
+    scratch = Path(tempfile.mkdtemp(prefix="sage-load-"))
+    argv, env, cwd = loader_command(files, root, kind, write_fd, scratch)
+    try:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            pass_fds=(write_fd,), start_new_session=True, env=env, cwd=cwd,
+        )
+    except OSError:
+        os.close(read_fd)
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    finally:
+        os.close(write_fd)
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(request.encode())
     proc.stdin.close()
@@ -155,12 +239,13 @@ def _run_child(files: list[Path], root: Path | None, timeout: float, memory: int
         proc.wait(timeout=30)
         if current is not None and len(outcomes) == current:
             code = proc.returncode
-            what = f"signal {-code}" if code < 0 else f"exit code {code}"
-            kind = "memory" if code in (-signal.SIGKILL, -signal.SIGSEGV, -signal.SIGBUS) else "crashed"
+            died_of = sandbox.death_signal(kind, code)
+            what = f"signal {died_of}" if died_of is not None else f"exit code {code}"
+            problem = "memory" if died_of in (signal.SIGKILL, signal.SIGSEGV, signal.SIGBUS) else "crashed"
             outcomes.append(LoadProblem(
                 files[current], f"{files[current]}: the loading child died ({what}) while running this "
                 "file (out of memory, a crash in native code, or os._exit/kill in the file); fix the "
-                "file or run it with smaller sizes" + _quote(output), kind))
+                "file or run it with smaller sizes" + _quote(output), problem))
         return outcomes
     finally:
         sel.close()
@@ -172,6 +257,7 @@ def _run_child(files: list[Path], root: Path | None, timeout: float, memory: int
                 proc.kill()
         proc.wait()
         proc.stdout.close()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _quote(output: _Output) -> str:

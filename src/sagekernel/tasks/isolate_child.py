@@ -13,7 +13,7 @@ from pathlib import Path
 from sagekernel.tasks.task import Task
 
 
-def _bind_to_parent(parent: int) -> None:
+def _bind_to_parent(parent: int | None) -> None:
     """Die with the parent (Linux PR_SET_PDEATHSIG), and adopt orphaned descendants (subreaper)."""
     import ctypes
 
@@ -23,7 +23,7 @@ def _bind_to_parent(parent: int) -> None:
         libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):  # not Linux: the parent's group kill still applies
         return
-    if os.getppid() != parent:  # the parent died before the request was read
+    if parent is not None and os.getppid() != parent:  # the parent died before the request was read
         os._exit(1)
 
 
@@ -53,7 +53,8 @@ def main() -> None:
     import resource
 
     request = json.loads(sys.stdin.read())
-    _bind_to_parent(int(request.get("parent", os.getppid())))
+    parent = request.get("parent")  # None inside bubblewrap's PID namespace (its parent is the init)
+    _bind_to_parent(int(parent) if parent is not None else None)
     mem = int(request["mem"])
     if mem > 0:
         resource.setrlimit(resource.RLIMIT_DATA, (mem, mem))

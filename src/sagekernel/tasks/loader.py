@@ -59,6 +59,7 @@ class LoadReport:
     root: Path
     tasks: list[Task] = field(default_factory=list)
     problems: list[LoadProblem] = field(default_factory=list)
+    sandbox: str = ""  #: the sandbox layer the files were loaded in ("": in this process)
 
     @property
     def ok(self) -> bool:
@@ -127,11 +128,12 @@ def _load_uncached(path: Path, root: Path | None) -> Task:
     return task
 
 
-def load_dir(path: Path, *, isolate: bool = False) -> LoadReport:
+def load_dir(path: Path, *, isolate: bool = False, sandbox: str = "auto") -> LoadReport:
     """Load every task file under `path` (recursively, sorted). Never raises for a bad task file.
 
-    With `isolate`, every file is imported and run in a child process with time and memory limits
-    (`sagekernel.tasks.isolate`): what `sage` does with directories a user brings.
+    With `isolate`, every file is imported and run in a child process with time and memory limits,
+    confined by the sandbox layer `sandbox` (the harness setting; `sagekernel.tasks.isolate`): what
+    `sage` does with directories a user brings.
     """
     root = Path(path).resolve()
     if not root.is_dir():
@@ -139,9 +141,11 @@ def load_dir(path: Path, *, isolate: bool = False) -> LoadReport:
     root = benchmark_root(root) or root  # an NPUKernelBench repository loads from its tasks/
     report = LoadReport(root=root)
     if isolate:
-        from sagekernel.tasks.isolate import load_files_isolated
+        from sagekernel.tasks.isolate import load_files_isolated, loader_sandbox
 
-        results: list[Task | LoadProblem] = load_files_isolated(task_files(root), root)
+        report.sandbox = loader_sandbox(sandbox)
+        results: list[Task | LoadProblem] = load_files_isolated(task_files(root), root,
+                                                                sandbox_kind=report.sandbox)
     else:
         results = [load_one(file, root) for file in task_files(root)]
     seen: dict[str, Path] = {}

@@ -89,7 +89,7 @@ def _paper_eval_status(suite: PaperSuite) -> dict[str, object]:
 NPUKB_ROOT_ENV = "SAGE_NPUKERNELBENCH"
 
 
-def paper_eval_report(root_text: str, *, isolate: bool = True) -> LoadReport:
+def paper_eval_report(root_text: str, *, isolate: bool = True, sandbox: str = "auto") -> LoadReport:
     """The ``paper_eval`` subset of the NPUKernelBench checkout at `root_text` (or the env's)."""
     from sagekernel.tasks.loader import add_unique, load_one
     from sagekernel.tasks.npukb_subset import Operator, paper_subset
@@ -112,7 +112,7 @@ def paper_eval_report(root_text: str, *, isolate: bool = True) -> LoadReport:
     if isolate:
         from sagekernel.tasks.isolate import load_files_isolated
 
-        results = load_files_isolated(chosen, root)
+        results = load_files_isolated(chosen, root, sandbox_kind=sandbox)
     else:
         results = [load_one(f, root) for f in chosen]
     seen: dict[str, Path] = {}
@@ -139,12 +139,13 @@ def check_suite_name(name: str) -> None:
                     "or a directory of task files")
 
 
-def suite_report(name: str, *, isolate: bool = True) -> LoadReport:
+def suite_report(name: str, *, isolate: bool = True, sandbox: str = "auto") -> LoadReport:
     """Load a named suite or a directory and return the full report (tasks and problems).
-    A directory is loaded in limited child processes unless `isolate` is False."""
+    A directory is loaded in limited child processes unless `isolate` is False, confined by the
+    sandbox layer `sandbox` (the harness setting of that name)."""
     head, sep, tail = name.partition(":")
     if head == "paper_eval" and (sep or name == "paper_eval"):
-        return paper_eval_report(tail, isolate=isolate)
+        return paper_eval_report(tail, isolate=isolate, sandbox=sandbox)
     if name in PAPER_SUITES:
         status = paper_suite_status(name)
         if not status["known"]:
@@ -165,18 +166,19 @@ def suite_report(name: str, *, isolate: bool = True) -> LoadReport:
         return report
     path = Path(name).expanduser()
     if path.is_dir():
-        return load_dir(path, isolate=isolate)
+        return load_dir(path, isolate=isolate, sandbox=sandbox)
     raise TaskError(f"unknown suite {name!r}: use one of {', '.join(SUITE_NAMES)} "
                     "or a directory of task files")
 
 
-def load_suite(name: str | Path, *, strict: bool = True, isolate: bool = True) -> list[Task]:
+def load_suite(name: str | Path, *, strict: bool = True, isolate: bool = True,
+               sandbox: str = "auto") -> list[Task]:
     """The tasks of a named suite (`SUITE_NAMES`) or of a directory.
 
     With `strict` (the default) any file that fails to load raises a `TaskError` listing every
     problem; with ``strict=False`` broken files are skipped.
     """
-    report = suite_report(str(name), isolate=isolate)
+    report = suite_report(str(name), isolate=isolate, sandbox=sandbox)
     if strict and report.problems:
         lines = "\n".join(f"  - {p.message}" for p in report.problems)
         raise TaskError(f"{len(report.problems)} task file(s) in {report.root} failed to load:\n{lines}\n"

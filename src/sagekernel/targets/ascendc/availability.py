@@ -8,7 +8,6 @@ never imports it.
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 import shutil
@@ -18,6 +17,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from sagekernel.devices import npu_device_nodes
+
 DEFAULT_CANN_HOMES = ("/usr/local/Ascend/ascend-toolkit/latest", "/usr/local/Ascend/cann")
 SET_ENV_HINT = "source /usr/local/Ascend/ascend-toolkit/set_env.sh"
 #: Where CANN releases keep the kernel CMake module (it moved between versions).
@@ -26,7 +27,6 @@ KERNEL_CMAKE_DIRS = (
     "compiler/tikcpp/ascendc_kernel_cmake",
     "ascendc_devkit/tikcpp/samples/cmake",
 )
-NPU_DEVICE_NODES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
 #: Host files the NPU runtime reads at initialisation, bound read-only into the runtime's sandbox
 #: when they exist (every public CANN / torch_npu container recipe mounts them).
 NPU_HOST_FILES = (
@@ -135,10 +135,6 @@ def probe_torch_npu(python: str = sys.executable, timeout_s: float = 60.0) -> Pr
             False, f"torch_npu {version} imports but sees no NPU (torch.npu.is_available() is false)"
         )
     return Probe(True, f"torch_npu {version}, {lines[2]} NPU(s)")
-
-
-def npu_device_nodes() -> list[str]:
-    return sorted(glob.glob("/dev/davinci[0-9]*")) + [p for p in NPU_DEVICE_NODES if os.path.exists(p)]
 
 
 def host_binds() -> list[str]:

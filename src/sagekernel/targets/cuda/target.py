@@ -7,6 +7,7 @@ from pathlib import Path
 
 from sagekernel import sandbox
 from sagekernel.candidate import Candidate
+from sagekernel.devices import gpu_device_nodes
 from sagekernel.seam import LAUNCH_SYNC_MS, LintFinding
 from sagekernel.targets.base import (
     BuildResult,
@@ -24,7 +25,6 @@ from sagekernel.targets.device_host import (
     DEVICE_LOOP_EVIDENCE,
     RUNTIME_MOUNT,
     cuda_available,
-    gpu_device_nodes,
     stage_runtime,
 )
 from sagekernel.tasks.task import Task

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sagekernel import sandbox
 from sagekernel.candidate import Candidate
+from sagekernel.devices import gpu_device_nodes, npu_device_nodes
 from sagekernel.seam import LAUNCH_SYNC_MS, LintFinding
 from sagekernel.targets.base import (
     BuildResult,
@@ -26,9 +27,7 @@ from sagekernel.targets.device_host import (
     RUNTIME_MOUNT,
     cuda_available,
     find_module,
-    gpu_device_nodes,
     npu_available,
-    npu_device_nodes,
     stage_runtime,
 )
 from sagekernel.targets.diagnostics import DiagnosticProbe, TargetDiagnostics
