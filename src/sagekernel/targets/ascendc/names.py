@@ -107,9 +107,43 @@ class OpNames:
         return f"{self.snake}.json"
 
 
+#: The benchmark whose tasks keep their own operator names (tasks/npukernelbench.py).
+BENCHMARK_FORMAT = "npukernelbench"
+
+
+def benchmark_snake(op_type: str) -> str:
+    """NPUKernelBench's kernel name for an op (framework/task_object.py, camel_to_snake):
+    `GeGluV2` -> `ge_glu_v2`, `IsFinite` -> `is_finite`."""
+    s = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", op_type)
+    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower()
+
+
+def is_benchmark_task(task: Task) -> bool:
+    """An NPUKernelBench operator: its `question/` skeleton fixes the names and the file layout."""
+    return task.benchmark is not None and task.benchmark.format == BENCHMARK_FORMAT
+
+
+def _benchmark_op(task: Task) -> tuple[str, str]:
+    """(op type, kernel name) as the benchmark's own flow derives them: the op is the operator
+    folder's name up to its first `_`, the kernel the skeleton's `op_kernel/<k>.cpp` (the flow
+    requires that single file; the camel_to_snake rule when the task has no skeleton)."""
+    op_type = task.name.split("_")[0]
+    skeleton = task.benchmark.skeleton if task.benchmark is not None else {}
+    kernels = [rel for rel in skeleton
+               if rel.startswith("op_kernel/") and rel.count("/") == 1 and rel.endswith(".cpp")]
+    snake = kernels[0][len("op_kernel/"):-len(".cpp")] if len(kernels) == 1 else benchmark_snake(op_type)
+    return op_type, snake
+
+
 def op_names(task: Task) -> OpNames:
-    op_type = camel_from_snake(task.name) + OP_SUFFIX
-    snake = snake_from_camel(op_type)
+    """SAGE's own operators carry `OP_SUFFIX`; an NPUKernelBench operator keeps the benchmark's
+    names (`Equal`, `equal`, `aclnnEqual`), so its files are the benchmark's layout and a kernel
+    from either flow builds in the other."""
+    if is_benchmark_task(task):
+        op_type, snake = _benchmark_op(task)
+    else:
+        op_type = camel_from_snake(task.name) + OP_SUFFIX
+        snake = snake_from_camel(op_type)
     return OpNames(
         op_type=op_type,
         snake=snake,
@@ -122,10 +156,13 @@ def op_names(task: Task) -> OpNames:
 
 
 __all__ = [
+    "BENCHMARK_FORMAT",
     "OP_SUFFIX",
     "PROTOTYPE_RESERVED",
     "OpNames",
+    "benchmark_snake",
     "camel_from_snake",
+    "is_benchmark_task",
     "op_names",
     "prototype_names",
     "snake_from_camel",
