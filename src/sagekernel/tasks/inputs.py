@@ -95,8 +95,11 @@ def call_input_groups(module: ModuleType, path: object) -> list[tuple[str, list[
     fn = getattr(module, "get_input_groups", None)
     if not callable(fn):
         raise TaskError(f"{path}: get_input_groups is not a function")
+    from sagekernel.tasks.sizepolicy import oversized_on_meta
+
     try:
-        raw = fn()
+        with oversized_on_meta():  # an over-budget case comes back without storage (left out by size)
+            raw = fn()
     except MemoryError as exc:
         raise TaskError(f"{path}: get_input_groups() ran out of memory (MemoryError); "
                         "lower the sizes in the file") from exc

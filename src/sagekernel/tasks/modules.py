@@ -43,6 +43,13 @@ _DEVICE_MESSAGES = (
 )
 
 
+def device_only_calls(source: str) -> list[str]:
+    """The device packages' functions a task's source calls (``torch_npu.npu_lightning_indexer``),
+    in order of first use: ops with no CPU PyTorch counterpart, named in the load reason."""
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, DEVICE_PACKAGES)) + r")\.([A-Za-z_]\w*)\s*\(")
+    return list(dict.fromkeys(f"{m.group(1)}.{m.group(2)}" for m in pattern.finditer(source)))
+
+
 def device_needed(exc: BaseException) -> str | None:
     """The device an exception (or its causes) says is missing, else None."""
     seen: set[int] = set()

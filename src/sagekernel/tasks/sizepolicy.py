@@ -86,6 +86,38 @@ def shapes_only(kind: str) -> Iterator[None]:
         yield
 
 
+#: Constructors whose size comes from their arguments (torch.utils._device's list, less those
+#: that copy data the caller already holds: tensor, as_tensor, asarray).
+SHAPED_CONSTRUCTORS = ("empty", "empty_strided", "empty_permuted", "full", "ones", "zeros", "rand",
+                       "randn", "randint", "randperm", "arange", "range", "eye", "linspace", "logspace")
+
+
+@contextmanager
+def oversized_on_meta(limit: int | None = None) -> Iterator[None]:
+    """Inside the block, a tensor constructor asked for more than `limit` bytes (default: the
+    per-group budget, `max_bytes`) on the CPU returns a meta tensor of that shape and dtype
+    instead of allocating it. An input builder that draws every case at once (MultiKernelBench's
+    ``get_input_groups()``: 50 cases, one of 3.6 GB) then yields its over-budget cases without
+    storage, and the loader leaves them out by size (groups.py) instead of dying of memory. Small
+    tensors are built as usual, from the same random draws. Decided the same way in every process."""
+    from torch.overrides import TorchFunctionMode
+
+    bound = max_bytes() if limit is None else limit
+    shaped = {getattr(torch, name) for name in SHAPED_CONSTRUCTORS if hasattr(torch, name)}
+
+    class _Mode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func in shaped and "out" not in kwargs and str(kwargs.get("device") or "cpu") == "cpu":
+                probe = func(*args, **{**kwargs, "device": "meta"})
+                if isinstance(probe, torch.Tensor) and probe.numel() * probe.element_size() > bound:
+                    return probe
+            return func(*args, **kwargs)
+
+    with _Mode():
+        yield
+
+
 #: The storage-free modes, in the order they are tried.
 SHAPE_MODES = ("meta", "fake")
 
