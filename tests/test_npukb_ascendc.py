@@ -182,3 +182,16 @@ def test_sage_eval_takes_a_folder_in_the_benchmark_layout(tmp_path: Path, bench,
     refused = CliRunner().invoke(app, ["eval", str(module), str(folder), "--target", "ascendc"])
     assert refused.exit_code != 0
     assert "without op_kernel/sqrt_x.cpp" in refused.output + str(refused.exception)
+
+
+def test_a_reply_in_the_benchmarks_own_format_gives_the_three_files(tasks) -> None:
+    """framework/kernel_parser.py's full-mode tags: `=== op_host/<k>_tiling.h ===` then a cpp block.
+    op_host/sqrt_x.cpp and op_kernel/sqrt_x.cpp share a file name: each goes to its own path."""
+    from sagekernel.agent.files import fenced_blocks, pick_files
+    from sagekernel.targets import get_target
+
+    paths = [f.path for f in get_target("ascendc").files(tasks["SqrtX"])]
+    reply = "\n".join(f"================== {p} ==================\n```cpp\n{text}```\n"
+                      for p, text in zip(paths, (TILING, HOST, KERNEL), strict=True))
+    files, unknown = pick_files(fenced_blocks(reply)[0], paths)
+    assert files == dict(zip(paths, (TILING, HOST, KERNEL), strict=True)) and unknown == []
