@@ -512,3 +512,39 @@ def test_a_reference_calling_a_torch_npu_only_op_names_it(tmp_path: Path) -> Non
     problem = load_one(file, tmp_path)
     assert problem.kind == "needs_device"
     assert "the reference calls torch_npu.npu_lightning_indexer, which only" in problem.message
+
+
+MIXING_BUILDER = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, index):
+        return x[index]
+
+
+def get_input_groups():
+    groups = []
+    for rows in (4, 1 << 16):  # 256 MiB of float32 at 1024 columns: over a 1 MiB budget
+        x = torch.randn(rows, 1024)
+        index = torch.arange(rows).flip(0) % x.shape[0]  # mixes x's device with a CPU tensor's
+        groups.append([x, index.to(torch.int64) + torch.zeros(1, dtype=torch.int64, device=x.device)])
+    return groups
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_builder_that_mixes_a_storage_free_tensor_with_real_ones_is_built_as_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sagekernel.tasks.loader import load_one
+
+    monkeypatch.setenv("SAGE_TASK_MAX_BYTES", str(1 << 20))
+    file = tmp_path / "9_top_k_like.py"
+    file.write_text(MIXING_BUILDER, encoding="utf-8")
+    task = load_one(file, tmp_path)
+    assert not hasattr(task, "message"), task.message
+    assert [g.index for g in task.groups] == [0] and "group1" in task.size_note

@@ -98,7 +98,12 @@ def call_input_groups(module: ModuleType, path: object) -> list[tuple[str, list[
     from sagekernel.tasks.sizepolicy import oversized_on_meta
 
     try:
-        with oversized_on_meta():  # an over-budget case comes back without storage (left out by size)
+        try:
+            with oversized_on_meta():  # an over-budget case comes back without storage (left out by size)
+                raw = fn()
+        except (MemoryError, RecursionError):
+            raise
+        except Exception:  # a builder that mixes such a tensor with real ones: build it as written
             raw = fn()
     except MemoryError as exc:
         raise TaskError(f"{path}: get_input_groups() ran out of memory (MemoryError); "

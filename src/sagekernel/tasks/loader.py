@@ -29,7 +29,7 @@ from sagekernel.tasks.inputs import (
     reference_outputs,
 )
 from sagekernel.tasks.metadata import METADATA_NOTE, OPTIONAL_KEYS, REQUIRED_KEYS, task_from_metadata
-from sagekernel.tasks.modules import device_needed, device_only_calls, import_task_module, track_opens
+from sagekernel.tasks.modules import device_calls_note, device_needed, import_task_module, track_opens
 from sagekernel.tasks.npukernelbench import benchmark_root, is_operator_module, load_operator, operator_files
 from sagekernel.tasks.task import Task, TaskNeedsDevice
 
@@ -134,10 +134,7 @@ def _load_uncached(path: Path, root: Path | None) -> Task:
             device = device_needed(exc)
             if device is None:
                 raise
-            calls = device_only_calls(path.read_text(encoding="utf-8", errors="replace"))
-            named = (f"; the reference calls {', '.join(calls)}, which only that device's package "
-                     "provides (no CPU PyTorch counterpart)") if calls else ""
-            raise TaskNeedsDevice(f"{exc} -- this task needs the {device} device{named}",
+            raise TaskNeedsDevice(f"{exc} -- this task needs the {device} device{device_calls_note(path)}",
                                   device=device) from exc
         except MemoryError as exc:
             raise TaskError(f"{path}: ran out of memory while running the reference; lower the "

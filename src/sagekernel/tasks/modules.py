@@ -50,6 +50,16 @@ def device_only_calls(source: str) -> list[str]:
     return list(dict.fromkeys(f"{m.group(1)}.{m.group(2)}" for m in pattern.finditer(source)))
 
 
+def device_calls_note(path: Path) -> str:
+    """The load reason's naming of a needs-device file's device-only calls ("" when none)."""
+    try:
+        calls = device_only_calls(Path(path).read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return ""
+    return (f"; the reference calls {', '.join(calls)}, which only that device's package provides "
+            "(no CPU PyTorch counterpart)") if calls else ""
+
+
 def device_needed(exc: BaseException) -> str | None:
     """The device an exception (or its causes) says is missing, else None."""
     seen: set[int] = set()
@@ -161,8 +171,8 @@ def import_task_module(path: Path) -> ModuleType:
         device = device_needed(exc)
         if device is not None:
             raise TaskNeedsDevice(f"{path}: needs the {device} device: {type(exc).__name__}: {exc} "
-                                  "(run it where that device and its package are installed)",
-                                  device=device) from exc
+                                  f"(run it where that device and its package are installed)"
+                                  f"{device_calls_note(path)}", device=device) from exc
         raise TaskError(f"{path}: import failed: {type(exc).__name__}: {exc}") from exc
     if not operator:  # KernelBench-style argument kinds (tasks/forward_call.py, tasks/npukb_shim.py)
         from sagekernel.tasks.forward_call import accept_positional_keywords
