@@ -46,9 +46,9 @@ import torch
 from sagekernel.errors import TaskError
 from sagekernel.tasks.npukb_cases import CaseRow, read_cases, root_tolerances
 from sagekernel.tasks.npukb_shim import benchmark_imports, use_device_torch
-from sagekernel.tasks.task import BenchmarkSpec, Task
+from sagekernel.tasks.task import NPUKERNELBENCH, BenchmarkSpec, Task
 
-BENCHMARK = "npukernelbench"
+BENCHMARK = NPUKERNELBENCH
 MODULE_FILE = "module.py"
 INPUTS_FILE = "prepare_inputs.py"
 CASES_FILE = "test_cases.csv"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sagekernel.tasks.task import Task
+from sagekernel.tasks.task import NPUKERNELBENCH, Task
 
 #: Suffix every SAGE operator carries, as the CANN samples do (AddCustom), so a custom op never
 #: collides with a built-in op of the same name in the op library.
@@ -107,10 +107,6 @@ class OpNames:
         return f"{self.snake}.json"
 
 
-#: The benchmark whose tasks keep their own operator names (tasks/npukernelbench.py).
-BENCHMARK_FORMAT = "npukernelbench"
-
-
 def benchmark_snake(op_type: str) -> str:
     """NPUKernelBench's kernel name for an op (framework/task_object.py, camel_to_snake):
     `GeGluV2` -> `ge_glu_v2`, `IsFinite` -> `is_finite`."""
@@ -120,7 +116,7 @@ def benchmark_snake(op_type: str) -> str:
 
 def is_benchmark_task(task: Task) -> bool:
     """An NPUKernelBench operator: its `question/` skeleton fixes the names and the file layout."""
-    return task.benchmark is not None and task.benchmark.format == BENCHMARK_FORMAT
+    return task.benchmark is not None and task.benchmark.format == NPUKERNELBENCH
 
 
 def _benchmark_op(task: Task) -> tuple[str, str]:
@@ -156,7 +152,6 @@ def op_names(task: Task) -> OpNames:
 
 
 __all__ = [
-    "BENCHMARK_FORMAT",
     "OP_SUFFIX",
     "PROTOTYPE_RESERVED",
     "OpNames",
