@@ -548,3 +548,14 @@ def test_a_builder_that_mixes_a_storage_free_tensor_with_real_ones_is_built_as_w
     task = load_one(file, tmp_path)
     assert not hasattr(task, "message"), task.message
     assert [g.index for g in task.groups] == [0] and "group1" in task.size_note
+
+
+def test_a_reference_indexing_out_of_its_own_inputs_is_named_the_tasks_bug(tmp_path: Path) -> None:
+    from sagekernel.tasks.loader import load_one
+
+    file = tmp_path / "24_kv_cache_like.py"
+    file.write_text(TORCH_NPU_ONLY.replace("import torch_npu\n        return torch_npu.npu_lightning_indexer("
+                                           "q, layout_query=layout)", "return q[torch.tensor([835])]"),
+                    encoding="utf-8")
+    problem = load_one(file, tmp_path)
+    assert problem.kind == "rejected" and "a bug in the task file" in problem.message, problem.message
