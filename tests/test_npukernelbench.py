@@ -559,3 +559,18 @@ def test_a_reference_indexing_out_of_its_own_inputs_is_named_the_tasks_bug(tmp_p
                     encoding="utf-8")
     problem = load_one(file, tmp_path)
     assert problem.kind == "rejected" and "a bug in the task file" in problem.message, problem.message
+
+
+def test_a_file_that_only_imports_torch_npu_runs_on_cpu_with_the_stand_ins(tmp_path: Path) -> None:
+    """MultiKernelBench's dequant_swiglu_quant imports torch_npu "for registration parity" and
+    calls none of it: it loads (the stand-in is served only while the file runs)."""
+    from sagekernel.tasks.loader import load_one
+
+    file = tmp_path / "11_dequant_like.py"
+    file.write_text("import torch_npu  # noqa: F401\n" + TORCH_NPU_ONLY.replace(
+        "import torch_npu\n        return torch_npu.npu_lightning_indexer(q, layout_query=layout)",
+        "return q * 2"), encoding="utf-8")
+    task = load_one(file, tmp_path)
+    assert not hasattr(task, "message"), task.message
+    left = sys.modules.get("torch_npu")
+    assert left is None or not getattr(left, "__sagekernel_shim__", False)
