@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "sagekernel"
 EXCLUDED = ("tasks/suite/",)
 
 #: Lines of src/sagekernel, the task suite excepted. Raised on purpose only.
-BUDGET = 41_000
+BUDGET = 41_500  # 41,477 on 2026-12-02, after issues 23, 24 and 27-31 landed
 #: A module longer than this is split by concept, or listed below with its reason.
 MODULE_LINES = 450
 
@@ -33,6 +33,8 @@ LARGE_MODULES: dict[str, str] = {
     "targets/triton/lint.py": "one AST walk over a Triton kernel; its tables are in lint_tables.py",
     "targets/devloop/loop.py": "the device target's build-and-run loop, one state machine",
     "runner/run.py": "one stream's lifecycle: open, resume, run, summarise",
+    "tasks/inputs.py": "the input builders of every task format (KernelBench, groups, NPUKernelBench)",
+    "targets/ascendc/lint.py": "the Ascend C static rules over one parse; integrity.py holds the C.3 rules",
     "memory/store.py": "the memory tables' one data-access module (all their SQL, both backends)",
 }
 

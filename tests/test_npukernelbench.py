@@ -232,6 +232,7 @@ def test_no_answer_text_reaches_records_show_or_prompts(bench: Path, loaded) -> 
     from sagekernel.agent.prompt import Prompts
     from sagekernel.cli import app
     from sagekernel.targets import get_target
+    from sagekernel.targets.ascendc.benchmark_project import starting_project
 
     for task in loaded.tasks:
         record = json.dumps(task_to_json(task))
@@ -240,6 +241,11 @@ def test_no_answer_text_reaches_records_show_or_prompts(bench: Path, loaded) -> 
         for target_name in ("cpu", "ascendc"):
             target = get_target(target_name)
             assert ANSWER_MARKER not in Prompts().system(target, task)
+        # the ascendc starting project is the question/ skeleton, shown whole: never answer/
+        project = starting_project(task)
+        shown = Prompts().system(get_target("ascendc"), task)
+        assert project and all(text.rstrip("\n") in shown for text in project.values())
+        assert ANSWER_MARKER not in json.dumps(project) and ": expert " not in shown
     for name in ("SqrtX", "ScaledGelu"):  # each `show` loads the whole suite: two suffice
         shown = CliRunner().invoke(app, ["tasks", "show", name, "--suite", str(bench)])
         assert shown.exit_code == 0, shown.output
@@ -430,3 +436,142 @@ def test_a_stream_over_published_sqrt_and_swish_scores_what_the_kernels_cover(tm
     assert {o["operator"]: (o["passed"], o["cases"]) for o in bench["operators"]} == {
         "Sqrt": (1, 5), "Swish": (3, 6)}
     assert bench["final"] == pytest.approx(0.2 * 20 + 0.3 * 50)
+
+
+HUGE_CASE = '''
+import torch
+import torch.nn as nn
+
+BUILT = []
+
+
+class Model(nn.Module):
+    def forward(self, x, flags):
+        return x * 2
+
+
+def get_input_groups():
+    groups = []
+    for rows in (4, 1 << 20, 8):  # the middle case is 4 GiB of float32 (x 1024 columns)
+        x = torch.randn(rows, 1024)
+        flags = torch.randn(rows, dtype=torch.int32)  # an integer tensor from a float sampler
+        BUILT.append(x.is_meta)
+        groups.append([x, flags])
+    return groups
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_an_over_budget_case_is_left_out_by_size_without_being_allocated(tmp_path: Path) -> None:
+    """MultiKernelBench's level 4 draws every case in one get_input_groups(): a 3.6 GB case made
+    the whole file a memory failure. Its tensors are now built without storage and it is left out."""
+    from sagekernel.tasks.loader import load_one
+    from sagekernel.tasks.modules import import_task_module
+
+    file = tmp_path / "1_lstm_like.py"
+    file.write_text(HUGE_CASE, encoding="utf-8")
+    task = load_one(file, tmp_path)
+    assert not hasattr(task, "message"), task.message
+    assert [g.index for g in task.groups] == [0, 2]
+    assert "group1 (4100.0 MiB)" in task.size_note  # 4 GiB of x, 4 MiB of flags
+    assert [i.dtype for i in task.group_task(1).inputs] == ["float32", "int32"]
+    module = import_task_module(file)
+    from sagekernel.tasks.inputs import call_input_groups
+
+    groups = call_input_groups(module, file)
+    assert module.BUILT == [False, True, False] and not groups[2][1][0].is_meta
+
+
+TORCH_NPU_ONLY = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, q, layout="BSND"):
+        import torch_npu
+        return torch_npu.npu_lightning_indexer(q, layout_query=layout)
+
+
+def get_input_groups():
+    return [[torch.randn(2, 3), "BSND"]]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_reference_calling_a_torch_npu_only_op_names_it(tmp_path: Path) -> None:
+    from sagekernel.tasks.loader import load_one
+
+    file = tmp_path / "5_lightning_indexer_like.py"
+    file.write_text(TORCH_NPU_ONLY, encoding="utf-8")
+    problem = load_one(file, tmp_path)
+    assert problem.kind == "needs_device"
+    assert "the reference calls torch_npu.npu_lightning_indexer, which only" in problem.message
+
+
+MIXING_BUILDER = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, index):
+        return x[index]
+
+
+def get_input_groups():
+    groups = []
+    for rows in (4, 1 << 16):  # 256 MiB of float32 at 1024 columns: over a 1 MiB budget
+        x = torch.randn(rows, 1024)
+        index = torch.arange(rows).flip(0) % x.shape[0]  # mixes x's device with a CPU tensor's
+        groups.append([x, index.to(torch.int64) + torch.zeros(1, dtype=torch.int64, device=x.device)])
+    return groups
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_builder_that_mixes_a_storage_free_tensor_with_real_ones_is_built_as_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sagekernel.tasks.loader import load_one
+
+    monkeypatch.setenv("SAGE_TASK_MAX_BYTES", str(1 << 20))
+    file = tmp_path / "9_top_k_like.py"
+    file.write_text(MIXING_BUILDER, encoding="utf-8")
+    task = load_one(file, tmp_path)
+    assert not hasattr(task, "message"), task.message
+    assert [g.index for g in task.groups] == [0] and "group1" in task.size_note
+
+
+def test_a_reference_indexing_out_of_its_own_inputs_is_named_the_tasks_bug(tmp_path: Path) -> None:
+    from sagekernel.tasks.loader import load_one
+
+    file = tmp_path / "24_kv_cache_like.py"
+    file.write_text(TORCH_NPU_ONLY.replace("import torch_npu\n        return torch_npu.npu_lightning_indexer("
+                                           "q, layout_query=layout)", "return q[torch.tensor([835])]"),
+                    encoding="utf-8")
+    problem = load_one(file, tmp_path)
+    assert problem.kind == "rejected" and "a bug in the task file" in problem.message, problem.message
+
+
+def test_a_file_that_only_imports_torch_npu_runs_on_cpu_with_the_stand_ins(tmp_path: Path) -> None:
+    """MultiKernelBench's dequant_swiglu_quant imports torch_npu "for registration parity" and
+    calls none of it: it loads (the stand-in is served only while the file runs)."""
+    from sagekernel.tasks.loader import load_one
+
+    file = tmp_path / "11_dequant_like.py"
+    file.write_text("import torch_npu  # noqa: F401\n" + TORCH_NPU_ONLY.replace(
+        "import torch_npu\n        return torch_npu.npu_lightning_indexer(q, layout_query=layout)",
+        "return q * 2"), encoding="utf-8")
+    task = load_one(file, tmp_path)
+    assert not hasattr(task, "message"), task.message
+    left = sys.modules.get("torch_npu")
+    assert left is None or not getattr(left, "__sagekernel_shim__", False)

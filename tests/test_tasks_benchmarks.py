@@ -19,10 +19,10 @@ from typer.testing import CliRunner
 
 from sagekernel.errors import TaskError
 from sagekernel.targets.cpu.contract import c_parameters, contract_text
+from sagekernel.tasks.budget import max_bytes
 from sagekernel.tasks.loader import build_inputs, load_dir, load_task, reference_outputs
 from sagekernel.tasks.record import task_from_json, task_to_json
 from sagekernel.tasks.reference import param_tensors
-from sagekernel.tasks.sizepolicy import max_bytes
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -35,4 +36,19 @@ class Candidate:
         return not any(text.strip() for text in self.files.values())
 
 
-__all__ = ["Candidate"]
+def folder_files(directory: Path, paths: list[str]) -> tuple[dict[str, Path], list[str]]:
+    """A candidate kept as a folder (`sage eval TASK DIR`; NPUKernelBench's ``op_host/``,
+    ``op_kernel/`` layout): ({relative path: file} for each of `paths` under `directory`, the
+    paths it lacks). Nothing else in the folder is read, and no path leaves it."""
+    root = Path(directory).resolve()
+    found, missing = {}, []
+    for rel in paths:
+        where = (root / rel).resolve()
+        if root in where.parents and where.is_file():
+            found[rel] = where
+        else:
+            missing.append(rel)
+    return found, missing
+
+
+__all__ = ["Candidate", "folder_files"]

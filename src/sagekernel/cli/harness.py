@@ -63,12 +63,27 @@ def _target_and_device(target: str, device: str | None) -> Any:
     return target_obj
 
 
+def _folder_candidate(target: Any, task: Any, path: Path, wanted: list[str]) -> dict[str, Path]:
+    """The files of a candidate kept as a folder, by the target's relative paths (NPUKernelBench's
+    op_host/, op_kernel/ layout): the target's own reader when it has one (ascendc: helper files
+    too), else each of `wanted` under `path`. A missing one is named."""
+    from sagekernel.candidate import folder_files
+
+    reader = getattr(target, "folder_files", None)
+    found, missing = reader(task, path) if reader is not None else folder_files(path, wanted)
+    if missing:
+        raise OptionError("KERNEL_FILE", f"{path} is a folder without {', '.join(missing)} (the target's "
+                                         f"files, by path: {', '.join(wanted)})")
+    return found
+
+
 def eval_command(
     task: Annotated[str, typer.Argument(help="A task name from the built-in suite, or a task file path.")],
     kernel_file: Annotated[
         Path,
         typer.Argument(
-            help="The candidate kernel source (C or C++).", exists=True, dir_okay=False, readable=True
+            help="The candidate kernel source (C or C++), or a folder holding the target's files by "
+            "path (NPUKernelBench's op_host/, op_kernel/ layout).", exists=True, dir_okay=True, readable=True
         ),
     ],
     target: Annotated[str, typer.Option("--target", "-t", help="Target name.")] = "cpu",
@@ -102,13 +117,18 @@ def eval_command(
     device = pinned_device(device)  # cuda:N / npu:N: this process and its children see card N only
     target_obj = _target_and_device(target, device)
     config = _config(skip_timing, threads, sandbox, baseline, target)
-    given = [kernel_file, *(more_files or [])]
-    texts = {path: read_text(path, "KERNEL_FILE") for path in given}
     task_obj = _load_task(task)
     wanted = [f.path for f in target_obj.files(task_obj)]
     files: dict[str, str] = {}
+    if kernel_file.is_dir():
+        for rel, file in _folder_candidate(target_obj, task_obj, kernel_file, wanted).items():
+            files[rel] = read_text(file, "KERNEL_FILE")
+    given = [*([] if kernel_file.is_dir() else [kernel_file]), *(more_files or [])]
+    texts = {path: read_text(path, "KERNEL_FILE") for path in given}
     for path in given:
-        match = next((w for w in wanted if str(path).endswith(w) or Path(w).name == path.name), None)
+        # a full path match first: op_host/equal.cpp and op_kernel/equal.cpp share a file name
+        match = next((w for w in wanted if str(path).endswith("/" + w) or str(path) == w), None) or \
+            next((w for w in wanted if Path(w).name == path.name), None)
         if match is None and len(wanted) == 1 and len(given) == 1:
             match = wanted[0]  # a single-file target takes its one file under any name
         if match is None:

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 #: Variables that change the results of a run of every target: why each one does.
 COMMON: dict[str, str] = {
     "SAGE_NO_EMBED": "1 turns dense retrieval off (memory/embedding.py)",
-    "SAGE_TASK_MAX_BYTES": "the memory budget that picks published tasks' shapes (tasks/sizepolicy.py)",
-    "SAGE_TASK_MAX_FLOPS": "the compute budget that picks published tasks' shapes (tasks/sizepolicy.py)",
+    "SAGE_TASK_MAX_BYTES": "the memory budget that picks published tasks' shapes (tasks/budget.py)",
+    "SAGE_TASK_MAX_FLOPS": "the compute budget that picks published tasks' shapes (tasks/budget.py)",
     "SAGE_NPUKERNELBENCH": "the NPUKernelBench checkout the paper_eval suites load (tasks/suites.py)",
 }
 

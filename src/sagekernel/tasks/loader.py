@@ -26,7 +26,7 @@ from sagekernel.tasks.groups import infer_group_task
 from sagekernel.tasks.infer import infer_task, layout_fields, name_from_stem
 from sagekernel.tasks.inputs import DISTRIBUTIONS, build_inputs
 from sagekernel.tasks.metadata import METADATA_NOTE, OPTIONAL_KEYS, REQUIRED_KEYS, task_from_metadata
-from sagekernel.tasks.modules import device_needed, import_task_module, track_opens
+from sagekernel.tasks.modules import device_calls_note, device_needed, import_task_module, track_opens
 from sagekernel.tasks.npukernelbench import benchmark_root, is_operator_module, load_operator, operator_files
 from sagekernel.tasks.record import LoadProblem
 from sagekernel.tasks.reference import make_model, reference_outputs
@@ -120,7 +120,8 @@ def _load_uncached(path: Path, root: Path | None) -> Task:
             device = device_needed(exc)
             if device is None:
                 raise
-            raise TaskNeedsDevice(f"{exc} -- this task needs the {device} device", device=device) from exc
+            raise TaskNeedsDevice(f"{exc} -- this task needs the {device} device{device_calls_note(path)}",
+                                  device=device) from exc
         except MemoryError as exc:
             raise TaskError(f"{path}: ran out of memory while running the reference; lower the "
                             "module-level sizes in the file") from exc

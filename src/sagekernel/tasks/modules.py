@@ -43,6 +43,23 @@ _DEVICE_MESSAGES = (
 )
 
 
+def device_only_calls(source: str) -> list[str]:
+    """The device packages' functions a task's source calls (``torch_npu.npu_lightning_indexer``),
+    in order of first use: ops with no CPU PyTorch counterpart, named in the load reason."""
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, DEVICE_PACKAGES)) + r")\.([A-Za-z_]\w*)\s*\(")
+    return list(dict.fromkeys(f"{m.group(1)}.{m.group(2)}" for m in pattern.finditer(source)))
+
+
+def device_calls_note(path: Path) -> str:
+    """The load reason's naming of a needs-device file's device-only calls ("" when none)."""
+    try:
+        calls = device_only_calls(Path(path).read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return ""
+    return (f"; the reference calls {', '.join(calls)}, which only that device's package provides "
+            "(no CPU PyTorch counterpart)") if calls else ""
+
+
 def device_needed(exc: BaseException) -> str | None:
     """The device an exception (or its causes) says is missing, else None."""
     seen: set[int] = set()
@@ -112,6 +129,27 @@ def _module_name(path: Path) -> str:
     return f"sagekernel_task_{stem}_{digest}_{next(_COUNTER)}"
 
 
+#: `import torch_npu` (or `from torch_npu ...`) at any indentation.
+_IMPORTS_TORCH_NPU = re.compile(r"^\s*(?:import|from)\s+torch_npu\b", re.MULTILINE)
+
+
+@contextmanager
+def _stand_ins_if_only_imported(source: str) -> Iterator[None]:
+    """A KernelBench-style file that imports torch_npu but calls none of its functions (MultiKernelBench's
+    dequant_swiglu_quant keeps the import "for device registration parity") runs on CPU PyTorch
+    with the benchmark stand-ins of tasks/npukb_shim.py, as NPUKernelBench's own files do; one
+    that calls a torch_npu op still needs the device (`device_only_calls` names the calls)."""
+    from sagekernel.tasks.npukb_shim import benchmark_imports, torch_npu_installed
+
+    wanted = (_IMPORTS_TORCH_NPU.search(source) is not None and not torch_npu_installed()
+              and not any(c.startswith("torch_npu.") for c in device_only_calls(source)))
+    if not wanted:
+        yield
+        return
+    with benchmark_imports():
+        yield
+
+
 def import_task_module(path: Path) -> ModuleType:
     """Execute the file at `path` as a fresh module (never the cached one) and cache the result.
 
@@ -145,7 +183,8 @@ def import_task_module(path: Path) -> ModuleType:
                 assert spec is not None and spec.loader is not None
                 module = importlib.util.module_from_spec(spec)
                 sys.modules[name] = module
-                spec.loader.exec_module(module)
+                with _stand_ins_if_only_imported(raw.decode("utf-8")):
+                    spec.loader.exec_module(module)
     except TaskError:
         sys.modules.pop(name, None)
         raise
@@ -154,8 +193,8 @@ def import_task_module(path: Path) -> ModuleType:
         device = device_needed(exc)
         if device is not None:
             raise TaskNeedsDevice(f"{path}: needs the {device} device: {type(exc).__name__}: {exc} "
-                                  "(run it where that device and its package are installed)",
-                                  device=device) from exc
+                                  f"(run it where that device and its package are installed)"
+                                  f"{device_calls_note(path)}", device=device) from exc
         raise TaskError(f"{path}: import failed: {type(exc).__name__}: {exc}") from exc
     if not operator:  # KernelBench-style argument kinds (tasks/forward_call.py, tasks/npukb_shim.py)
         from sagekernel.tasks.forward_call import accept_positional_keywords

@@ -46,9 +46,9 @@ import torch
 from sagekernel.errors import TaskError
 from sagekernel.tasks.npukb_cases import CaseRow, read_cases, root_tolerances
 from sagekernel.tasks.npukb_shim import benchmark_imports, use_device_torch
-from sagekernel.tasks.task import BenchmarkSpec, Task
+from sagekernel.tasks.task import NPUKERNELBENCH, BenchmarkSpec, Task
 
-BENCHMARK = "npukernelbench"
+BENCHMARK = NPUKERNELBENCH
 MODULE_FILE = "module.py"
 INPUTS_FILE = "prepare_inputs.py"
 CASES_FILE = "test_cases.csv"
@@ -299,7 +299,7 @@ def _tensors_of(args: list[Any]) -> list[torch.Tensor]:
 
 class CaseFilter:
     """Which cases this machine can run: a case whose tensors exceed the size budget
-    (`sizepolicy.max_bytes`), use a dtype no kernel contract carries (complex64 ...) or are not
+    (`budget.max_bytes`), use a dtype no kernel contract carries (complex64 ...) or are not
     dense (a sparse COO tensor) is left out,
     with the reason, and counts as not passed in the benchmark's score. Sizes and dtypes are read on
     PyTorch's ``meta`` device when the case's builder honours ``device`` (no memory), else from one
@@ -331,7 +331,7 @@ class CaseFilter:
     def kept(self) -> list[int]:
         if self._kept is not None:
             return self._kept
-        from sagekernel.tasks.sizepolicy import budget_text, max_bytes
+        from sagekernel.tasks.budget import budget_text, max_bytes
         from sagekernel.tasks.task import SUPPORTED_DTYPES
 
         kept, left = [], []

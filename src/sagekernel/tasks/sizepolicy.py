@@ -23,7 +23,6 @@ published sizes; the loader's child process limits (tasks/isolate.py) bound what
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,21 +32,12 @@ from types import ModuleType
 import torch
 
 from sagekernel.errors import TaskError
+from sagekernel.tasks.budget import budget_text, max_bytes, max_flops
 from sagekernel.tasks.modules import bound_sizes
 
-DEFAULT_MAX_BYTES = 32 * 2**20
-DEFAULT_MAX_FLOPS = 5e8
 #: Ints below this are structural (kernel sizes, dims, strides), never scaled.
 MIN_SCALABLE = 16
 _MAX_MOVES = 400
-
-
-def max_bytes() -> int:
-    return int(float(os.environ.get("SAGE_TASK_MAX_BYTES", DEFAULT_MAX_BYTES)))
-
-
-def max_flops() -> float:
-    return float(os.environ.get("SAGE_TASK_MAX_FLOPS", DEFAULT_MAX_FLOPS))
 
 
 @dataclass(frozen=True)
@@ -64,10 +54,6 @@ class Footprint:
 
     def text(self) -> str:
         return f"{self.bytes / 2**20:.1f} MiB, {self.flops / 1e6:.0f} MFLOP"
-
-
-def budget_text() -> str:
-    return f"{max_bytes() / 2**20:.0f} MiB, {max_flops() / 1e6:.0f} MFLOP"
 
 
 @contextmanager

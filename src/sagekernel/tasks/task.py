@@ -85,6 +85,10 @@ class ForwardArg:
     value: int | float | bool | str | tuple[int | float, ...] | None = None
 
 
+#: `BenchmarkSpec.format` of an operator loaded from NPUKernelBench (tasks/npukernelbench.py).
+NPUKERNELBENCH = "npukernelbench"
+
+
 @dataclass
 class BenchmarkSpec:
     """What a benchmark with its own scoring publishes about a task (NPUKernelBench:

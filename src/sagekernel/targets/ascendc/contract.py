@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sagekernel.targets.ascendc.config import AscendConfig
-from sagekernel.targets.ascendc.names import OpNames, op_names
+from sagekernel.targets.ascendc.names import OpNames, is_benchmark_task, op_names
 from sagekernel.targets.ascendc.settings import task_settings
 from sagekernel.targets.base import FileSpec
 from sagekernel.tasks.task import Task
@@ -60,8 +60,12 @@ class TilingField:
 
 
 def template_of(task: Task, config: AscendConfig) -> str:
-    """The task file's template; else `full` for cube work (settings.needs_cube: the kernel-only
-    skeleton launches vector kernels only); else the configuration's."""
+    """An NPUKernelBench operator is always `full`: its three files are the benchmark's layout
+    (benchmark_project.py). Else the task file's template; else `full` for cube work
+    (settings.needs_cube: the kernel-only skeleton launches vector kernels only); else the
+    configuration's."""
+    if is_benchmark_task(task):
+        return "full"
     s = task_settings(task)
     return s.template or ("full" if s.cube else config.template)
 
@@ -151,8 +155,37 @@ def _struct_text(names: OpNames, fields: list[TilingField]) -> str:
     return f"struct {names.tiling_struct} {{\n" + "\n".join(body) + "\n};"
 
 
+def _entry_signature(task: Task) -> str:
+    """The skeleton's kernel entry for an NPUKernelBench operator, else SAGE's."""
+    from sagekernel.targets.ascendc.benchmark_project import skeleton_kernel_signature
+
+    found = skeleton_kernel_signature(task) if is_benchmark_task(task) else None
+    return found[0] if found else kernel_signature(task)
+
+
+def _starting_project_lines(task: Task) -> list[str]:
+    """NPUKernelBench: the skeleton's files, verbatim, as the project the model completes."""
+    from sagekernel.targets.ascendc.benchmark_project import starting_project
+
+    project = starting_project(task)
+    if not project:
+        return []
+    lines = [
+        "",
+        "Starting project (the benchmark's skeleton): complete these files and write the tiling "
+        "header. Keep the OpDef's inputs, outputs, attributes, data types and formats, the op and "
+        "kernel names and the kernel entry's signature exactly as given; the tensors above are "
+        "the skeleton's inputs and outputs in the same order.",
+    ]
+    for rel, text in project.items():
+        lines += ["", f"`{rel}`:", "```cpp", text.rstrip("\n"), "```"]
+    return lines
+
+
 def _renamed_note(task: Task) -> str:
     """Prototype names that differ from the task's (names.PROTOTYPE_RESERVED), as the OpDef uses them."""
+    if is_benchmark_task(task):
+        return " (as the starting project's OpDef names them)"
     from sagekernel.targets.ascendc.skeleton import op_attrs, prototype  # skeleton imports this module
 
     given = [t.name for t in (*task.inputs, *task.outputs)] + [a for a, _, _ in op_attrs(task)]
@@ -179,7 +212,7 @@ def contract_text(task: Task, config: AscendConfig) -> str:
         "",
         "Kernel entry (exact name and parameter order):",
         "```cpp",
-        kernel_signature(task) + ";",
+        _entry_signature(task) + ";",
         "```",
     ]
     if template == "kernel-only":
@@ -216,6 +249,7 @@ def contract_text(task: Task, config: AscendConfig) -> str:
             f"Kernel: `GET_TILING_DATA(tilingData, tiling);` then read only fields your header defines, "
             f"with their declared types. The op is called as `{n.aclnn}`.",
         ]
+    lines += _starting_project_lines(task)
     platform = (
         "use the coreNum and ubBytes your tiling function receives"
         if template == "kernel-only"

@@ -43,7 +43,7 @@ from sagekernel.targets.ascendc.contract import (
     template_of,
 )
 from sagekernel.targets.ascendc.cparse import Source
-from sagekernel.targets.ascendc.names import OpNames, op_names
+from sagekernel.targets.ascendc.names import OpNames, is_benchmark_task, is_helper_path, op_names
 from sagekernel.targets.ascendc.settings import task_settings
 from sagekernel.targets.ascendc.skeleton import prototype
 from sagekernel.targets.base import FileSpec
@@ -73,7 +73,6 @@ STD_HEADERS = frozenset(
     """.split()  # noqa: SIM905 (one word list, kept compact)
 )
 _POW2 = {1 << k for k in range(64)}
-HELPER_SUFFIXES = (".cpp", ".h", ".hpp", ".cc")
 
 
 def _finding(rule: str, reason: str, src: Source | None = None, line: int | None = None) -> LintFinding:
@@ -100,16 +99,25 @@ class LintSpec:
 
 
 def spec_for_task(task: Task, config: AscendConfig) -> LintSpec:
+    """An NPUKernelBench operator's OpDef names and kernel parameters are its skeleton's
+    (benchmark_project.py); other tasks' are derived from the task."""
+    from sagekernel.targets.ascendc import benchmark_project as bench
+
+    own_proto = bench.skeleton_prototype(task) if is_benchmark_task(task) else None
+    own_params = bench.skeleton_kernel_params(task) if is_benchmark_task(task) else None
     return LintSpec(
         names=op_names(task),
         template=template_of(task, config),
         files=tuple(files_for(task, config)),
         forbidden=task_settings(task).forbidden_apis,
         suspicious=suspicious_literals(task),
-        prototype=prototype(task),
-        kernel_params=tuple(p.split()[-1] for p in kernel_parameters(task)),
+        prototype=own_proto if own_proto is not None else prototype(task),
+        kernel_params=own_params if own_params is not None else
+        tuple(p.split()[-1] for p in kernel_parameters(task)),
         plain_fields=tuple(kernel_only_fields(task)),
         size_fields=(*task.sizes, "totalLength"),
+        # the benchmark's projects (its answers, its flow's output) split code into helper files
+        helper_files=is_benchmark_task(task),
     )
 
 
@@ -118,7 +126,7 @@ def role_of(path: str, spec: LintSpec) -> str | None:
     for f in spec.files:
         if f.path == path:
             return "kernel" if f.role == "kernel" else "host"
-    if spec.helper_files and path.startswith(("op_kernel/", "op_host/")) and path.endswith(HELPER_SUFFIXES):
+    if spec.helper_files and is_helper_path(path):
         return "kernel" if path.startswith("op_kernel/") else "host"
     return None
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sagekernel.tasks.task import Task
+from sagekernel.tasks.task import NPUKERNELBENCH, Task
 
 #: Suffix every SAGE operator carries, as the CANN samples do (AddCustom), so a custom op never
 #: collides with a built-in op of the same name in the op library.
@@ -107,9 +107,39 @@ class OpNames:
         return f"{self.snake}.json"
 
 
+def benchmark_snake(op_type: str) -> str:
+    """NPUKernelBench's kernel name for an op (framework/task_object.py, camel_to_snake):
+    `GeGluV2` -> `ge_glu_v2`, `IsFinite` -> `is_finite`."""
+    s = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", op_type)
+    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower()
+
+
+def is_benchmark_task(task: Task) -> bool:
+    """An NPUKernelBench operator: its `question/` skeleton fixes the names and the file layout."""
+    return task.benchmark is not None and task.benchmark.format == NPUKERNELBENCH
+
+
+def _benchmark_op(task: Task) -> tuple[str, str]:
+    """(op type, kernel name) as the benchmark's own flow derives them: the op is the operator
+    folder's name up to its first `_`, the kernel the skeleton's `op_kernel/<k>.cpp` (the flow
+    requires that single file; the camel_to_snake rule when the task has no skeleton)."""
+    op_type = task.name.split("_")[0]
+    skeleton = task.benchmark.skeleton if task.benchmark is not None else {}
+    kernels = [rel for rel in skeleton
+               if rel.startswith("op_kernel/") and rel.count("/") == 1 and rel.endswith(".cpp")]
+    snake = kernels[0][len("op_kernel/"):-len(".cpp")] if len(kernels) == 1 else benchmark_snake(op_type)
+    return op_type, snake
+
+
 def op_names(task: Task) -> OpNames:
-    op_type = camel_from_snake(task.name) + OP_SUFFIX
-    snake = snake_from_camel(op_type)
+    """SAGE's own operators carry `OP_SUFFIX`; an NPUKernelBench operator keeps the benchmark's
+    names (`Equal`, `equal`, `aclnnEqual`), so its files are the benchmark's layout and a kernel
+    from either flow builds in the other."""
+    if is_benchmark_task(task):
+        op_type, snake = _benchmark_op(task)
+    else:
+        op_type = camel_from_snake(task.name) + OP_SUFFIX
+        snake = snake_from_camel(op_type)
     return OpNames(
         op_type=op_type,
         snake=snake,
@@ -125,8 +155,19 @@ __all__ = [
     "OP_SUFFIX",
     "PROTOTYPE_RESERVED",
     "OpNames",
+    "benchmark_snake",
     "camel_from_snake",
+    "is_benchmark_task",
     "op_names",
     "prototype_names",
     "snake_from_camel",
 ]
+
+
+#: The C++ files a project may split its code into, besides the template's own files.
+HELPER_SUFFIXES = (".cpp", ".h", ".hpp", ".cc")
+
+
+def is_helper_path(path: str) -> bool:
+    """A C++ source or header under op_host/ or op_kernel/ (a helper file of a project)."""
+    return path.startswith(("op_kernel/", "op_host/")) and path.endswith(HELPER_SUFFIXES)

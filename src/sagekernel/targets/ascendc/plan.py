@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sagekernel.candidate import Candidate
+from sagekernel.targets.ascendc.names import is_benchmark_task
 from sagekernel.targets.ascendc.plans import describe
 from sagekernel.targets.ascendc.runtime.ascendc_runtime import protocol_text
 from sagekernel.targets.ascendc.target import AscendCTarget
@@ -68,7 +69,12 @@ def plan_report(
 ) -> dict[str, Any]:
     target = target or AscendCTarget()
     expected = [f.path for f in target.files(task)]
-    candidate, unmatched = candidate_from_paths(paths, expected)
+    if len(paths) == 1 and paths[0].is_dir() and is_benchmark_task(task):  # its layout, helpers too
+        found, _ = target.folder_files(task, paths[0])
+        candidate = Candidate({rel: f.read_text(encoding="utf-8") for rel, f in found.items()})
+        unmatched: list[str] = []
+    else:
+        candidate, unmatched = candidate_from_paths(paths, expected)
     wd = workdir or Path(tempfile.gettempdir()) / f"sage-ascendc-{task.name}-{candidate.digest}"
     build = target.plan(candidate, task, wd, device=device)
     ok, why = target.available(device)

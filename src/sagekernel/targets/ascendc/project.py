@@ -16,7 +16,7 @@ from sagekernel.candidate import Candidate
 from sagekernel.targets.ascendc import bindings, skeleton
 from sagekernel.targets.ascendc.config import AscendConfig
 from sagekernel.targets.ascendc.contract import files_for, template_of
-from sagekernel.targets.ascendc.names import op_names
+from sagekernel.targets.ascendc.names import is_benchmark_task, is_helper_path, op_names
 from sagekernel.tasks.task import Task
 
 
@@ -24,8 +24,9 @@ def project_files(candidate: Candidate, task: Task, config: AscendConfig, path: 
     n = op_names(task)
     files: dict[str, str] = {}
     expected = {f.path for f in files_for(task, config)}
+    helpers = is_benchmark_task(task)  # the benchmark's projects have helper files (names.is_helper_path)
     for rel, text in candidate.files.items():
-        if rel in expected:  # anything else is a lint finding, never a file in the build
+        if rel in expected or (helpers and is_helper_path(rel)):  # else a lint finding, never built
             files[f"project/{rel}"] = text
     if template_of(task, config) == "kernel-only":
         files[f"project/{n.tiling_header}"] = skeleton.plain_tiling_header(task, kernel_side=False)
@@ -63,3 +64,9 @@ def write_files(workdir: Path, files: dict[str, str], *, prefixes: tuple[str, ..
 
 
 __all__ = ["project_files", "write_files"]
+
+
+def write_candidate(directory: Path, candidate: Candidate) -> list[Path]:
+    """The candidate's files under `directory` (``op_host/...``, ``op_kernel/...``), the layout
+    NPUKernelBench's build reads; refuses a path leaving `directory`."""
+    return write_files(Path(directory), dict(candidate.files))

@@ -20,7 +20,7 @@ from sagekernel.targets.ascendc.config import AscendConfig
 from sagekernel.targets.ascendc.contract import contract_text, files_for
 from sagekernel.targets.ascendc.contract import template_of as contract_template
 from sagekernel.targets.ascendc.lint import lint_candidate
-from sagekernel.targets.ascendc.names import op_names
+from sagekernel.targets.ascendc.names import is_benchmark_task, op_names
 from sagekernel.targets.ascendc.plans import BuildPlan, build_plan
 from sagekernel.targets.ascendc.runtime.ascendc_runtime import protocol_text
 from sagekernel.targets.ascendc.settings import task_settings
@@ -77,6 +77,17 @@ class AscendCTarget:
 
     def files(self, task: Task) -> list[FileSpec]:
         return files_for(task, self.config)
+
+    def folder_files(self, task: Task, directory: Path) -> tuple[dict[str, Path], list[str]]:
+        """A candidate kept as a folder (`sage eval TASK DIR`): the contract's files by path and,
+        for an NPUKernelBench operator, its helper files (benchmark_project.project_files_in)."""
+        from sagekernel.candidate import folder_files
+        from sagekernel.targets.ascendc.benchmark_project import project_files_in
+
+        wanted = [f.path for f in self.files(task)]
+        if is_benchmark_task(task):
+            return project_files_in(directory, wanted)
+        return folder_files(directory, wanted)
 
     def contract(self, task: Task) -> str:
         return contract_text(task, self.config)
