@@ -225,3 +225,22 @@ def test_a_task_with_input_groups_is_linted_and_built_once() -> None:
     assert v.stage is Stage.OK, v.message
     assert target.calls == {"lint": 1, "build": 1} and v.build["builds"] == 1
     assert all("synthetic" in " ".join(g["not_covered"]) for g in v.checks["groups"])
+
+
+def test_shrinking_a_stretched_size_keeps_its_tail_past_whole_vectors() -> None:
+    """_fit halves a drawn size when the shape grows too large; a half can land on whole 8-vectors
+    (144 -> 72) and lose the tail the draw put there. Seeded draws that did so before the fix."""
+    import random
+
+    from sagekernel.tasks.sizegen import _off_vector_width
+
+    assert _off_vector_width(72, SizeRule(), 1, 100) == 71
+    assert _off_vector_width(72, SizeRule(), 72, 100) == 73
+    assert _off_vector_width(72, SizeRule(multiple_of=8), 1, 100) == 72  # the rule wins
+    assert _off_vector_width(73, SizeRule(), 1, 100) == 73
+    task = suite("level3/attention")
+    inner = [s for s, v in task.sizes.items() if v > 2][-1]
+    for seed in range(600):
+        plan = held_out_plan(task, random.Random(seed))  # type: ignore[arg-type]  # the same draws, seeded
+        large = {s.label: s.sizes for s in plan.shapes}[LARGE]
+        assert large[inner] % 8, (seed, large)

@@ -162,8 +162,17 @@ def _fit(task: Task, sizes: dict[str, int], groups: list[list[str]], stretched: 
             smaller = snap(sizes[syms[0]] // 2, rule, floor, sizes[syms[0]] - 1)
             if smaller is None:
                 break
+            smaller = _off_vector_width(smaller, rule, floor, sizes[syms[0]] - 1)
             for s in syms:
                 sizes[s] = smaller
+
+
+def _off_vector_width(value: int, rule: SizeRule, lo: int, hi: int) -> int:
+    """`value`, or a neighbour in [lo, hi] the rule allows, that is not a multiple of 8: halving a
+    drawn size can land on whole vectors and lose the tail the draw put there."""
+    if value % 8:
+        return value
+    return next((v for v in (value - 1, value + 1) if lo <= v <= hi and v % 8 and rule.allows(v)), value)
 
 
 def held_out_plan(task: Task, rng: secrets.SystemRandom | None = None) -> HeldOutPlan:
