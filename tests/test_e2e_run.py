@@ -687,7 +687,7 @@ def test_killed_between_the_episodes_resumes_to_the_same_state(tmp_path: Path, r
         unlearned = "SELECT count(*) FROM memory_episodes WHERE operator = 'e2e_add'"
         assert query(ws, unlearned) == [(0,)]  # ... and not learned
         assert query(ws, "SELECT count(*) FROM adoptions WHERE operator = 'e2e_add'") == [(0,)]
-        from sagekernel.memory.replay import load_episodes
+        from sagekernel.runner.bank_replay import load_episodes
 
         conn = db.connect(ws, readonly=True)
         try:  # `sage memory replay` agrees: the unfinished operator's traces were never applied

@@ -29,8 +29,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("targets.ascendc.calibrate", "harness"): "judges the reference on the NPU with the harness comparator",
     ("models.oracle", "tasks"): "the synthetic oracle's ground truth is the suite's hand-written kernels",
     ("models.oracle", "targets"): "the oracle's wrong kernels are the CPU target's null-kernel canaries",
-    ("memory.replay", "runner"): "fixed-bank replay reads a run's round traces through RunStore; "
-    "its workspace half belongs in runner/ (not moved yet)",
 }
 
 

@@ -14,10 +14,10 @@ from sagekernel.errors import SageError
 from sagekernel.memory.atu import terminal_score
 from sagekernel.memory.io import export_jsonl, import_jsonl, load_seed
 from sagekernel.memory.records import MemoryConfig
-from sagekernel.memory.replay import load_episodes, replay_workspace
 from sagekernel.memory.store import Store
 from sagekernel.memory.value_memory import PopArt, round_rewards
 from sagekernel.records import AdoptionDecision, EpisodeKind, EpisodeTrace, RetrievedItem, RoundTrace
+from sagekernel.runner.bank_replay import load_episodes, replay_workspace
 
 SEED = Path(__file__).parents[1] / "src/sagekernel/targets/cpu/seed_memory.jsonl"
 CFG = MemoryConfig()

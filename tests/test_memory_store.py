@@ -12,9 +12,9 @@ from sagekernel.errors import SageError, WorkspaceError
 from sagekernel.memory.io import export_jsonl, import_jsonl, load_seed
 from sagekernel.memory.policies import METHODS, make_policy
 from sagekernel.memory.records import ItemState
-from sagekernel.memory.replay import replay_workspace
 from sagekernel.memory.store import Store
 from sagekernel.records import AdoptionDecision, EpisodeKind, EpisodeTrace, ItemDraft, RoundTrace
+from sagekernel.runner.bank_replay import replay_workspace
 
 SEED = Path(__file__).parents[1] / "src/sagekernel/targets/cpu/seed_memory.jsonl"
 

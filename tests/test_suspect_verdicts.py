@@ -17,10 +17,10 @@ from sagekernel.memory.atu import terminal_score
 from sagekernel.memory.io import load_seed
 from sagekernel.memory.policies import make_policy
 from sagekernel.memory.records import MemoryConfig
-from sagekernel.memory.replay import load_episodes
 from sagekernel.memory.store import Store
 from sagekernel.models.base import Message, Reply
 from sagekernel.records import EpisodeTrace, RoundTrace
+from sagekernel.runner.bank_replay import load_episodes
 from sagekernel.runner.store import RunInfo, RunStore
 from sagekernel.targets import get_target
 from sagekernel.tasks.suites import load_suite

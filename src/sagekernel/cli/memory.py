@@ -214,7 +214,7 @@ def replay_cmd(workspace: Path = WorkspaceOpt, run: str = typer.Option(None, hel
                limit: int = typer.Option(30, min=0, help="Rows in the table."),
                as_json: bool = JsonOpt) -> None:
     """Fixed-bank replay (spec §9): recompute utilities under relevance-only, uniform credit and ATU."""
-    from sagekernel.memory.replay import VARIANTS, replay_workspace
+    from sagekernel.runner.bank_replay import VARIANTS, replay_workspace
 
     at_least(gamma, 0, "--gamma")
     output_file(write_to, "--write-to")

@@ -57,7 +57,7 @@ def prepare_memory(exp: ExperimentDir, stream: StreamPlan) -> Path | None:
     if variant is not None:
         bank = exp.bank(stream.name)
         if not bank.is_dir():
-            from sagekernel.memory.replay import replay_workspace
+            from sagekernel.runner.bank_replay import replay_workspace
 
             tmp = bank.with_name(f".bank-{os.getpid()}")
             replay_workspace(donor_ws, stream.donor, write_to=tmp, variant=variant)
