@@ -34,7 +34,6 @@ LARGE_MODULES: dict[str, str] = {
     "targets/devloop/loop.py": "the device target's build-and-run loop, one state machine",
     "runner/run.py": "one stream's lifecycle: open, resume, run, summarise",
     "tasks/inputs.py": "the input builders of every task format (KernelBench, groups, NPUKernelBench)",
-    "targets/ascendc/lint.py": "the Ascend C static rules over one parse; integrity.py holds the C.3 rules",
     "memory/store.py": "the memory tables' one data-access module (all their SQL, both backends)",
 }
 

@@ -72,15 +72,8 @@ def skeleton_kernel_signature(task: Task) -> tuple[str, tuple[str, ...]] | None:
     kernel = _parsed(task, names.kernel_file)
     if kernel is None:
         return None
-    for node in kernel.of_type("function_definition"):
-        decl = node.child_by_field_name("declarator")
-        while decl is not None and decl.type != "function_declarator":
-            decl = decl.child_by_field_name("declarator")
-        if decl is None or kernel.node_text(decl.child_by_field_name("declarator")) != names.kernel_entry:
-            continue
-        params = decl.child_by_field_name("parameters")
-        named = params.named_children if params is not None else []
-        got = tuple(kernel.node_text(p).split()[-1].lstrip("*&") for p in named)
+    for node, params in kernel.definitions_of(names.kernel_entry):
+        got = tuple(params)
         outer = node.parent  # `extern "C"` wraps the definition in a linkage specification
         linked = outer is not None and outer.type == "linkage_specification"
         start = outer.start_byte if linked else node.start_byte

@@ -165,6 +165,20 @@ class Source:
                     out.append((self.node_text(name), n.start_point[0] + 1))
         return out
 
+    def definitions_of(self, name: str) -> list[tuple[Any, list[str]]]:
+        """(definition node, parameter names without * or &) of each function definition `name`."""
+        found = []
+        for node in self.of_type("function_definition"):
+            decl = node.child_by_field_name("declarator")
+            while decl is not None and decl.type != "function_declarator":
+                decl = decl.child_by_field_name("declarator")
+            if decl is None or self.node_text(decl.child_by_field_name("declarator")) != name:
+                continue
+            params = decl.child_by_field_name("parameters")
+            named = params.named_children if params is not None else []
+            found.append((node, [self.node_text(p).split()[-1].lstrip("*&") for p in named]))
+        return found
+
     def field_reads(self, variable: str) -> list[FieldRead]:
         """`variable.field` and `variable->field` reads, with the declared type of a local
         initialised from exactly that read."""

@@ -160,14 +160,7 @@ def check_kernel_entry(
             )
         ]
     out = []
-    for node in kernel.of_type("function_definition"):
-        decl = node.child_by_field_name("declarator")
-        while decl is not None and decl.type != "function_declarator":
-            decl = decl.child_by_field_name("declarator")
-        if decl is None or kernel.node_text(decl.child_by_field_name("declarator")) != names.kernel_entry:
-            continue
-        params = decl.child_by_field_name("parameters")
-        got = [kernel.node_text(p).split()[-1].lstrip("*&") for p in params.named_children] if params else []
+    for node, got in kernel.definitions_of(names.kernel_entry):
         line = node.start_point[0] + 1
         if want is not None and len(got) != len(want):
             out.append(
