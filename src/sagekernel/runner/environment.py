@@ -77,4 +77,8 @@ NO_RESULT: dict[str, str] = {
     "SAGE_TASK_LOAD_MEM_BYTES": "the memory loading a task file may take (a larger load fails, named)",
     "SAGE_RESULT_FD": "internal: the descriptor a sandboxed child reports on",
     "SAGE_MCP_TOKEN": "the bearer token of `sage mcp --http`",
+    "SAGE_MEMORY_URL": "the default of --memory; the memory chosen is the run's `memory` setting, part of "
+    "its identity",
+    "SAGE_TEAM": "the team stamped on provenance records; retrieval depends on it only through "
+    "--retrieve-only team=..., part of the run's identity",
 }
