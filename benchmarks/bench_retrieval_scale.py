@@ -55,7 +55,8 @@ OPS = ["softmax", "matmul", "layernorm", "conv2d", "reduction", "attention", "ge
 FAULTS = ["out-of-bounds read in the tail loop", "race on the shared accumulator", "misaligned vector load",
           "overflow in the exponent", "wrong stride for non-contiguous input", "cache thrashing at large N",
           "NaN from an empty row", "precision loss in float16 accumulation",
-          "bank conflicts in shared memory",           "register spill in the inner loop", "unvectorised remainder", "missing barrier before reuse"]
+          "bank conflicts in shared memory", "register spill in the inner loop", "unvectorised remainder",
+          "missing barrier before reuse"]
 APIS = ["tl.load", "tl.store", "tl.dot", "__shfl_down_sync", "_mm256_fmadd_ps", "vld1q_f32", "atomicAdd",
         "tl.max", "cp.async", "omp parallel for", "__syncthreads", "DataCopy"]
 FIXES = ["mask the tail with offsets < n", "accumulate in float32", "tile by 64 and unroll by 4",
