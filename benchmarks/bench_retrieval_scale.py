@@ -18,6 +18,7 @@ synthetic items; then
   queries the index certified exact (retrieval.py `_dense_top`);
 - lexical / dense: the p50 of the two parts of the pool timed on their own (BM25 top hits over all
   items; the dense top K′), to show where the time goes.
+One BLAS thread (OPENBLAS_NUM_THREADS=1 unless set): one learner's query on one core.
 
 Items: titles/texts from kernel-error templates (operators, failure kinds, APIs), a few percent
 validated/consolidated; vectors of the embedder's dimension (384) drawn from a seeded normal
@@ -30,7 +31,9 @@ from __future__ import annotations
 
 import argparse
 import gc
+import inspect
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -40,6 +43,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one core: stable timings on a shared machine
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,6 +68,7 @@ FIXES = ["mask the tail with offsets < n", "accumulate in float32", "tile by 64 
          "subtract the row max first", "pad the shared tile by one column", "use a two-pass reduction",
          "guard the empty row", "align the pointer to 32 bytes", "hoist the stride out of the loop"]
 NAME = "bench-synthetic-384"
+APPROX_ABOVE = inspect.signature(RetrievalIndex).parameters["approx_above"].default  # the learners' own
 
 
 class SyntheticEmbedder:
@@ -167,9 +173,10 @@ def exact_pool(index: RetrievalIndex, text: str, q: np.ndarray, size: int) -> li
     return [Candidate(int(index.ids[i]), float(np.clip(rel[i], 0, 1)), float(index.u[i])) for i in top]
 
 
-def measure(conn: Any, n_q: int, seed: int, spread: float, k: int, size: int, gamma: float) -> dict[str, Any]:
+def measure(conn: Any, n_q: int, seed: int, spread: float, k: int, size: int, gamma: float, *,
+            approx_above: int = APPROX_ABOVE) -> dict[str, Any]:
     t0 = time.perf_counter()
-    index = RetrievalIndex(Store(conn), SyntheticEmbedder())  # type: ignore[arg-type]
+    index = RetrievalIndex(Store(conn), SyntheticEmbedder(), approx_above=approx_above)  # type: ignore[arg-type]
     load_s = time.perf_counter() - t0
     qtext, qvec = queries(n_q, seed, spread)
     for t, q in zip(qtext[:3], qvec[:3], strict=True):  # warm-up: caches, lazy BM25 merges
