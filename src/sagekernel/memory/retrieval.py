@@ -116,8 +116,13 @@ class RetrievalIndex:
             return
         rng = np.random.default_rng(0)
         sample = self.emb[rng.choice(len(self.ids), size=min(4096, len(self.ids)), replace=False)]
-        _, _, vt = np.linalg.svd(sample - sample.mean(axis=0), full_matrices=False)
-        self._basis = np.ascontiguousarray(vt[: self.approx_dim].T.astype(np.float32))
+        centred = (sample - sample.mean(axis=0)).astype(np.float64)
+        # The top eigenvectors of the dim×dim covariance are the top right singular vectors of the
+        # sample (orthonormal, so the bound stays exact); eigh takes ~50 ms where a 4096×384 SVD
+        # took seconds on the shared 2-core machine.
+        _, vecs = np.linalg.eigh(centred.T @ centred)
+        top = vecs[:, ::-1][:, : self.approx_dim]
+        self._basis = np.ascontiguousarray(top.astype(np.float32))
         n = len(self.ids)
         self._proj_buf = np.zeros((self._emb_buf.shape[0], self.approx_dim), dtype=np.float32)
         self._resid_buf = np.zeros(self._emb_buf.shape[0], dtype=np.float32)
