@@ -36,7 +36,7 @@ def _learn_sequence(conn) -> Store:  # type: ignore[no-untyped-def]
     store = Store(conn)
     work = Workload(tuple(m.id for m in store.list_items(order="id")))
     policies = {w: make_policy("sage", conn, run_id=f"w{w}", embedder=None, config=CFG,
-                               budget_tokens=CFG.budget_tokens, provenance=ORIGIN) for w in range(3)}
+                               provenance=ORIGIN) for w in range(3)}
     for n in range(8):
         for w in range(3):
             trace, drafts = episode_of(work, w, n)
