@@ -16,7 +16,7 @@ pointer and the executor.
 from __future__ import annotations
 
 from sagekernel.targets.ascendc.contract import kernel_only_fields
-from sagekernel.targets.ascendc.names import op_names
+from sagekernel.targets.ascendc.names import is_benchmark_task, op_names
 from sagekernel.targets.ascendc.skeleton import op_attrs, size_sources
 from sagekernel.tasks.task import Task
 
@@ -93,16 +93,10 @@ static void SageEnqueue(const char* name, Launch launch)
 }"""
 
 
-def framework_binding(task: Task) -> str:
+def aclnn_prelude(task: Task) -> list[str]:
+    """The framework binding's includes and helpers (SAGE_CHECK, SageEnqueue, AclTensorOf)."""
     n = op_names(task)
-    tensors = [t.name for t in task.inputs] + [t.name for t in task.outputs]
-    args = (
-        [f"acl_{t.name}" for t in task.inputs]
-        + [a for a, _, _ in op_attrs(task)]
-        + [f"acl_{t.name}" for t in task.outputs]
-    )
-    return "\n".join(
-        [
+    return [
             "// Rendered by SAGE (framework path): calls the installed custom op through aclnn.",
             "#include <stdexcept>",
             "#include <string>",
@@ -143,6 +137,24 @@ def framework_binding(task: Task) -> str:
             "                           ACL_FORMAT_ND,",
             "                           shape.data(), shape.size(), t.data_ptr());",
             "}",
+    ]
+
+
+def framework_binding(task: Task) -> str:
+    if is_benchmark_task(task):  # the skeleton's OpDef fixes the aclnn signature
+        from sagekernel.targets.ascendc.benchmark_binding import benchmark_framework_binding
+
+        return benchmark_framework_binding(task)
+    n = op_names(task)
+    tensors = [t.name for t in task.inputs] + [t.name for t in task.outputs]
+    args = (
+        [f"acl_{t.name}" for t in task.inputs]
+        + [a for a, _, _ in op_attrs(task)]
+        + [f"acl_{t.name}" for t in task.outputs]
+    )
+    return "\n".join(
+        [
+            *aclnn_prelude(task),
             "",
             f"void run({_run_params(task)})",
             "{",
@@ -407,4 +419,11 @@ def build_ext_script(task: Task) -> str:
     return BUILD_EXT.replace("{module}", op_names(task).python_module)
 
 
-__all__ = ["build_ext_script", "direct_binding", "framework_binding", "kernel_cmake", "twin_driver"]
+__all__ = [
+    "aclnn_prelude",
+    "build_ext_script",
+    "direct_binding",
+    "framework_binding",
+    "kernel_cmake",
+    "twin_driver",
+]

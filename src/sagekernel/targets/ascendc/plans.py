@@ -34,7 +34,7 @@ from sagekernel.targets.ascendc import bindings
 from sagekernel.targets.ascendc.availability import DEFAULT_CANN_HOMES, cann_home, resolve_tool
 from sagekernel.targets.ascendc.config import AscendConfig
 from sagekernel.targets.ascendc.contract import template_of
-from sagekernel.targets.ascendc.names import op_names
+from sagekernel.targets.ascendc.names import is_benchmark_task, op_names
 from sagekernel.tasks.task import Task
 
 #: Variables of set_env.sh that the build and the run need, copied from this process when set.
@@ -155,6 +155,10 @@ def build_plan(
             f"the {path} path needs the kernel-only template (task {task.name} uses {template}: "
             "its host OpDef and TilingFunc exist only on the msOpGen framework path)"
         )
+    if path == "framework" and is_benchmark_task(task):  # the skeleton's OpDef is the prototype
+        from sagekernel.targets.ascendc.benchmark_binding import binding_problems
+
+        problems += binding_problems(task)
     env = base_env(root)
     proj, ext = wd / "project", wd / "ext"
     vendor = f"{config.vendor}_{candidate.digest}"
