@@ -124,19 +124,18 @@ def test_what_the_parse_cannot_establish_is_a_problem_not_a_guess() -> None:
 
 
 def test_the_binding_uses_the_skeletons_names_and_order(tasks) -> None:
-    from sagekernel.targets.ascendc.benchmark_binding import binding_problems
-    from sagekernel.targets.ascendc.bindings import framework_binding
+    from sagekernel.targets.ascendc.benchmark_binding import aclnn_binding, binding_problems
 
     task = tasks["SqrtX"]
     assert binding_problems(task) == []
-    text = framework_binding(task)
+    text = aclnn_binding(task)
     assert "void run(const at::Tensor& x, at::Tensor& y)" in text
     assert "aclnnSqrtXGetWorkspaceSize(acl_x, acl_y, &workspaceSize, &executor)" in text
     assert "in0" not in text and "out0" not in text
 
 
 def test_a_scalar_input_is_passed_as_an_acl_scalar(tasks, tmp_path: Path) -> None:
-    from sagekernel.targets.ascendc.bindings import framework_binding
+    from sagekernel.targets.ascendc.benchmark_binding import aclnn_binding
 
     task = tasks["SqrtX"]
     host = Path(task.benchmark.skeleton["op_host/sqrt_x.cpp"])
@@ -144,7 +143,7 @@ def test_a_scalar_input_is_passed_as_an_acl_scalar(tasks, tmp_path: Path) -> Non
     try:
         host.write_text(original.replace(".Format({ge::FORMAT_ND, ge::FORMAT_ND});",
                                          ".Format({ge::FORMAT_ND, ge::FORMAT_ND}).Scalar();", 1))
-        text = framework_binding(task)
+        text = aclnn_binding(task)
     finally:
         host.write_text(original, encoding="utf-8")
     assert "aclScalar* acl_x = AclScalarOf(x);" in text and "aclDestroyScalar(s);" in text
@@ -152,8 +151,7 @@ def test_a_scalar_input_is_passed_as_an_acl_scalar(tasks, tmp_path: Path) -> Non
 
 
 def test_attributes_bind_with_the_opdefs_types_and_mismatches_refuse_the_build(tasks, tmp_path: Path) -> None:
-    from sagekernel.targets.ascendc.benchmark_binding import binding_problems
-    from sagekernel.targets.ascendc.bindings import framework_binding
+    from sagekernel.targets.ascendc.benchmark_binding import aclnn_binding, binding_problems
     from sagekernel.targets.ascendc.config import AscendConfig
     from sagekernel.targets.ascendc.plans import build_plan
     from sagekernel.targets.ascendc.target import AscendCTarget
@@ -172,7 +170,7 @@ def test_attributes_bind_with_the_opdefs_types_and_mismatches_refuse_the_build(t
         mode = '        this->Attr("mode").AttrType(OPTIONAL).String("none");\n'
         host.write_text(original.replace(mode, ""))
         assert binding_problems(task) == []
-        text = framework_binding(task)
+        text = aclnn_binding(task)
         built = BuildResult(True, "x", {"module": tmp_path / "m.so"}, {"plan": {"workdir": str(tmp_path)}})
         argv = AscendCTarget().runtime(built, task, "npu").argv
         two = "{ge::DT_FLOAT16, ge::DT_BF16}"
@@ -248,8 +246,7 @@ NPUKB = os.environ.get("SAGE_NPUKERNELBENCH", "")
                     reason="SAGE_NPUKERNELBENCH does not point at an NPUKernelBench checkout")
 def test_a_published_skeleton_gives_its_own_op_json() -> None:
     """Addcdiv as published: four inputs (the last a .Scalar()), three dtypes each."""
-    from sagekernel.targets.ascendc.benchmark_binding import binding_problems
-    from sagekernel.targets.ascendc.bindings import framework_binding
+    from sagekernel.targets.ascendc.benchmark_binding import aclnn_binding, binding_problems
     from sagekernel.tasks.npukernelbench import load_operator
 
     task = load_operator(Path(NPUKB) / "tasks/level1/Math/Addcdiv/validation/module.py")
@@ -259,4 +256,4 @@ def test_a_published_skeleton_gives_its_own_op_json() -> None:
     assert all(d["type"] == ["float16", "float", "bfloat16"] for d in tensors)
     assert binding_problems(task) == []
     assert ("aclnnAddcdivGetWorkspaceSize(acl_input_data, acl_x1, acl_x2, acl_value, acl_y,"
-            in framework_binding(task))
+            in aclnn_binding(task))

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sagekernel.targets.ascendc.bindings import aclnn_prelude, framework_binding
 from sagekernel.targets.ascendc.contract import DTYPES
-from sagekernel.targets.ascendc.names import op_names
+from sagekernel.targets.ascendc.names import is_benchmark_task, op_names
 from sagekernel.targets.ascendc.opdef import OpDefSpec
 from sagekernel.tasks.task import Task
 
@@ -106,9 +107,13 @@ def runtime_attr_names(task: Task) -> list[str]:
     return [a.name for a in bound_args(task)[2]]
 
 
-def benchmark_framework_binding(task: Task) -> str:
-    from sagekernel.targets.ascendc.bindings import aclnn_prelude
+def aclnn_binding(task: Task) -> str:
+    """The framework path's extension source: the skeleton's OpDef for an NPUKernelBench
+    operator, else SAGE's own (bindings.framework_binding)."""
+    return benchmark_framework_binding(task) if is_benchmark_task(task) else framework_binding(task)
 
+
+def benchmark_framework_binding(task: Task) -> str:
     n = op_names(task)
     ins, outs, attrs = bound_args(task)
     params = ([f"const at::Tensor& {a.cpp}" for a in ins] + [f"at::Tensor& {a.cpp}" for a in outs]
@@ -161,5 +166,5 @@ def benchmark_framework_binding(task: Task) -> str:
     ])
 
 
-__all__ = ["ATTR_CTYPES", "BoundArg", "benchmark_framework_binding", "binding_problems", "bound_args",
-           "runtime_attr_names"]
+__all__ = ["ATTR_CTYPES", "BoundArg", "aclnn_binding", "benchmark_framework_binding", "binding_problems",
+           "bound_args", "runtime_attr_names"]

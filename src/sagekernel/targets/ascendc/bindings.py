@@ -16,7 +16,7 @@ pointer and the executor.
 from __future__ import annotations
 
 from sagekernel.targets.ascendc.contract import kernel_only_fields
-from sagekernel.targets.ascendc.names import is_benchmark_task, op_names
+from sagekernel.targets.ascendc.names import op_names
 from sagekernel.targets.ascendc.skeleton import op_attrs, size_sources
 from sagekernel.tasks.task import Task
 
@@ -141,10 +141,7 @@ def aclnn_prelude(task: Task) -> list[str]:
 
 
 def framework_binding(task: Task) -> str:
-    if is_benchmark_task(task):  # the skeleton's OpDef fixes the aclnn signature
-        from sagekernel.targets.ascendc.benchmark_binding import benchmark_framework_binding
-
-        return benchmark_framework_binding(task)
+    """SAGE's own operators (an NPUKernelBench operator's: benchmark_binding.aclnn_binding)."""
     n = op_names(task)
     tensors = [t.name for t in task.inputs] + [t.name for t in task.outputs]
     args = (
