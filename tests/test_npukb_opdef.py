@@ -257,3 +257,16 @@ def test_a_published_skeleton_gives_its_own_op_json() -> None:
     assert binding_problems(task) == []
     assert ("aclnnAddcdivGetWorkspaceSize(acl_input_data, acl_x1, acl_x2, acl_value, acl_y,"
             in aclnn_binding(task))
+
+
+def test_the_survey_counts_complete_skeletons(tmp_path: Path) -> None:
+    from sagekernel.targets.ascendc.opdef import main, survey
+
+    chosen = ("level1/Math/SqrtX", "level1/Comparison/EqualX")
+    root = write_benchmark(tmp_path / "NPUKernelBench", {k: v for k, v in OPERATORS.items() if k in chosen})
+    (root / "tasks/level1/Math/SqrtX/question/op_host/sqrt_x.cpp").write_text(SQRT_HOST, encoding="utf-8")
+    complete, total, kinds, failing = survey(root)
+    assert (complete, total) == (1, 2)
+    assert failing == {"tasks/level1/Comparison/EqualX": ("the OpDef declares no Output",)}
+    assert kinds == {"the OpDef declares no Output": 1}
+    assert main([str(root)]) == 0 and main([]) == 2

@@ -22,7 +22,10 @@ the list-attribute spellings have not been run through msOpGen here (no CANN on 
 from __future__ import annotations
 
 import json
+import sys
+from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 from sagekernel.targets.ascendc.cparse import Source, Token
 
@@ -265,5 +268,39 @@ def op_json(spec: OpDefSpec, op_type: str) -> str:
     return json.dumps([body], indent=4) + "\n"
 
 
+def survey(root: Path) -> tuple[int, int, Counter[str], dict[str, tuple[str, ...]]]:
+    """(operators whose skeleton OpDef is complete, operators, problem kinds, problems by
+    operator) over an NPUKernelBench checkout's ``tasks/level*/<Category>/<Op>/question/op_host``."""
+    ops = sorted(p for p in Path(root).glob("tasks/level*/*/*") if p.is_dir())
+    kinds: Counter[str] = Counter()
+    failing: dict[str, tuple[str, ...]] = {}
+    for op in ops:
+        hosts = sorted((op / "question" / "op_host").glob("*.cpp"))
+        problems = ((f"{len(hosts)} op_host sources, not one",) if len(hosts) != 1 else
+                    parse_opdef(Source(hosts[0].read_text(encoding="utf-8", errors="replace"))).problems)
+        if problems:
+            failing[op.relative_to(root).as_posix()] = problems
+            kinds.update({p.split(": ", 1)[-1] for p in problems})
+    return len(ops) - len(failing), len(ops), kinds, failing
+
+
+def main(argv: list[str]) -> int:
+    """`python -m sagekernel.targets.ascendc.opdef ROOT`: how many skeletons give a complete op JSON."""
+    if len(argv) != 1:
+        print("usage: python -m sagekernel.targets.ascendc.opdef NPUKERNELBENCH_ROOT", file=sys.stderr)
+        return 2
+    complete, total, kinds, failing = survey(Path(argv[0]))
+    for op, problems in failing.items():
+        print(f"{op}: {'; '.join(problems)}")
+    print(f"{complete} of {total} operators: the skeleton's OpDef parses into a complete op JSON")
+    for kind, count in kinds.most_common():
+        print(f"  {count} operator(s): {kind}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+
+
 __all__ = ["ATTR_SETTERS", "GE_DTYPES", "GE_FORMATS", "AttrDecl", "OpDefSpec", "TensorDecl",
-           "op_json", "parse_opdef"]
+           "main", "op_json", "parse_opdef", "survey"]
