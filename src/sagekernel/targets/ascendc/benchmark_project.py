@@ -58,12 +58,8 @@ def _parsed(task: Task, path: str) -> Source | None:
 def skeleton_prototype(task: Task) -> dict[str, list[str]] | None:
     """The skeleton OpDef's Input / Output / Attr names, in order (a name declared for several
     configurations counts once); None without a skeleton host file."""
-    host = _parsed(task, op_names(task).host_file)
-    if host is None:
-        return None
-    return {kind: list(dict.fromkeys(a[0].strip('"') for a, _ in host.macro_invocations(kind)
-                                     if a and a[0].startswith('"')))
-            for kind in ("Input", "Output", "Attr")}
+    declared = skeleton_opdef(task)
+    return declared.names() if declared is not None else None
 
 
 def skeleton_opdef(task: Task) -> OpDefSpec | None:
