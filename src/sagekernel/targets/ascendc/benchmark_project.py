@@ -33,6 +33,7 @@ from sagekernel.tasks.task import Task
 
 if TYPE_CHECKING:
     from sagekernel.targets.ascendc.cparse import Source
+    from sagekernel.targets.ascendc.opdef import OpDefSpec
 
 def starting_project(task: Task) -> dict[str, str]:
     """The skeleton's source files by project path (``op_host/equal.cpp`` ...), as the model
@@ -57,12 +58,19 @@ def _parsed(task: Task, path: str) -> Source | None:
 def skeleton_prototype(task: Task) -> dict[str, list[str]] | None:
     """The skeleton OpDef's Input / Output / Attr names, in order (a name declared for several
     configurations counts once); None without a skeleton host file."""
+    declared = skeleton_opdef(task)
+    return declared.names() if declared is not None else None
+
+
+def skeleton_opdef(task: Task) -> OpDefSpec | None:
+    """The op prototype the skeleton's OpDef declares (opdef.parse_opdef): the op JSON and the
+    runtime's binding follow it; None without a skeleton host file."""
     host = _parsed(task, op_names(task).host_file)
     if host is None:
         return None
-    return {kind: list(dict.fromkeys(a[0].strip('"') for a, _ in host.macro_invocations(kind)
-                                     if a and a[0].startswith('"')))
-            for kind in ("Input", "Output", "Attr")}
+    from sagekernel.targets.ascendc.opdef import parse_opdef
+
+    return parse_opdef(host)
 
 
 def skeleton_kernel_signature(task: Task) -> tuple[str, tuple[str, ...]] | None:
@@ -122,6 +130,7 @@ __all__ = [
     "read_candidate",
     "skeleton_kernel_params",
     "skeleton_kernel_signature",
+    "skeleton_opdef",
     "skeleton_prototype",
     "starting_project",
 ]

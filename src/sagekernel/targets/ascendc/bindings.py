@@ -93,16 +93,10 @@ static void SageEnqueue(const char* name, Launch launch)
 }"""
 
 
-def framework_binding(task: Task) -> str:
+def aclnn_prelude(task: Task) -> list[str]:
+    """The framework binding's includes and helpers (SAGE_CHECK, SageEnqueue, AclTensorOf)."""
     n = op_names(task)
-    tensors = [t.name for t in task.inputs] + [t.name for t in task.outputs]
-    args = (
-        [f"acl_{t.name}" for t in task.inputs]
-        + [a for a, _, _ in op_attrs(task)]
-        + [f"acl_{t.name}" for t in task.outputs]
-    )
-    return "\n".join(
-        [
+    return [
             "// Rendered by SAGE (framework path): calls the installed custom op through aclnn.",
             "#include <stdexcept>",
             "#include <string>",
@@ -143,6 +137,21 @@ def framework_binding(task: Task) -> str:
             "                           ACL_FORMAT_ND,",
             "                           shape.data(), shape.size(), t.data_ptr());",
             "}",
+    ]
+
+
+def framework_binding(task: Task) -> str:
+    """SAGE's own operators (an NPUKernelBench operator's: benchmark_binding.aclnn_binding)."""
+    n = op_names(task)
+    tensors = [t.name for t in task.inputs] + [t.name for t in task.outputs]
+    args = (
+        [f"acl_{t.name}" for t in task.inputs]
+        + [a for a, _, _ in op_attrs(task)]
+        + [f"acl_{t.name}" for t in task.outputs]
+    )
+    return "\n".join(
+        [
+            *aclnn_prelude(task),
             "",
             f"void run({_run_params(task)})",
             "{",
@@ -407,4 +416,11 @@ def build_ext_script(task: Task) -> str:
     return BUILD_EXT.replace("{module}", op_names(task).python_module)
 
 
-__all__ = ["build_ext_script", "direct_binding", "framework_binding", "kernel_cmake", "twin_driver"]
+__all__ = [
+    "aclnn_prelude",
+    "build_ext_script",
+    "direct_binding",
+    "framework_binding",
+    "kernel_cmake",
+    "twin_driver",
+]

@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from sagekernel.candidate import Candidate
-from sagekernel.targets.ascendc import bindings
 from sagekernel.targets.ascendc.availability import DEFAULT_CANN_HOMES, cann_home, resolve_tool
+from sagekernel.targets.ascendc.benchmark_binding import aclnn_binding, binding_problems
 from sagekernel.targets.ascendc.config import AscendConfig
 from sagekernel.targets.ascendc.contract import template_of
-from sagekernel.targets.ascendc.names import op_names
+from sagekernel.targets.ascendc.names import is_benchmark_task, op_names
 from sagekernel.tasks.task import Task
 
 #: Variables of set_env.sh that the build and the run need, copied from this process when set.
@@ -155,6 +155,8 @@ def build_plan(
             f"the {path} path needs the kernel-only template (task {task.name} uses {template}: "
             "its host OpDef and TilingFunc exist only on the msOpGen framework path)"
         )
+    if path == "framework" and is_benchmark_task(task):  # the skeleton's OpDef is the prototype
+        problems += binding_problems(task)
     env = base_env(root)
     proj, ext = wd / "project", wd / "ext"
     vendor = f"{config.vendor}_{candidate.digest}"
@@ -316,7 +318,7 @@ def extension_spec(task: Task, path: str, wd: Path, root: str, vendor_dir: Path)
         # reuses it. The candidate's aclnn header and libcust_opapi.so are copied in once, for
         # compiling and linking; at run time the loader takes libcust_opapi.so from the
         # candidate's own op_api/lib (the plan's run_env), since the module has no rpath to it.
-        shared = cache_root() / "extensions" / digest(bindings.framework_binding(task), root, sys.executable)
+        shared = cache_root() / "extensions" / digest(aclnn_binding(task), root, sys.executable)
         vendor = str(vendor_dir)
         return {
             **common,

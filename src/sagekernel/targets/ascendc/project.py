@@ -14,6 +14,7 @@ from pathlib import Path
 
 from sagekernel.candidate import Candidate
 from sagekernel.targets.ascendc import bindings, skeleton
+from sagekernel.targets.ascendc.benchmark_binding import aclnn_binding
 from sagekernel.targets.ascendc.config import AscendConfig
 from sagekernel.targets.ascendc.contract import files_for, template_of
 from sagekernel.targets.ascendc.names import is_benchmark_task, is_helper_path, op_names
@@ -35,7 +36,7 @@ def project_files(candidate: Candidate, task: Task, config: AscendConfig, path: 
             files[f"project/{n.host_file}"] = skeleton.kernel_only_host(task, config)
     if path == "framework":
         files[f"spec/{n.op_json}"] = skeleton.op_json(task)
-        files[f"ext/{n.snake}_aclnn.cpp"] = bindings.framework_binding(task)
+        files[f"ext/{n.snake}_aclnn.cpp"] = aclnn_binding(task)
     else:
         files["project/CMakeLists.txt"] = bindings.kernel_cmake(task)
     if path == "direct":

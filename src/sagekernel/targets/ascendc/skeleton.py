@@ -11,7 +11,7 @@ import json
 
 from sagekernel.targets.ascendc.config import AscendConfig
 from sagekernel.targets.ascendc.contract import DTYPES, kernel_only_fields
-from sagekernel.targets.ascendc.names import op_names, prototype_names
+from sagekernel.targets.ascendc.names import is_benchmark_task, op_names, prototype_names
 from sagekernel.tasks.task import Task
 
 
@@ -46,8 +46,16 @@ def prototype(task: Task) -> dict[str, list[str]]:
 
 
 def op_json(task: Task) -> str:
-    """The op prototype msOpGen reads (`msopgen gen -i <op>.json ...`)."""
+    """The op prototype msOpGen reads (`msopgen gen -i <op>.json ...`): an NPUKernelBench
+    operator's as its skeleton's OpDef declares it (opdef.py), else rendered from the task."""
     n = op_names(task)
+    if is_benchmark_task(task):
+        from sagekernel.targets.ascendc.benchmark_project import skeleton_opdef
+        from sagekernel.targets.ascendc.opdef import op_json as opdef_json
+
+        declared = skeleton_opdef(task)
+        if declared is not None:  # incomplete: the plan's problems say why (benchmark_binding)
+            return opdef_json(declared, n.op_type)
     proto = prototype(task)
 
     def desc(name, t):
