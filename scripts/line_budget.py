@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "sagekernel"
 EXCLUDED = ("tasks/suite/",)
 
 #: Lines of src/sagekernel, the task suite excepted. Raised on purpose only.
-BUDGET = 42_000  # 41,504 on 2026-12-02 after issues 23, 24, 27-31 landed, plus room for their fixes
+BUDGET = 42_500  # 42,023 on 2026-12-02: issues 23, 24, 27-31 landed (the skeleton OpDef parse last)
 #: A module longer than this is split by concept, or listed below with its reason.
 MODULE_LINES = 450
 
