@@ -146,6 +146,29 @@ def test_a_task_file_cannot_write_outside_a_private_tmp(tmp_path: Path) -> None:
     assert not any(t.exists() for t in targets)  # nothing reached the host
 
 
+@needs_bwrap
+def test_a_task_file_reads_no_secret_of_the_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another instance of the class, beyond the issue's examples: reading, not writing. An API key
+    in `sage`'s environment and a file beside the tasks' folder (a workspace, a home) stay unseen."""
+    secret = f"sk-{token()}"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    private = tmp_path / "workspace" / "credentials.txt"
+    private.parent.mkdir()
+    private.write_text(secret)
+    path = task_file(tmp_path / "tasks", "reader", f"""
+        import os
+        REPORT.append("env:" + ",".join(v for v in os.environ.values() if v.startswith("sk-")))
+        try:
+            REPORT.append("file:" + open({str(private)!r}).read())
+        except OSError as exc:
+            REPORT.append("unreadable:" + type(exc).__name__)
+    """)
+    [outcome] = load_files_isolated([path], path.parent, sandbox_kind="bwrap")
+    assert isinstance(outcome, Task), outcome
+    assert secret not in outcome.description
+    assert "env:" in outcome.description and "unreadable:" in outcome.description
+
+
 @pytest.mark.skipif(sandbox.best_kind("auto") == "process", reason="no layer without network here")
 def test_a_task_file_has_no_network(tmp_path: Path) -> None:
     listener = socket.socket()
