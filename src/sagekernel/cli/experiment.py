@@ -60,14 +60,17 @@ def _shared_memory(value: str | None) -> str | None:
     does not fall back on $SAGE_MEMORY_URL (which streams share a memory is the spec's choice)."""
     if value is None:
         return None
-    from sagekernel.memory.backend import MemoryBackendError, memory_url
+    from sagekernel.memory.backend import MemoryBackendError, connect_memory, memory_url
 
     if not value.strip():
         raise OptionError("--memory", "give a PostgreSQL URL, postgresql://user@host:port/db")
     try:
-        return memory_url(value.strip())
+        url = memory_url(value.strip())
+        assert url is not None
+        connect_memory(url).close()  # reachable and migrated before the experiment directory is written
     except MemoryBackendError as exc:
         raise OptionError("--memory", str(exc).split(": ", 1)[-1]) from None
+    return url
 
 
 def _check_blocks(suite: str | None, target: str | None, device: str | None, ray: str | None) -> None:

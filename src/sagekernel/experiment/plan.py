@@ -100,10 +100,10 @@ def _shared_memory(run: dict[str, Any], option: str | None, has_donor: bool, whe
     (URLs are compared without their passwords; the option's URL, which may carry one, is kept)."""
     if option is None or has_donor:
         return run
-    from sagekernel.memory.backend import redact
+    from sagekernel.memory.backend import redact, same_memory
 
     named = run.get("memory")
-    if named is not None and redact(str(named)) != redact(option):
+    if named is not None and not same_memory(str(named), option):
         raise ExperimentSpecError(f"--memory {redact(option)} disagrees with {where}, whose spec names the "
                                   f"shared memory {redact(str(named))}; pass the same memory, or remove "
                                   "`memory` from the file")

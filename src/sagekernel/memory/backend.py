@@ -64,6 +64,17 @@ def redact(url: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
+def without_password(url: str) -> str:
+    """The URL with no password at all (a redacted one's `***` included): libpq then takes it from
+    ~/.pgpass or PGPASSWORD."""
+    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1@", url)
+
+
+def same_memory(a: str, b: str) -> bool:
+    """Whether two URLs (either possibly redacted or without password) name one memory."""
+    return without_password(a).rstrip("/") == without_password(b).rstrip("/")
+
+
 class _Row(tuple):
     """A result row addressable by position and by column name, as sqlite3.Row is."""
 

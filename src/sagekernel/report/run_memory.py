@@ -18,7 +18,6 @@ from $SAGE_MEMORY_URL when that names the same memory, else from libpq's usual s
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,11 +47,13 @@ class MemorySource:
 
 def recorded(config: dict[str, Any], workspace: Path, run_id: str) -> MemorySource:
     """The memory the run's stored configuration says it learned into (or evaluated with)."""
+    from sagekernel.memory.backend import without_password
+
     cfg = config.get("cfg") if isinstance(config.get("cfg"), dict) else {}
     assert isinstance(cfg, dict)
     url = cfg.get("memory")
     if isinstance(url, str) and url:
-        return MemorySource(SHARED, url, url=_without_password(url))
+        return MemorySource(SHARED, url, url=without_password(url))
     if cfg.get("memory_from"):
         snapshot = workspace / f"memory-from-{run_id}.db"
         return MemorySource(SNAPSHOT, str(snapshot), path=snapshot)
@@ -86,15 +87,15 @@ def choose(run: MemorySource, option: MemorySource | None, run_label: str,
     """The memory to read for a run that recorded `run`: `option` if it is that memory (else a
     RunMemoryError naming both), else the recorded one, with $SAGE_MEMORY_URL's password when that
     names the same shared memory."""
-    from sagekernel.memory.backend import MEMORY_URL_ENV, is_postgres_url, redact
+    from sagekernel.memory.backend import MEMORY_URL_ENV, is_postgres_url, redact, same_memory
 
     if option is None:
         env = os.environ.get(MEMORY_URL_ENV) if env is None else env
-        if run.kind == SHARED and env and is_postgres_url(env) and _same_url(redact(env), run.label):
+        if run.kind == SHARED and env and is_postgres_url(env) and same_memory(redact(env), run.label):
             return MemorySource(SHARED, run.label, url=env)
         return run
     if run.kind == SHARED:
-        if option.kind == SHARED and _same_url(option.label, run.label):
+        if option.kind == SHARED and same_memory(option.label, run.label):
             return MemorySource(SHARED, run.label, url=option.url)
         raise RunMemoryError(f"--memory {option.label}: run {run_label} learned into the shared memory "
                              f"{run.label}; leave --memory out or name that memory")
@@ -134,12 +135,3 @@ def has_memory_tables(conn: Any, names: tuple[str, ...]) -> bool:
     rows = conn.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = "
                         "current_schema()").fetchall()
     return set(names) <= {str(r[0]) for r in rows}
-
-
-def _without_password(url: str) -> str:
-    """A recorded URL (password shown as ***) without the password part, for libpq's own sources."""
-    return re.sub(r"(://[^:/@]+):\*\*\*@", r"\1@", url)
-
-
-def _same_url(a: str, b: str) -> bool:
-    return _without_password(a).rstrip("/") == _without_password(b).rstrip("/")
