@@ -19,12 +19,13 @@ from sagekernel.experiment.spec import ExperimentSpecError, Overrides, load
 URL = "postgresql://sage:secret@db.example:5432/sage"
 OTHER = "postgresql://sage:secret@db.example:5432/elsewhere"
 
-BLOCKS = """
+LEARNING = """
 [[streams]]
 name = "{method}-learn"
 methods = ["sage", "refinement"]
 models = ["scripted"]
-
+"""
+BLOCKS = LEARNING + """
 [[streams]]
 name = "sage-transfer"
 methods = ["sage"]
@@ -38,16 +39,27 @@ def _streams(path: Path, memory: str | None) -> dict[str, dict[str, object]]:
 
 
 def test_the_option_reaches_every_stream_without_a_donor(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "exp.toml", BLOCKS)
-    runs = _streams(spec, URL)
-    assert runs["sage-learn"]["memory"] == URL and runs["refinement-learn"]["memory"] == URL
-    assert "memory" not in runs["sage-transfer"]  # frozen from its donor's workspace memory
-    assert all("memory" not in r for r in _streams(spec, None).values())
+    learning = write_spec(tmp_path / "learning.toml", LEARNING)
+    runs = _streams(learning, URL)
+    assert runs == {name: {**r, "memory": URL} for name, r in _streams(learning, None).items()}
+    assert set(runs) == {"sage-learn", "refinement-learn"}
+
+
+def test_a_donor_that_learns_into_a_shared_memory_is_refused(tmp_path: Path) -> None:
+    transfer = write_spec(tmp_path / "transfer.toml", BLOCKS)
+    assert all("memory" not in r for r in _streams(transfer, None).values())
+    # its recipient would start from the donor's workspace memory, which stays empty
+    with pytest.raises(ExperimentSpecError, match="'sage-learn' learns into the shared memory"):
+        _streams(transfer, URL)
+    shared = f'name = "{{method}}-learn"\nrun = {{ memory = "{OTHER}" }}'
+    in_file = BLOCKS.replace('name = "{method}-learn"', shared)
+    with pytest.raises(ExperimentSpecError, match="'sage-learn' learns into the shared memory"):
+        _streams(write_spec(tmp_path / "in_file.toml", in_file), None)
 
 
 def test_the_spec_naming_the_same_memory_agrees_and_another_is_refused(tmp_path: Path) -> None:
     named = 'run = { memory = "postgresql://sage@db.example:5432/sage" }'
-    same = BLOCKS.replace('name = "{method}-learn"', f'name = "{{method}}-learn"\n{named}')
+    same = LEARNING.replace('name = "{method}-learn"', f'name = "{{method}}-learn"\n{named}')
     runs = _streams(write_spec(tmp_path / "same.toml", same), URL)
     assert runs["sage-learn"]["memory"] == URL  # the option's URL, with its password, is used
     other = same.replace("5432/sage", "5432/elsewhere")
@@ -65,7 +77,7 @@ def test_a_stream_with_a_donor_cannot_also_name_a_shared_memory(tmp_path: Path, 
 
 
 def test_the_option_is_stored_and_a_directory_continues_with_it(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "exp.toml", BLOCKS)
+    spec = write_spec(tmp_path / "exp.toml", LEARNING)
     _, streams = resolve(spec, Overrides(memory=URL), tmp_path / "run")
     assert {s.name: s.run.get("memory") for s in streams}["sage-learn"] == URL
     again = ExperimentDir(tmp_path / "run")

@@ -204,6 +204,14 @@ def expand(spec: ExperimentSpec) -> list[StreamPlan]:
                 raise ExperimentSpecError(
                     f"{where} starts from {s.donor!r}'s memory (memory = {s.memory!r}); it cannot also "
                     "learn into a shared memory: name the shared memory in the blocks without `from`")
+            donor_memory = seen[s.donor].run.get("memory")
+            if donor_memory:  # the recipient would start from the donor's (empty) workspace memory
+                from sagekernel.memory.backend import redact
+
+                raise ExperimentSpecError(
+                    f"{where} starts from {s.donor!r}'s workspace memory, but {s.donor!r} learns into the "
+                    f"shared memory {redact(str(donor_memory))} (named in the file or by --memory): a donor "
+                    "keeps its own memory; put it in a block without a shared memory")
         try:
             parse_spec(s.model_spec)
             s.config(Path("."), memory_from=Path("donor") if s.frozen and s.donor else None)
