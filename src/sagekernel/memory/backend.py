@@ -199,6 +199,23 @@ def connect_memory(url: str) -> PgConnection:
     return conn
 
 
+def connect_readonly(url: str) -> PgConnection:
+    """The shared memory at `url` in a read-only session, not migrated (what reports read)."""
+    conn = PgConnection(url)
+    conn.execute("SET default_transaction_read_only = on")
+    return conn
+
+
+def table_names(conn: Any) -> set[str]:
+    """The tables of a memory connection, either backend (a reader asks before it reads)."""
+    if dialect(conn) == "sqlite":
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    else:
+        rows = conn.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = "
+                            "current_schema()").fetchall()
+    return {str(r[0]) for r in rows}
+
+
 def open_memory(url: str | None, workspace: Path | str | None, *, write: bool = False) -> Any:
     """The memory connection: the shared PostgreSQL memory at `url`, or the workspace's SQLite
     database (read-only unless `write`)."""

@@ -267,21 +267,5 @@ def _memory(conn: Any, run_id: str, source: MemorySource) -> MemoryData:
 
 
 def _provenance(store: Store, run_id: str) -> RunProvenance:
-    """What the run did to the memory, from the provenance rows (migrations 0008 / postgres 0002)."""
-    changes = "('credited', 'counted')"
-
-    def count(sql: str, *params: str) -> int:
-        return int(store.conn.execute(sql, params).fetchone()[0])
-
-    return RunProvenance(
-        created=count("SELECT count(DISTINCT item_id) FROM item_history WHERE run_id = ? AND kind = "
-                      "'distilled'", run_id),
-        credited=count(f"SELECT count(DISTINCT item_id) FROM item_history WHERE run_id = ? AND kind IN "
-                       f"{changes}", run_id),
-        credited_of_other_runs=count(
-            "SELECT count(DISTINCT c.item_id) FROM item_history c JOIN item_history d ON d.item_id = "
-            f"c.item_id AND d.kind = 'distilled' AND d.run_id <> '' AND d.run_id <> ? WHERE c.run_id = ? "
-            f"AND c.kind IN {changes}", run_id, run_id),
-        other_runs=count("SELECT count(DISTINCT run_id) FROM item_history WHERE run_id <> '' AND run_id <> ?",
-                         run_id),
-    )
+    """What the run did to the memory (its provenance rows: migrations 0008 / postgres 0002)."""
+    return RunProvenance(**store.run_changes(run_id))

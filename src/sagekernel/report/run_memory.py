@@ -112,12 +112,10 @@ def open_readonly(source: MemorySource) -> Any:
     from sagekernel import db
 
     if source.kind == SHARED:
-        from sagekernel.memory.backend import PgConnection
+        from sagekernel.memory.backend import connect_readonly
 
         assert source.url is not None
-        conn = PgConnection(source.url)
-        conn.execute("SET default_transaction_read_only = on")  # a report never writes
-        return conn
+        return connect_readonly(source.url)  # a report never writes nor migrates
     assert source.path is not None
     if not db.db_path(source.path).is_file():
         raise RunMemoryError(f"the memory database {db.db_path(source.path)} is gone")
@@ -126,12 +124,6 @@ def open_readonly(source: MemorySource) -> Any:
 
 def has_memory_tables(conn: Any, names: tuple[str, ...]) -> bool:
     """Whether every table in `names` exists (either backend; a report never creates them)."""
-    from sagekernel.memory.backend import dialect
+    from sagekernel.memory.backend import table_names
 
-    if dialect(conn) == "sqlite":
-        from sagekernel import db
-
-        return set(names) <= db.tables(conn)
-    rows = conn.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = "
-                        "current_schema()").fetchall()
-    return set(names) <= {str(r[0]) for r in rows}
+    return set(names) <= table_names(conn)
