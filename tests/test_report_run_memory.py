@@ -80,8 +80,11 @@ def test_a_frozen_run_is_reported_against_its_snapshot(tmp_path: Path) -> None:
     run = load([str(ws)]).runs[0]
     assert run.memory is not None and len(run.memory.items) == 3 and run.memory.where == str(snapshot)
     # the workspace's own memory, named explicitly, is read instead (same kind: a SQLite memory)
-    run = load([str(ws)], memory=str(ws)).runs[0]
+    loaded = load([str(ws)], memory=str(ws))
+    run = loaded.runs[0]
     assert run.memory is not None and [i.title for i in run.memory.items] == ["workspace item"]
+    # ... and the report says when the memory read holds nothing of the run (a likely wrong memory)
+    assert [n for n in loaded.notes if "holds no retrieval, snapshot or change of this run" in n]
 
 
 def test_report_memory_option_on_a_workspace_run(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from sagekernel import db
 from sagekernel.errors import SageError
+from sagekernel.memory.methods import VARIANTS
 from sagekernel.memory.store import Store
 from sagekernel.models.exchange_log import Spend, run_spend, tool_clients
 from sagekernel.records import OperatorResult
@@ -136,7 +137,9 @@ class _Memories:
         if conn is None:
             return None
         data = _memory(conn, info.run_id, source)
-        if not data.adoptions and not data.snapshots and not (data.provenance and data.provenance.touched):
+        retrieves = info.method in VARIANTS  # refinement reads no memory
+        if retrieves and not data.adoptions and not data.snapshots and not (
+                data.provenance and data.provenance.touched):
             notes.append(f"run {label}: the memory {source.label} holds no retrieval, snapshot or "
                          "change of this run")
         return data
