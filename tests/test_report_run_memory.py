@@ -100,10 +100,19 @@ def test_report_memory_option_on_a_workspace_run(tmp_path: Path) -> None:
     assert code == 2 and "did not learn into a shared memory" in err and "secret" not in err
 
 
-def test_a_shared_run_whose_memory_is_unreachable_is_one_line(tmp_path: Path) -> None:
+def test_a_shared_memory_that_cannot_be_reached(tmp_path: Path) -> None:
+    """The recorded memory unreachable: the results are reported, with a note instead of memory
+    figures; the same memory named by --memory: a one-line error."""
     ws = tmp_path / "ws"
     add_run(ws, "r1", "sage", "m", [Op("softmax", 1)])
-    _record(ws, "r1", {"memory": "postgresql://sage:***@/sage?host=/nonexistent-sage-socket"})
-    code, _, err = invoke(["report", str(ws)])
+    down = "postgresql://sage:***@/sage?host=/nonexistent-sage-socket"
+    _record(ws, "r1", {"memory": down})
+    code, out, err = invoke(["report", str(ws), "--json"])
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["runs"][0]["memory"] is None and data["runs"][0]["run_id"] == "r1"
+    assert [n for n in data["notes"] if "its memory cannot be read" in n and "cannot connect" in n]
+    code, _, err = invoke(["report", str(ws), "--memory", down.replace("***", "pw")])
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and "cannot connect to the shared memory" in lines[0], err
+    assert "pw@" not in err

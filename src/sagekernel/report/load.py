@@ -127,7 +127,16 @@ class _Memories:
         source = choose(recorded(info.config, workspace, info.run_id), self.option, label)
         key = (source.kind, source.label)
         if key not in self.open:
-            conn = open_readonly(source)
+            try:
+                conn = open_readonly(source)
+            except SageError as exc:
+                if self.option is not None:
+                    raise  # the memory asked for must be read
+                # the recorded one (a server down, a snapshot deleted): the results are still reported
+                notes.append(f"run {label}: its memory cannot be read, so no memory figures ({exc}); "
+                             "name it with --memory")
+                self.open[key] = None
+                return None
             if not has_memory_tables(conn, MEMORY_TABLES):
                 notes.append(f"{source.label}: no memory tables, so no memory figures")
                 conn.close()

@@ -12,7 +12,8 @@ It must be the same kind of memory the run learned into, and a URL the same serv
 database (compared without passwords); a run that learned into another memory is refused, never
 silently reported against the wrong one. Without `--memory`, the password of a recorded URL comes
 from $SAGE_MEMORY_URL when that names the same memory, else from libpq's usual sources
-(~/.pgpass, PGPASSWORD). A shared memory is opened in a read-only session and never migrated.
+(~/.pgpass, PGPASSWORD). A shared memory is opened in a read-only session and never migrated. A
+recorded memory that cannot be opened is a note in the report (load.py); a `--memory` one, an error.
 """
 
 from __future__ import annotations
