@@ -12,9 +12,10 @@ PostgreSQL memory at once, each with its own workspace and its own scripted mode
 - `sage report` reads each run against the shared memory it recorded (not its empty workspace
   memory), and refuses a --memory that is not the memory the run learned into.
 
-The streams are ordered at one point only: B's first reply waits until A's lessons are in the
-memory (B's model server polls it), so B's later retrievals must see them; everything else runs
-concurrently."""
+The streams are ordered at two points only (each model server polls the memory): B's first reply
+waits until A's lessons are in the memory, so B's later retrievals must see them, and A's first
+reply on its second operator waits until B committed an episode, so the commits interleave (A A B
+B A A); everything else runs concurrently."""
 
 from __future__ import annotations
 
@@ -44,41 +45,47 @@ from test_e2e_run import ANCHOR, SEED, TASKS, Script, config
 
 pytestmark = pytest.mark.postgres
 
-OPS_A, OPS_B = ("e2e_double",), ("e2e_negate", "e2e_add")
+OPS_A, OPS_B = ("e2e_double", "e2e_add"), ("e2e_negate",)  # by level: e2e_double (L1) before e2e_add (L2)
 #: Stream A's lessons (it distils after fixing e2e_double's broken first round).
 SYNTAX = "every statement needs valid C syntax"
 
 
-class SharingScript(Script):
-    """test_e2e_run's scripted model, which also adopts stream A's syntax lesson; stream B's copy
-    holds its first reply until A's lessons are in the shared memory."""
+#: What each stream's model waits for, once, in the shared memory: B's first reply for A's lessons
+#: (distilled and committed when A's first operator ends); A's first reply on its second operator
+#: for B's first committed episode. An operator's two episodes commit when it ends, so the commits
+#: go A A B B A A (and neither wait depends on the other: no deadlock).
+A_DISTILLED = "SELECT count(*) FROM item_history WHERE kind = 'distilled' AND run_id = 'stream-a'"
+B_COMMITTED = "SELECT count(*) FROM memory_episodes WHERE run_id = 'stream-b'"
 
-    def __init__(self, url: str | None = None) -> None:
+
+class SharingScript(Script):
+    """test_e2e_run's scripted model, which also adopts stream A's syntax lesson, and holds one
+    reply (the first, or the first on operator `before_op`) until `wait_for` counts a row in the
+    memory."""
+
+    def __init__(self, url: str, wait_for: str, *, before_op: str | None = None) -> None:
         super().__init__()
-        self.url = url  # set: wait for A's lessons before B's first kernel reply
+        self.url, self.wait_for, self.before_op = url, wait_for, before_op
         self.waited = False
 
     def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
-        if self.url is not None and not self.waited:
-            self._wait_for_lessons()
+        prompt = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        whole = "\n".join(m["content"] for m in body["messages"])
+        if not self.waited and (self.before_op is None or f"# Operator: {self.before_op} " in whole):
+            self._wait()
         reply = super().__call__(body)
         text = reply["content"]
-        prompt = next(m["content"] for m in body["messages"] if m["role"] == "user")
         for item_id, title in re.findall(r"^\[E(\d+)\] (.*?) \(type:", prompt, re.M):
             if SYNTAX in title:
                 text = re.sub(rf"^- E{item_id}: .*$", f"- E{item_id}: ADOPTED - the syntax error here",
                               text, flags=re.M)
         return {**reply, "content": text}
 
-    def _wait_for_lessons(self) -> None:
-        assert self.url is not None
+    def _wait(self) -> None:
         conn = connect_memory(self.url)
         try:
             deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                if conn.execute("SELECT count(*) FROM item_history WHERE kind = 'distilled' AND run_id = "
-                                "'stream-a'").fetchone()[0]:
-                    break
+            while time.monotonic() < deadline and not conn.execute(self.wait_for).fetchone()[0]:
                 time.sleep(0.2)
         finally:
             conn.close()
@@ -104,8 +111,8 @@ def test_two_streams_on_different_operators_share_one_memory(pg_url: str, tmp_pa
     ctx = multiprocessing.get_context("fork")
     suites = {"stream-a": _suite(tmp_path / "suite-a", OPS_A),
               "stream-b": _suite(tmp_path / "suite-b", OPS_B)}
-    with OpenAITestServer(fallback=SharingScript()) as srv_a, \
-            OpenAITestServer(fallback=SharingScript(pg_url)) as srv_b:
+    with OpenAITestServer(fallback=SharingScript(pg_url, B_COMMITTED, before_op=OPS_A[1])) as srv_a, \
+            OpenAITestServer(fallback=SharingScript(pg_url, A_DISTILLED)) as srv_b:
         cfgs = [config(tmp_path / name, srv).model_copy(update={"memory": pg_url, "run_id": name,
                                                                  "suite": str(suites[name])})
                 for name, srv in (("stream-a", srv_a), ("stream-b", srv_b))]
@@ -118,7 +125,7 @@ def test_two_streams_on_different_operators_share_one_memory(pg_url: str, tmp_pa
     store = Store(conn)
     order = store.episode_order()
     assert {op for _, op in order} == set(OPS_A + OPS_B) and len(order) == store.clock() == 2 * 3
-    assert {r for r, _ in order} == {"stream-a", "stream-b"}
+    assert [r for r, _ in order] == ["stream-a"] * 2 + ["stream-b"] * 2 + ["stream-a"] * 2  # interleaved
     items = {m.id: m for m in store.all_items()}
 
     # (1) the live memory equals a serial replay, in commit order, of the committed credits
@@ -144,7 +151,7 @@ def test_two_streams_on_different_operators_share_one_memory(pg_url: str, tmp_pa
     assert any(a.item_id == syntax and a.adopted for a in b_rounds)
     runs = {h.origin.run_id for h in store.history(syntax)}
     assert runs == {"stream-a", "stream-b"}
-    assert items[syntax].adopting_ops <= set(OPS_B) and items[syntax].adopting_ops
+    assert set(OPS_B) <= items[syntax].adopting_ops
     code, out, err = invoke(["memory", "show", str(syntax), "--memory", pg_url])
     assert code == 0 and "stream-a" in out and "stream-b" in out, err
 
