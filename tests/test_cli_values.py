@@ -162,6 +162,7 @@ BAD: dict[str, dict[str, list[str]]] = {
         "--html": ["{empty}"],
         "--csv": ["{empty}"],
         "--fast-p": ["-1", "nan"],
+        "--memory": ["mysql://x", "{missing}", ""],
     },
     "memory list": {
         "--workspace": ["{missing}"],
@@ -229,6 +230,7 @@ BAD: dict[str, dict[str, list[str]]] = {
         "--budget": ["0"],
         "--limit": ["0"],
         "--stream": ["nonsense"],
+        "--memory": ["nonsense", "", BAD_PG],
     },
     "experiment status": {"directory": ["{missing}", "{binary}"]},
     "experiment report": {"directory": ["{missing}"], "--html": ["{empty}"], "--fast-p": ["-1", "nan"]},

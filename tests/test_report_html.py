@@ -56,8 +56,9 @@ def test_html_report_of_two_runs(tmp_path: Path) -> None:
                               "0.50×–4.00×"]
     assert details[2][6:] == ["4 (mean 4.0)", "3,667", "$0.0300"]
     memory = table(html, "memory")
-    assert memory[2] == ["SAGE (qwen3-coder)", "4", "2", "1", "1", "2 / 65 of 10,000", "62.5 (5/8)",
-                         "+0.150 [-0.200, +0.600]"]
+    assert memory[2][:9] == ["SAGE (qwen3-coder)", "4", "2", "1", "1", "2 / 65 of 10,000", "62.5 (5/8)",
+                             "+0.150 [-0.200, +0.600]", "0 / 0 (0)"]
+    assert memory[2][9].endswith("ws")  # the memory read: the run's workspace
     # Figures: one div per plot, with its title.
     for div_id in FIGURE_IDS:
         assert f'id="{div_id}"' in html

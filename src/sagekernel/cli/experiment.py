@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from sagekernel.cli.options import OptionError, at_least, output_file, read_text
+from sagekernel.cli.run_options import with_run_options
 from sagekernel.errors import SageError
+from sagekernel.runner.config import EXPERIMENT
 from sagekernel.terminal import Console, printable
 
 app = typer.Typer(
@@ -34,6 +36,7 @@ def _overrides(
     device: str | None,
     budget: int | None,
     limit: int | None,
+    memory: str | None = None,
 ) -> object:
     from sagekernel.experiment.spec import Overrides
 
@@ -48,7 +51,26 @@ def _overrides(
     return Overrides(
         models=models,
         blocks={"suite": suite, "target": target, "device": device, "budget": budget, "limit": limit},
+        memory=memory,
     )
+
+
+def _shared_memory(value: str | None) -> str | None:
+    """`--memory`: a PostgreSQL URL, checked like `sage run --memory`; unlike there, an experiment
+    does not fall back on $SAGE_MEMORY_URL (which streams share a memory is the spec's choice)."""
+    if value is None:
+        return None
+    from sagekernel.memory.backend import MemoryBackendError, connect_memory, memory_url
+
+    if not value.strip():
+        raise OptionError("--memory", "give a PostgreSQL URL, postgresql://user@host:port/db")
+    try:
+        url = memory_url(value.strip())
+        assert url is not None
+        connect_memory(url).close()  # reachable and migrated before the experiment directory is written
+    except MemoryBackendError as exc:
+        raise OptionError("--memory", str(exc).split(": ", 1)[-1]) from None
+    return url
 
 
 def _check_blocks(suite: str | None, target: str | None, device: str | None, ray: str | None) -> None:
@@ -76,6 +98,7 @@ def _check_blocks(suite: str | None, target: str | None, device: str | None, ray
 
 
 @app.command("run")
+@with_run_options(EXPERIMENT)
 def run_command(
     what: Annotated[str, typer.Argument(help=WHAT_HELP, show_default=False)],
     directory: Annotated[
@@ -119,12 +142,15 @@ def run_command(
     ] = [],  # noqa: B006
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON on stdout.")] = False,
     progress: Annotated[bool, typer.Option(help="Show the live view (on stderr).")] = True,
+    **settings: Any,
 ) -> None:
     """Run (or continue) every unfinished stream of an experiment; finished streams are never rerun."""
     from sagekernel.experiment.api import run_experiment
 
     _check_blocks(suite, target, device, ray)
-    overrides = _overrides(model, suite, target, device, budget, limit)
+    shared = _shared_memory(settings.pop("memory"))
+    overrides = _overrides(model, suite, target, device, budget, limit, shared)
+    assert not settings, settings  # every knob of the EXPERIMENT surface is handled above
     exp, outcome = run_experiment(
         what,
         directory=directory,

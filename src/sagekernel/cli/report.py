@@ -17,6 +17,13 @@ RUN_HELP = ("A workspace directory (all its runs with finished operators), WORKS
             "WORKSPACE:latest (its newest run). Several runs print a Table 1 comparison.")
 
 
+REPORT_MEMORY_HELP = ("The memory the runs learned into: a PostgreSQL URL (to give its password) or a "
+                      "workspace directory / .db file. Default: the memory each run recorded (its "
+                      "workspace's, its shared memory, with the password from $SAGE_MEMORY_URL or "
+                      "~/.pgpass, or its frozen snapshot). A run that learned into another memory is "
+                      "refused.")
+
+
 def report(
     runs: Annotated[list[str], typer.Argument(help=RUN_HELP, show_default=False)],
     html: Annotated[Path | None, typer.Option("--html", help="Write one self-contained HTML report "
@@ -25,6 +32,7 @@ def report(
     as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON, not tables.")] = False,
     fast_p: Annotated[float, typer.Option("--fast-p", help="p of Fast_p: a solved operator counts as fast "
                                           "when T_ref/T_best > p.")] = 1.0,
+    memory: Annotated[str | None, typer.Option("--memory", help=REPORT_MEMORY_HELP)] = None,
 ) -> None:
     """Report runs: CR, ER (per level), Fast_p, S_self, speedups, spend, and the memory."""
     from sagekernel.report.build import build, notes_for, to_csv, to_json
@@ -35,7 +43,7 @@ def report(
     at_least(fast_p, 0, "--fast-p")
     output_file(html, "--html")
     output_file(csv, "--csv")
-    loaded = load(runs)
+    loaded = load(runs, memory)
     reports = build(loaded, fast_p)
     notes = [*loaded.notes, *notes_for(reports)]
     out = Console(stderr=as_json)  # with --json, stdout carries only the JSON

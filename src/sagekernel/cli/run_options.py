@@ -194,10 +194,20 @@ def settings_table() -> str:
     """docs/settings.md: every RunConfig knob, where it is given, its default and help (kept equal
     to the code by tests/test_config_consistency.py; regenerate with
     `python3 -m sagekernel.cli.run_options > docs/settings.md`)."""
-    from sagekernel.runner.config import BLOCK, MCP, RUN, TABLE, RunConfig, knob_surfaces, model_dependent
+    from sagekernel.runner.config import (
+        BLOCK,
+        EXPERIMENT,
+        MCP,
+        RUN,
+        TABLE,
+        RunConfig,
+        knob_surfaces,
+        model_dependent,
+    )
     from sagekernel.runner.environment import BY_TARGET, COMMON
 
-    where = {RUN: "`sage run`", MCP: "`sage mcp`", TABLE: "experiment `[run]`", BLOCK: "experiment block"}
+    where = {RUN: "`sage run`", MCP: "`sage mcp`", TABLE: "experiment `[run]`", BLOCK: "experiment block",
+             EXPERIMENT: "`sage experiment run`"}
     lines = [
         "# Run settings",
         "",
@@ -217,7 +227,8 @@ def settings_table() -> str:
     ]
     for name, info in RunConfig.model_fields.items():
         options = (", ".join(f"`{o.flag}`" for o in SHAPED[name]) if name in SHAPED
-                   else f"`{option_flag(name)}`" if {RUN, MCP} & set(knob_surfaces(name)) else "")
+                   else f"`{option_flag(name)}`" if {RUN, MCP, EXPERIMENT} & set(knob_surfaces(name))
+                   else "")
         if model_dependent(name):
             api, local = defaults.for_model("api")[name], defaults.for_model("local")[name]
             mcp_local = defaults.for_model("local", "mcp")[name]

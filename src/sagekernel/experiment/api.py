@@ -26,7 +26,7 @@ def resolve(
     overrides = overrides or Overrides()
     path = Path(what)
     if path.is_dir():
-        if overrides.models or overrides.blocks:
+        if overrides.given:
             raise ExperimentSpecError(
                 f"{path} is an experiment directory: it runs with the settings it was "
                 "created with (overrides apply only when it is created)"

@@ -93,6 +93,23 @@ def merge_settings(base: dict[str, Any], block: dict[str, Any]) -> dict[str, Any
     return out
 
 
+def _shared_memory(run: dict[str, Any], option: str | None, has_donor: bool, where: str) -> dict[str, Any]:
+    """The stream's run settings with `sage experiment run --memory` applied: every stream without a
+    donor learns into it, as with `memory` in the file's [run]; a stream with a donor keeps the
+    memory its mode gives it. A spec that names another shared memory for the stream is refused
+    (URLs are compared without their passwords; the option's URL, which may carry one, is kept)."""
+    if option is None or has_donor:
+        return run
+    from sagekernel.memory.backend import redact, same_memory
+
+    named = run.get("memory")
+    if named is not None and not same_memory(str(named), option):
+        raise ExperimentSpecError(f"--memory {redact(option)} disagrees with {where}, whose spec names the "
+                                  f"shared memory {redact(str(named))}; pass the same memory, or remove "
+                                  "`memory` from the file")
+    return {**run, "memory": option}
+
+
 def _token(value: str) -> str:
     """A placeholder value made safe for a directory name (interleave:L2,L3 -> interleave-L2-L3)."""
     value = Path(value).name if "/" in value else value
@@ -151,7 +168,8 @@ def _expand_block(spec: ExperimentSpec, block: Block) -> list[StreamPlan]:
                                 frozen=block.frozen,
                                 donor=donor,
                                 memory=block.memory,
-                                run=merge_settings(spec.run, block.run),
+                                run=_shared_memory(merge_settings(spec.run, block.run), spec.memory,
+                                                   block.donor is not None, f"{where}: stream {name!r}"),
                             )
                         )
     return out
@@ -182,6 +200,18 @@ def expand(spec: ExperimentSpec) -> list[StreamPlan]:
                 )
             if s.donor == s.name:
                 raise ExperimentSpecError(f"{where} cannot start from its own memory")
+            if s.run.get("memory"):  # its memory comes from the donor (worker.prepare_memory)
+                raise ExperimentSpecError(
+                    f"{where} starts from {s.donor!r}'s memory (memory = {s.memory!r}); it cannot also "
+                    "learn into a shared memory: name the shared memory in the blocks without `from`")
+            donor_memory = seen[s.donor].run.get("memory")
+            if donor_memory:  # the recipient would start from the donor's (empty) workspace memory
+                from sagekernel.memory.backend import redact
+
+                raise ExperimentSpecError(
+                    f"{where} starts from {s.donor!r}'s workspace memory, but {s.donor!r} learns into the "
+                    f"shared memory {redact(str(donor_memory))} (named in the file or by --memory): a donor "
+                    "keeps its own memory; put it in a block without a shared memory")
         try:
             parse_spec(s.model_spec)
             s.config(Path("."), memory_from=Path("donor") if s.frozen and s.donor else None)

@@ -89,6 +89,8 @@ class ExperimentSpec:
     blocks: tuple[Block, ...]
     devices: tuple[str, ...] = ()
     source: str = ""  # the TOML text, stored with the experiment
+    #: `sage experiment run --memory`: the shared memory of every stream without a donor (plan.py).
+    memory: str | None = None
 
 
 def _default(name: str) -> Any:
@@ -213,19 +215,29 @@ def _block(index: int, raw: Any, defaults: dict[str, Any], models: dict[str, str
 
 @dataclass(frozen=True)
 class Overrides:
-    """Command-line changes to a file or preset: model specs by label (--model LABEL=SPEC) and
-    settings forced on every block (--suite, --target, --device, --budget, --limit). Stored with
-    the experiment so that a resume rebuilds the same streams."""
+    """Command-line changes to a file or preset: model specs by label (--model LABEL=SPEC),
+    settings forced on every block (--suite, --target, --device, --budget, --limit) and the shared
+    memory of the streams without a donor (--memory). Stored with the experiment so that a resume
+    rebuilds the same streams."""
 
     models: dict[str, str] = field(default_factory=dict)
     blocks: dict[str, Any] = field(default_factory=dict)
+    memory: str | None = None
+
+    @property
+    def given(self) -> bool:
+        return bool(self.models or any(v is not None for v in self.blocks.values()) or self.memory)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"models": dict(self.models), "blocks": dict(self.blocks)}
+        out: dict[str, Any] = {"models": dict(self.models), "blocks": dict(self.blocks)}
+        if self.memory is not None:
+            out["memory"] = self.memory
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Overrides:
-        return cls(models=dict(data.get("models", {})), blocks=dict(data.get("blocks", {})))
+        return cls(models=dict(data.get("models", {})), blocks=dict(data.get("blocks", {})),
+                   memory=data.get("memory"))
 
 
 OVERRIDABLE = ("suite", "target", "device", "budget", "limit")
@@ -289,6 +301,7 @@ def parse(text: str, *, origin: str = "<experiment>", overrides: Overrides | Non
         blocks=blocks,
         devices=tuple(devices),
         source=text,
+        memory=overrides.memory,
     )
 
 

@@ -64,6 +64,17 @@ def redact(url: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
+def without_password(url: str) -> str:
+    """The URL with no password at all (a redacted one's `***` included): libpq then takes it from
+    ~/.pgpass or PGPASSWORD."""
+    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1@", url)
+
+
+def same_memory(a: str, b: str) -> bool:
+    """Whether two URLs (either possibly redacted or without password) name one memory."""
+    return without_password(a).rstrip("/") == without_password(b).rstrip("/")
+
+
 class _Row(tuple):
     """A result row addressable by position and by column name, as sqlite3.Row is."""
 
@@ -186,6 +197,23 @@ def connect_memory(url: str) -> PgConnection:
         conn.close()
         raise MemoryBackendError(f"the shared memory {redact(url)} could not be prepared: {exc}") from exc
     return conn
+
+
+def connect_readonly(url: str) -> PgConnection:
+    """The shared memory at `url` in a read-only session, not migrated (what reports read)."""
+    conn = PgConnection(url)
+    conn.execute("SET default_transaction_read_only = on")
+    return conn
+
+
+def table_names(conn: Any) -> set[str]:
+    """The tables of a memory connection, either backend (a reader asks before it reads)."""
+    if dialect(conn) == "sqlite":
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    else:
+        rows = conn.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = "
+                            "current_schema()").fetchall()
+    return {str(r[0]) for r in rows}
 
 
 def open_memory(url: str | None, workspace: Path | str | None, *, write: bool = False) -> Any:

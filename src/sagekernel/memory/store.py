@@ -301,6 +301,26 @@ class Store:
             return False
         return True
 
+    def run_changes(self, run_id: str) -> dict[str, int]:
+        """What one run did to the memory, from its provenance rows: items it distilled, items it
+        credited or counted, those of them another run distilled, and other runs with rows."""
+        def count(sql: str, *params: str) -> int:
+            return int(self.conn.execute(sql, params).fetchone()[0])
+
+        changed = "kind IN ('credited', 'counted')"
+        return {
+            "created": count("SELECT count(DISTINCT item_id) FROM item_history WHERE run_id = ? AND kind = "
+                             "'distilled'", run_id),
+            "credited": count(f"SELECT count(DISTINCT item_id) FROM item_history WHERE run_id = ? AND "
+                              f"{changed}", run_id),
+            "credited_of_other_runs": count(
+                "SELECT count(DISTINCT c.item_id) FROM item_history c JOIN item_history d ON d.item_id = "
+                "c.item_id AND d.kind = 'distilled' AND d.run_id <> '' AND d.run_id <> ? WHERE c.run_id = ? "
+                f"AND c.{changed}", run_id, run_id),
+            "other_runs": count("SELECT count(DISTINCT run_id) FROM item_history WHERE run_id <> '' AND "
+                                "run_id <> ?", run_id),
+        }
+
     def episode_order(self) -> list[tuple[str, str]]:
         """(run_id, operator) of every learned episode, in the order the memory committed them."""
         rows = self.conn.execute("SELECT run_id, operator FROM memory_episodes ORDER BY clock").fetchall()

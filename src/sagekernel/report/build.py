@@ -76,7 +76,8 @@ def build(loaded: Loaded, p: float = 1.0) -> list[RunReport]:
     for run in loaded.runs:
         memory = None
         if run.memory is not None:
-            memory = summarize_memory(run.memory.items, run.memory.adoptions, run.memory.snapshots)
+            memory = summarize_memory(run.memory.items, run.memory.adoptions, run.memory.snapshots,
+                                      where=run.memory.where, provenance=run.memory.provenance)
         reports.append(RunReport(run.info, run.workspace, run.model, run.planned, run.spend, run.results,
                                  summarize(run.results, p), memory, benchmark=benchmark_score(run.benchmark),
                                  scores=summarize_scores(run.results, run.best_verdicts, p)))

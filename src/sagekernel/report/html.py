@@ -119,14 +119,17 @@ def resident_figure(reports: Sequence[RunReport]) -> go.Figure:
 
 
 def utility_figure(reports: Sequence[RunReport]) -> go.Figure:
-    """Histogram of item utilities u, one per workspace (items are the workspace's memory)."""
+    """Histogram of item utilities u, one per memory read (a workspace's, or one that several runs
+    share: shown once)."""
     fig = go.Figure()
-    seen: set[Path] = set()
+    seen: set[str] = set()
     for i, r in enumerate(reports):
-        if r.memory is None or not r.memory.utilities or r.workspace in seen:
+        where = (r.memory.where if r.memory is not None else "") or str(r.workspace)
+        if r.memory is None or not r.memory.utilities or where in seen:
             continue
-        seen.add(r.workspace)
-        fig.add_trace(go.Histogram(x=r.memory.utilities, name=f"{r.label} — {r.workspace.name}",
+        seen.add(where)
+        name = r.workspace.name if where == str(r.workspace) else where
+        fig.add_trace(go.Histogram(x=r.memory.utilities, name=f"{r.label} — {name}",
                                    marker_color=_color(i), opacity=0.65, xbins={"size": 0.05}))
     fig.update_layout(barmode="overlay")
     fig.update_xaxes(title_text="utility u (ATU)")

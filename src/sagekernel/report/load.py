@@ -7,7 +7,12 @@ A RUN argument is one of:
   only the newest.
 - `WORKSPACE:RUN_ID`: that run.
 
-Reports never mutate a store: every connection is `db.connect(..., readonly=True)`. A database
+Each run's memory figures come from the memory it learned into (report/run_memory.py): its
+workspace's, the shared PostgreSQL memory it recorded, or its frozen snapshot; `memory` (`sage
+report --memory`) names it instead, and must be that memory.
+
+Reports never mutate a store: every connection is `db.connect(..., readonly=True)` (a shared
+memory: a read-only session, never migrated). A database
 written by a newer SAGE is refused by `db.connect`; one written by an older SAGE (missing
 tables) gets a `ReportError` that says what is missing.
 """
@@ -22,11 +27,20 @@ from typing import Any
 
 from sagekernel import db
 from sagekernel.errors import SageError
+from sagekernel.memory.methods import VARIANTS
 from sagekernel.memory.store import Store
 from sagekernel.models.exchange_log import Spend, run_spend, tool_clients
 from sagekernel.records import OperatorResult
-from sagekernel.report.memory_metrics import AdoptionView, ItemView, SnapshotView
+from sagekernel.report.memory_metrics import AdoptionView, ItemView, RunProvenance, SnapshotView
 from sagekernel.report.npukb_score import OperatorCases, best_cases, verdict_record
+from sagekernel.report.run_memory import (
+    MemorySource,
+    choose,
+    given,
+    has_memory_tables,
+    open_readonly,
+    recorded,
+)
 from sagekernel.runner.store import RunInfo, RunStore
 
 LATEST = "latest"
@@ -48,6 +62,9 @@ class MemoryData:
     items: list[ItemView]
     adoptions: list[AdoptionView]
     snapshots: list[SnapshotView]
+    #: Where it was read: the workspace path, the snapshot path, or the shared memory's URL (no password).
+    where: str = ""
+    provenance: RunProvenance | None = None  # None: the memory has no provenance table
 
 
 @dataclass
@@ -98,30 +115,79 @@ def parse_run_arg(arg: str) -> RunRef:
                       "(WORKSPACE:latest for its newest run)")
 
 
-def load(args: Sequence[str]) -> Loaded:
-    """Load every run the arguments name. Raises ReportError when nothing can be reported."""
+class _Memories:
+    """The memories the reported runs learned into, each opened once (read-only) and read once per run."""
+
+    def __init__(self, option: str | None) -> None:
+        self.option = given(option) if option is not None else None
+        self.open: dict[tuple[str, str], Any] = {}
+
+    def read(self, info: RunInfo, workspace: Path, notes: list[str]) -> MemoryData | None:
+        label = f"{workspace}:{info.run_id}"
+        source = choose(recorded(info.config, workspace, info.run_id), self.option, label)
+        key = (source.kind, source.label)
+        if key not in self.open:
+            try:
+                conn = open_readonly(source)
+            except SageError as exc:
+                if self.option is not None:
+                    raise  # the memory asked for must be read
+                # the recorded one (a server down, a snapshot deleted): the results are still reported
+                notes.append(f"run {label}: its memory cannot be read, so no memory figures ({exc}); "
+                             "name it with --memory")
+                self.open[key] = None
+                return None
+            if not has_memory_tables(conn, MEMORY_TABLES):
+                notes.append(f"{source.label}: no memory tables, so no memory figures")
+                conn.close()
+                conn = None
+            self.open[key] = conn
+        conn = self.open[key]
+        if conn is None:
+            return None
+        data = _memory(conn, info.run_id, source)
+        retrieves = info.method in VARIANTS  # refinement reads no memory
+        if retrieves and not data.adoptions and not data.snapshots and not (
+                data.provenance and data.provenance.touched):
+            notes.append(f"run {label}: the memory {source.label} holds no retrieval, snapshot or "
+                         "change of this run")
+        return data
+
+    def close(self) -> None:
+        for conn in self.open.values():
+            if conn is not None:
+                conn.close()
+
+
+def load(args: Sequence[str], memory: str | None = None) -> Loaded:
+    """Load every run the arguments name; `memory` (a PostgreSQL URL or a SQLite memory's path)
+    names the memory the runs learned into. Raises ReportError when nothing can be reported."""
     if not args:
         raise ReportError("name at least one run: a workspace directory or WORKSPACE:RUN_ID")
     runs: list[RunData] = []
     notes: list[str] = []
     seen: set[tuple[Path, str]] = set()
-    for arg in args:
-        ref = parse_run_arg(arg)
-        conn = db.connect(ref.workspace, readonly=True)
-        try:
-            for run in _load_ref(conn, ref, notes):
-                key = (ref.workspace.resolve(), run.info.run_id)
-                if key not in seen:
-                    seen.add(key)
-                    runs.append(run)
-        finally:
-            conn.close()
+    memories = _Memories(memory)
+    try:
+        for arg in args:
+            ref = parse_run_arg(arg)
+            conn = db.connect(ref.workspace, readonly=True)
+            try:
+                for run in _load_ref(conn, ref, notes, memories):
+                    key = (ref.workspace.resolve(), run.info.run_id)
+                    if key not in seen:
+                        seen.add(key)
+                        runs.append(run)
+            finally:
+                conn.close()
+    finally:
+        memories.close()
     if not runs:
         raise ReportError("nothing to report: " + ("; ".join(notes) if notes else "no runs found"))
     return Loaded(runs, notes)
 
 
-def _load_ref(conn: sqlite3.Connection, ref: RunRef, notes: list[str]) -> list[RunData]:
+def _load_ref(conn: sqlite3.Connection, ref: RunRef, notes: list[str], memories: _Memories) -> list[RunData]:
     path = db.conn_path(conn)
     tables = db.tables(conn)
     missing = {"runs", "operator_results"} - tables
@@ -142,10 +208,6 @@ def _load_ref(conn: sqlite3.Connection, ref: RunRef, notes: list[str]) -> list[R
         ids, explicit = [ref.run_id], True
     else:
         raise ReportError(f"no run {ref.run_id!r} in {ref.workspace}; its runs are: {', '.join(all_ids)}")
-    memory_ok = all(t in tables for t in MEMORY_TABLES)
-    if not memory_ok:
-        notes.append(f"{ref.workspace}: no memory tables (schema version {db.schema_version(conn)}), "
-                     "so no memory figures")
     out = []
     for run_id in ids:
         info = store.run(run_id)
@@ -159,7 +221,7 @@ def _load_ref(conn: sqlite3.Connection, ref: RunRef, notes: list[str]) -> list[R
                 raise ReportError(msg + "; report it once at least one operator has finished")
             notes.append(msg + "; skipped")
             continue
-        memory = _memory(conn, run_id) if memory_ok else None
+        memory = memories.read(info, ref.workspace, notes)
         traced = "round_traces" in tables
         benchmark = _benchmark(store, run_id, results) if traced else []
         best = _best_verdicts(store, run_id, results) if traced else {}
@@ -202,7 +264,7 @@ def _best_verdicts(store: RunStore, run_id: str,
     return out
 
 
-def _memory(conn: sqlite3.Connection, run_id: str) -> MemoryData:
+def _memory(conn: Any, run_id: str, source: MemorySource) -> MemoryData:
     store = Store(conn)
     items = [ItemView(id=i.id, title=i.title, type=i.type, category=i.category, state=i.state.value,
                       u=i.u, n_ret=i.n_ret, n_ado=i.n_ado, n_operators=len(i.adopting_ops),
@@ -212,4 +274,10 @@ def _memory(conn: sqlite3.Connection, run_id: str) -> MemoryData:
                               adopted=a.adopted) for a in store.run_adoptions(run_id)]
     snapshots = [SnapshotView(created_at=s.created_at, n_ops=s.n_ops, budget=s.budget, n_entries=s.n_entries,
                               total_tokens=s.total_tokens) for s in store.snapshot_sizes(run_id)]
-    return MemoryData(items, adoptions, snapshots)
+    provenance = _provenance(store, run_id) if store.has_history() else None
+    return MemoryData(items, adoptions, snapshots, source.label, provenance)
+
+
+def _provenance(store: Store, run_id: str) -> RunProvenance:
+    """What the run did to the memory (its provenance rows: migrations 0008 / postgres 0002)."""
+    return RunProvenance(**store.run_changes(run_id))

@@ -2,8 +2,9 @@
 stream, the utility distribution, how often retrieved items are adopted, the most adopted items.
 
 Pure functions over small view records that `load.py` fills from the memory tables
-(migrations/0001_memory.sql). Items are the workspace's memory as it is now; adoptions and hot
-snapshots are filtered to the run being reported.
+(migrations/0001_memory.sql). Items are the memory the run learned into as it is now (its
+workspace's, or a shared one: then every team's items); adoptions, hot snapshots and the
+provenance counts are filtered to the run being reported.
 
 Choices:
 - Adoption rate = adopted decisions / retrieval events (one `adoptions` row per retrieved item
@@ -64,6 +65,22 @@ class SnapshotView:
 
 
 @dataclass(frozen=True)
+class RunProvenance:
+    """What one run did to the memory, from its provenance rows: items it distilled, items it
+    credited (or counted), those of them another run distilled, and how many other runs left rows
+    (a shared memory: the runs it learned beside)."""
+
+    created: int
+    credited: int
+    credited_of_other_runs: int
+    other_runs: int
+
+    @property
+    def touched(self) -> bool:
+        return bool(self.created or self.credited)
+
+
+@dataclass(frozen=True)
 class UtilitySummary:
     count: int
     mean: float | None
@@ -85,6 +102,8 @@ class MemoryMetrics:
     adoption_rate: float | None
     resident: list[SnapshotView] = field(default_factory=list)
     top_adopted: list[ItemView] = field(default_factory=list)
+    where: str = ""  # the memory read: a workspace or snapshot path, or a shared memory's URL
+    provenance: RunProvenance | None = None
 
     @property
     def resident_now(self) -> SnapshotView | None:
@@ -128,7 +147,8 @@ def most_adopted(items: Sequence[ItemView], k: int = 10) -> list[ItemView]:
 
 
 def summarize_memory(items: Sequence[ItemView], adoptions: Sequence[AdoptionView],
-                     snapshots: Sequence[SnapshotView], top_k: int = 10) -> MemoryMetrics:
+                     snapshots: Sequence[SnapshotView], top_k: int = 10, *, where: str = "",
+                     provenance: RunProvenance | None = None) -> MemoryMetrics:
     return MemoryMetrics(
         n_items=len(items),
         by_state=items_by_state(items),
@@ -140,4 +160,6 @@ def summarize_memory(items: Sequence[ItemView], adoptions: Sequence[AdoptionView
         adoption_rate=adoption_rate(adoptions),
         resident=resident_series(snapshots),
         top_adopted=most_adopted(items, top_k),
+        where=where,
+        provenance=provenance,
     )

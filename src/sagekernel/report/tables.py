@@ -170,9 +170,10 @@ def interval_rows(report: RunReport) -> Rows:
 
 
 def memory_rows(reports: Sequence[RunReport]) -> Rows:
-    """Per run with memory tables: items by state, resident set now, adoption rate, utility."""
+    """Per run with memory tables: items by state, resident set now, adoption rate, utility, what the
+    run distilled and credited (of those, other runs' items), and the memory read."""
     header = ["Run", "Items", "Cold", "Validated", "Consolidated", "Resident (rules / tokens)",
-              "Adoption rate", "Utility mean [min, max]"]
+              "Adoption rate", "Utility mean [min, max]", "Run distilled / credited (others')", "Memory"]
     rows = []
     for r in reports:
         mem = r.memory
@@ -185,9 +186,12 @@ def memory_rows(reports: Sequence[RunReport]) -> Rows:
             f"{mem.adoption_rate:.1f} ({mem.n_adopted}/{mem.n_retrievals})")
         u = mem.utility
         util = DASH if u.mean is None else f"{u.mean:+.3f} [{u.minimum:+.3f}, {u.maximum:+.3f}]"
+        prov = mem.provenance
+        changed = DASH if prov is None else (
+            f"{prov.created} / {prov.credited} ({prov.credited_of_other_runs})")
         rows.append([r.label, str(mem.n_items), str(mem.by_state.get("cold", 0)),
                      str(mem.by_state.get("validated", 0)), str(mem.by_state.get("consolidated", 0)),
-                     resident, adoption, util])
+                     resident, adoption, util, changed, mem.where or DASH])
     return header, rows
 
 

@@ -23,9 +23,10 @@ from sagekernel.runner.environment import environment_change, read_environment
 from sagekernel.runner.schedule import SCHEDULES
 
 #: Where a knob can be given: `sage run`, `sage mcp`, an experiment's [run] table, an
-#: experiment's [[streams]] blocks (as a matrix coordinate or a block setting).
-RUN, MCP, TABLE, BLOCK = "run", "mcp", "experiment-run", "experiment-block"
-SURFACES = (RUN, MCP, TABLE, BLOCK)
+#: experiment's [[streams]] blocks (as a matrix coordinate or a block setting), the options of
+#: `sage experiment run` (for every stream the spec lets take it).
+RUN, MCP, TABLE, BLOCK, EXPERIMENT = "run", "mcp", "experiment-run", "experiment-block", "experiment-cli"
+SURFACES = (RUN, MCP, TABLE, BLOCK, EXPERIMENT)
 
 
 def _on(*surfaces: str, flag: str | None = None, model_dependent: bool = False) -> dict[str, Any]:
@@ -95,10 +96,12 @@ class RunConfig(BaseModel):
     """Start a new run even if an unfinished run with this configuration exists."""
     memory_from: Path | None = Field(default=None, json_schema_extra=_on(RUN, MCP))
     """Evaluate with a snapshot of another workspace's memory (needs --frozen)."""
-    memory: str | None = Field(default=None, json_schema_extra=_on(RUN, MCP, TABLE))
+    memory: str | None = Field(default=None, json_schema_extra=_on(RUN, MCP, TABLE, EXPERIMENT))
     """A shared PostgreSQL memory, postgresql://user@host:port/db (docs/shared_memory.md), instead of
     the workspace's own; default: $SAGE_MEMORY_URL, else the workspace's SQLite memory. Stored
-    without its password, so a resume names it again."""
+    without its password, so a resume names it again. `sage experiment run --memory` gives it to
+    every stream without a donor (`from`), as `memory` in the file's [run] would (not read from
+    $SAGE_MEMORY_URL there); a stream whose spec names another memory is refused."""
     frozen: bool = Field(default=False, json_schema_extra=_on(RUN, MCP, BLOCK))
     """Memory is read-only: no distillation, no learning (transfer / fixed-bank runs)."""
     seed: int = Field(default=0, ge=0, json_schema_extra=_on(RUN, MCP, BLOCK))
