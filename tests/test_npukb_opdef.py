@@ -146,7 +146,7 @@ def test_a_scalar_input_is_passed_as_an_acl_scalar(tasks, tmp_path: Path) -> Non
         text = aclnn_binding(task)
     finally:
         host.write_text(original, encoding="utf-8")
-    assert "aclScalar* acl_x = AclScalarOf(x);" in text and "aclDestroyScalar(s);" in text
+    assert "aclScalar* acl_x = AclScalarOf(k_x);" in text and "aclDestroyScalar(s);" in text
     assert "aclTensor* acl_x" not in text
 
 
@@ -182,7 +182,7 @@ def test_attributes_bind_with_the_opdefs_types_and_mismatches_refuse_the_build(t
     assert "void run(const at::Tensor& x, at::Tensor& y, double scale)" in text
     assert "aclnnScaledGeluGetWorkspaceSize(acl_x, static_cast<double>(scale), acl_y," in text
     assert json.loads(argv[argv.index("--attrs") + 1]) == ["scale"]
-    assert any("input 'x': the task's float32 is not among the OpDef's data types" in p for p in undeclared)
+    assert any("input 'x': the task's float32 is neither the OpDef's DT_FLOAT16" in p for p in undeclared)
 
 
 def test_a_skeleton_without_an_opdef_is_a_plan_problem(tasks, tmp_path: Path) -> None:

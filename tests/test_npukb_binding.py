@@ -1,0 +1,157 @@
+"""NPUKernelBench on the Ascend C target, by class of binding: tensor lists (ParamType(DYNAMIC))
+bound as aclTensorList, a case's dtypes reaching the OpDef's dtype combination (lossless input
+conversion, widening output cast) and dtype lists a skeleton builds in C++ at run time. Synthetic
+skeletons written here (no benchmark file copied); nothing is built or run on an NPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from npukb_fixture import OPERATORS, write_benchmark
+from sagekernel.targets.ascendc.cparse import Source
+from sagekernel.targets.ascendc.opdef import parse_opdef
+from sagekernel.tasks.loader import load_dir
+
+#: A Foreach-style prototype: list input and output, a scalar tensor whose dtype list the OpDef
+#: builds at run time through a mapping function (fallthrough case labels included).
+LIST_HOST = """#include <algorithm>
+#include "register/op_def_registry.h"
+namespace ops {
+inline ge::DataType ToScalarType(ge::DataType dtype) {
+    switch (dtype) {
+        case ge::DT_FLOAT16:
+        case ge::DT_FLOAT:
+            return ge::DT_FLOAT;
+        case ge::DT_INT32:
+            return ge::DT_INT64;
+        default:
+            return ge::DT_UNDEFINED;
+    }
+}
+class ForeachAddScalarX : public OpDef {
+public:
+    explicit ForeachAddScalarX(const char* name) : OpDef(name) {
+        std::vector<ge::DataType> list_types = {ge::DT_FLOAT16, ge::DT_FLOAT, ge::DT_INT32};
+        std::vector<ge::Format> nd(list_types.size(), ge::FORMAT_ND);
+        std::vector<ge::DataType> scalar_types;
+        std::for_each(list_types.cbegin(), list_types.cend(),
+                      [&scalar_types](ge::DataType d) { scalar_types.push_back(ToScalarType(d)); });
+        this->Input("x").ParamType(DYNAMIC).DataType(list_types).Format(nd);
+        this->Input("scalar").ParamType(REQUIRED).DataType(scalar_types).Format(nd);
+        this->Output("y").ParamType(DYNAMIC).DataType(list_types).Format(nd);
+        this->AICore().AddConfig("ascend910b");
+    }
+};
+OP_ADD(ForeachAddScalarX);
+}
+"""
+
+#: A comparison: two inputs in three dtypes, a bool output (the task's reference returns int32).
+COMPARE_HOST = """#include "register/op_def_registry.h"
+namespace ops {
+class EqualX : public OpDef {
+public:
+    explicit EqualX(const char* name) : OpDef(name) {
+        this->Input("x1").ParamType(REQUIRED).DataType({ge::DT_FLOAT, ge::DT_INT8, ge::DT_FLOAT16})
+            .Format({ge::FORMAT_ND, ge::FORMAT_ND, ge::FORMAT_ND});
+        this->Input("x2").ParamType(REQUIRED).DataType({ge::DT_FLOAT, ge::DT_INT8, ge::DT_FLOAT16})
+            .Format({ge::FORMAT_ND, ge::FORMAT_ND, ge::FORMAT_ND});
+        this->Output("y").ParamType(REQUIRED).DataType({ge::DT_BOOL, ge::DT_BOOL, ge::DT_BOOL})
+            .Format({ge::FORMAT_ND, ge::FORMAT_ND, ge::FORMAT_ND});
+    }
+};
+OP_ADD(EqualX);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    chosen = ("level2/Foreach/ForeachAddScalarX", "level1/Comparison/EqualX")
+    root = write_benchmark(tmp_path_factory.mktemp("npukb-binding") / "NPUKernelBench",
+                           {k: v for k, v in OPERATORS.items() if k in chosen})
+    for rel, op, text in (("level2/Foreach/ForeachAddScalarX", "foreach_add_scalar_x", LIST_HOST),
+                          ("level1/Comparison/EqualX", "equal_x", COMPARE_HOST)):
+        (root / "tasks" / rel / "question" / "op_host" / f"{op}.cpp").write_text(text, encoding="utf-8")
+    report = load_dir(root)
+    assert not report.problems, report.problems
+    return {t.name: t for t in report.tasks}
+
+
+def test_a_dtype_list_built_at_run_time_is_read_through_its_mapping_function() -> None:
+    spec = parse_opdef(Source(LIST_HOST))
+    assert spec.problems == ()
+    assert [(t.name, t.param_type, t.dtypes) for t in spec.inputs] == [
+        ("x", "DYNAMIC", ("DT_FLOAT16", "DT_FLOAT", "DT_INT32")),
+        ("scalar", "REQUIRED", ("DT_FLOAT", "DT_FLOAT", "DT_INT64")),  # fallthrough labels share one return
+    ]
+    unmapped = parse_opdef(Source(LIST_HOST.replace("ToScalarType(d)", "Unknown(d)")))
+    assert ("input 'scalar' (line 24): its DataType list is missing or not resolvable in this file"
+            in unmapped.problems)
+
+
+def test_a_tensor_list_is_bound_as_an_acl_tensor_list_case_by_case(tasks, tmp_path: Path) -> None:
+    from sagekernel.targets.ascendc.benchmark_binding import aclnn_binding, binding_problems, runtime_lists
+    from sagekernel.targets.ascendc.target import AscendCTarget
+    from sagekernel.targets.base import BuildResult
+
+    task = tasks["ForeachAddScalarX"]  # case0: 2 tensors in the list, case1: 3
+    assert binding_problems(task) == []
+    text = aclnn_binding(task)
+    assert ("void run(const std::vector<at::Tensor>& x, const at::Tensor& scalar, std::vector<at::Tensor>& y)"
+            in text)
+    assert "aclnnForeachAddScalarXGetWorkspaceSize(acl_x, acl_scalar, acl_y, &workspaceSize," in text
+    assert "aclTensorList* acl_x = AclTensorListOf(k_x);" in text and "aclDestroyTensorList(l);" in text
+    # one extension for every case: the source does not depend on a case's list lengths
+    assert aclnn_binding(task.group_task(1)) == text
+    assert [runtime_lists(t) for t in task.group_tasks()] == [[[0, 2], [3, 2]], [[0, 3], [4, 3]]]
+    built = BuildResult(True, "x", {"module": tmp_path / "m.so"}, {"plan": {"workdir": str(tmp_path)}})
+    argv = AscendCTarget().runtime(built, task.group_task(1), "npu").argv
+    assert json.loads(argv[argv.index("--lists") + 1]) == [[0, 3], [4, 3]]
+
+
+def test_the_runtime_hands_each_list_range_to_run_as_one_list() -> None:
+    from sagekernel.targets.ascendc.runtime.ascendc_runtime import packed
+
+    assert packed(list("abcde"), [[0, 2], [3, 2]]) == [["a", "b"], "c", ["d", "e"]]
+    assert packed(list("abc"), []) == ["a", "b", "c"]
+
+
+def test_a_case_reaches_the_opdefs_dtypes_by_lossless_inputs_and_widening_outputs(tasks) -> None:
+    from sagekernel.targets.ascendc.benchmark_binding import aclnn_binding, binding_problems, declared_column
+    from sagekernel.targets.ascendc.benchmark_project import skeleton_opdef
+
+    task = tasks["EqualX"]  # the reference returns int32; the OpDef's y is bool in every combination
+    spec = skeleton_opdef(task)
+    assert spec is not None and binding_problems(task) == []
+    cases = ("DT_FLOAT", "DT_INT8", "DT_FLOAT16")
+    assert [declared_column(spec, [d, d], ["DT_INT32"]) for d in cases] == [0, 1, 2]
+    text = aclnn_binding(task)
+    assert "std::vector<std::vector<aclDataType>> kOutputTypes = {{ACL_BOOL, ACL_BOOL, ACL_BOOL}};" in text
+    assert "at::Tensor k_y = OutputIn(y, kOutputTypes[0][col]);" in text
+    assert "y.copy_(k_y);" in text  # the kernel's bool result, cast into the harness's int32 buffer
+
+
+def test_a_conversion_that_loses_information_is_a_plan_problem(tasks) -> None:
+    from sagekernel.targets.ascendc.benchmark_binding import binding_problems
+
+    task = tasks["EqualX"]
+    host = Path(task.benchmark.skeleton["op_host/equal_x.cpp"])
+    original = host.read_text(encoding="utf-8")
+    try:  # no float combination: a float case would have to be rounded to an integer
+        host.write_text(original.replace("ge::DT_FLOAT, ge::DT_INT8, ge::DT_FLOAT16",
+                                         "ge::DT_INT8, ge::DT_INT8, ge::DT_INT32"))
+        narrowed = binding_problems(task)
+        host.write_text(original.replace("{ge::DT_BOOL, ge::DT_BOOL, ge::DT_BOOL}",
+                                         "{ge::DT_INT64, ge::DT_INT64, ge::DT_INT64}"))
+        wide_output = binding_problems(task)
+    finally:
+        host.write_text(original, encoding="utf-8")
+    assert any("input 'x1': the task's float32 is neither the OpDef's DT_INT8" in p
+               and "without loss only" in p for p in narrowed)
+    assert {p.split(":")[0] for p in narrowed} == {"case0", "case2"}  # the int8 case (case1) binds
+    assert any("output 'y': the task's int32 is neither the OpDef's DT_INT64" in p and "widening only" in p
+               for p in wide_output)
