@@ -155,3 +155,93 @@ def test_a_conversion_that_loses_information_is_a_plan_problem(tasks) -> None:
     assert {p.split(":")[0] for p in narrowed} == {"case0", "case2"}  # the int8 case (case1) binds
     assert any("output 'y': the task's int32 is neither the OpDef's DT_INT64" in p and "widening only" in p
                for p in wide_output)
+
+
+#: An operator whose reference takes a None optional tensor, a list of ints and a float.
+RESHAPE_MODULE = """import torch
+import torch_npu
+from torch_npu.contrib import transfer_to_npu
+import torch.nn as nn
+import kernel_gen_ops
+
+
+class Model(nn.Module):
+    def forward(self, x, bias, shape, scale):
+        y = x.reshape(shape) * scale
+        return y if bias is None else y + bias
+"""
+
+RESHAPE_INPUTS = """import torch
+
+
+def get_inputs(param, device=None):
+    shape = eval(param['shape'])
+    return torch.randn(shape[0] * shape[1], device=device), None, shape, float(param['scale'])
+
+
+def get_init_inputs(param, device=None):
+    return []
+"""
+
+#: Its OpDef: `bias` optional, `shape` a ListInt, `scale` spelt otherwise, `axis` defaulted;
+#: the dtype and format lists come from a macro and a copied variable.
+RESHAPE_HOST = """#include "register/op_def_registry.h"
+namespace ops {
+#define ND_FORMATS { ge::FORMAT_ND }
+static const std::vector<ge::DataType> x_types = {ge::DT_FLOAT};
+static const std::vector<ge::DataType> y_types = x_types;
+class ScaledReshapeX : public OpDef {
+public:
+    explicit ScaledReshapeX(const char* name) : OpDef(name) {
+        this->Input("x").ParamType(REQUIRED).DataType(x_types).Format(ND_FORMATS);
+        this->Input("bias").ParamType(OPTIONAL).DataType(x_types).Format(ND_FORMATS);
+        this->Output("y").ParamType(REQUIRED).DataType(y_types).Format(ND_FORMATS);
+        this->Attr("shape").ListInt();
+        this->Attr("scale_value").AttrType(OPTIONAL).Float(1.0);
+        this->Attr("axis").AttrType(OPTIONAL).Int(-1);
+    }
+};
+OP_ADD(ScaledReshapeX);
+}
+"""
+
+
+def test_list_and_defaulted_attributes_and_an_absent_optional_input_bind(tmp_path: Path) -> None:
+    from sagekernel.targets.ascendc.benchmark_binding import (
+        aclnn_binding,
+        binding_problems,
+        runtime_attr_layout,
+        runtime_attr_names,
+    )
+
+    rel = "level2/TensorMove/ScaledReshapeX"
+    cases = "case_id;shape;scale\n0;[2, 6];2.0\n1;[3, 4];0.5\n"
+    root = write_benchmark(tmp_path / "NPUKernelBench",
+                           {rel: ("scaled_reshape_x", RESHAPE_MODULE, RESHAPE_INPUTS, cases)})
+    host = root / "tasks" / rel / "question/op_host/scaled_reshape_x.cpp"
+    host.write_text(RESHAPE_HOST, encoding="utf-8")
+    report = load_dir(root)
+    assert not report.problems, report.problems
+    (task,) = report.tasks
+    spec = parse_opdef(Source(RESHAPE_HOST))
+    assert spec.problems == ()
+    assert spec.outputs[0].dtypes == ("DT_FLOAT",) and spec.inputs[1].formats == ("FORMAT_ND",)
+    assert binding_problems(task) == []
+    text = aclnn_binding(task)
+    assert ("void run(const at::Tensor& x, at::Tensor& y, std::vector<int64_t> shape, double scale_value, "
+            "int64_t axis)" in text)
+    assert "const aclTensor* acl_bias = nullptr;" in text  # the reference passes None: aclnn gets a null
+    assert "aclIntArray* acl_shape = aclCreateIntArray(shape.data(), shape.size());" in text
+    assert ("GetWorkspaceSize(acl_x, acl_bias, acl_shape, static_cast<double>(scale_value), "
+            "static_cast<int64_t>(axis), acl_y," in text)
+    case1 = task.group_task(1)
+    names = runtime_attr_names(case1)
+    layout = runtime_attr_layout(case1)
+    # the list's elements and the float come from the harness's values; axis is the OpDef default
+    assert [layout[0], layout[1], layout[2]] == [[names.index("shape_0"), names.index("shape_1")],
+                                                 names.index("scale"), {"value": -1}]
+
+    from sagekernel.targets.ascendc.runtime.ascendc_runtime import laid_out
+
+    values = [case1.attrs[k] for k in names]
+    assert laid_out(values, layout) == [[3, 4], 0.5, -1]

@@ -34,23 +34,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sagekernel.targets.ascendc.benchmark_attrs import (
+    ATTR_BUILD,
+    ATTR_CALLS,
+    attr_layout,
+    attr_sources,
+    same_name,
+)
 from sagekernel.targets.ascendc.bindings import aclnn_prelude, framework_binding
 from sagekernel.targets.ascendc.contract import DTYPES
 from sagekernel.targets.ascendc.names import is_benchmark_task, op_names
 from sagekernel.targets.ascendc.opdef import OpDefSpec, TensorDecl
-from sagekernel.tasks.task import Task
-
-#: OpDef attribute type -> run()'s C++ parameter type (the runtime passes numbers) and the cast
-#: to the type the generated aclnn API takes.
-ATTR_CTYPES: dict[str, tuple[str, str]] = {
-    "float": ("double", "static_cast<double>"),
-    "int": ("int64_t", "static_cast<int64_t>"),
-    "bool": ("int64_t", "static_cast<bool>"),
-}
+from sagekernel.tasks.task import Task, TensorSpec
 
 #: Locals of the rendered run(): an OpDef name equal to one gets a trailing underscore in C++.
 _LOCALS = frozenset({"run", "workspace", "workspaceSize", "workspacePtr", "executor", "owned",
-                     "scalars", "lists", "keep", "col", "stream", "rc", "t", "s", "l", "i", "m"})
+                     "scalars", "lists", "keep", "release", "col", "stream", "rc", "t", "s", "l", "i", "r",
+                     "m"})
 
 
 #: ge dtype -> (aclDataType, torch's at::ScalarType, kind: 0 bool / 1 integer / 2 floating point, bytes)
@@ -80,7 +80,7 @@ class BoundArg:
 
 
 def _cpp(name: str) -> str:
-    return f"{name}_" if name in _LOCALS or name.startswith(("acl_", "k_")) else name
+    return f"{name}_" if name in _LOCALS or name.startswith(("acl_", "k_", "s_", "f_", "b_")) else name
 
 
 def skeleton_spec(task: Task) -> OpDefSpec | None:
@@ -95,10 +95,13 @@ def _ge(dtype: str) -> str:
 
 def _counts(task: Task, spec: OpDefSpec) -> tuple[list[int], list[int]]:
     """The task tensors each OpDef input and output takes: a ``tensors`` forward argument is one
-    (list) input; the outputs the fixed ones leave go to the one list output."""
-    grouped = [a for a in task.forward_args if a.kind in ("tensor", "tensors")]
-    ins = ([int(a.value) if a.kind == "tensors" else 1 for a in grouped]  # type: ignore[arg-type]
-           if any(a.kind == "tensors" for a in grouped) else [1] * len(task.inputs))
+    (list) input, a ``none`` one an absent optional input (0) where counting them matches the
+    OpDef; the outputs the fixed ones leave go to the one list output."""
+    slots = [a for a in task.forward_args if a.kind in ("tensor", "tensors", "none")]
+    if len(slots) != len(spec.inputs):
+        slots = [a for a in slots if a.kind != "none"]
+    ins = ([1 if a.kind == "tensor" else 0 if a.kind == "none" else int(a.value)  # type: ignore[arg-type]
+            for a in slots] if any(a.kind != "tensor" for a in slots) else [1] * len(task.inputs))
     lists = [i for i, d in enumerate(spec.outputs) if d.param_type == "DYNAMIC"]
     outs = [1] * len(spec.outputs)
     if len(lists) == 1:
@@ -106,6 +109,23 @@ def _counts(task: Task, spec: OpDefSpec) -> tuple[list[int], list[int]]:
     elif len(spec.outputs) != len(task.outputs):
         outs = [1] * len(task.outputs)
     return ins, outs
+
+
+def _absent_problems(task: Task, spec: OpDefSpec, ins: list[BoundArg]) -> list[str]:
+    """An absent (``None``) reference argument must be an OPTIONAL OpDef input, and the one at its
+    position: one named like another OpDef input shows the reference orders them otherwise."""
+    names = [a.name for a in task.forward_args if a.kind in ("tensor", "tensors", "none")]
+    problems = []
+    for k, (a, d) in enumerate(zip(ins, spec.inputs, strict=True)):
+        if a.count:
+            continue
+        if d.param_type != "OPTIONAL":
+            problems.append(f"input {d.name!r} is {d.param_type or 'REQUIRED'} but the reference passes None")
+        named = next((e.name for e in spec.inputs if k < len(names) and same_name(e.name, names[k])), d.name)
+        if named != d.name:
+            problems.append(f"the reference passes None as {names[k]!r} where the OpDef declares {d.name!r}: "
+                            "the reference orders its tensors otherwise than the OpDef")
+    return problems
 
 
 def declared_column(spec: OpDefSpec, input_dtypes: list[str], output_dtypes: list[str]) -> int:
@@ -138,6 +158,15 @@ def _convertible(given: str, declared: str, *, output: bool, scalar: bool) -> bo
     return (g == 0 and d == 1) or (g == d and (scalar or d_bytes > g_bytes))
 
 
+def _taken(bound: list[BoundArg], given: list[TensorSpec]) -> list[list[TensorSpec]]:
+    """The task tensors each bound argument takes, in order."""
+    at, out = 0, []
+    for a in bound:
+        out.append(given[at:at + a.count])
+        at += a.count
+    return out
+
+
 def _case_problems(task: Task, spec: OpDefSpec) -> list[str]:
     ins, outs = bound_args(task)[:2]
     problems = []
@@ -149,16 +178,13 @@ def _case_problems(task: Task, spec: OpDefSpec) -> list[str]:
     if problems:
         return problems
     problems += [f"{a.name!r} takes {a.count} tensors but is not a tensor list (ParamType(DYNAMIC))"
-                 for a in (*ins, *outs) if a.count != 1 and not a.is_list]
-    firsts = [sum(a.count for a in ins[:i]) for i in range(len(ins))]
-    out_firsts = [sum(a.count for a in outs[:i]) for i in range(len(outs))]
-    col = declared_column(spec, [_ge(task.inputs[i].dtype) for i in firsts],
-                          [_ge(task.outputs[i].dtype) for i in out_firsts])
-    tensors = [(a, t, False) for a, i in zip(ins, firsts, strict=True) for t in task.inputs[i:i + a.count]]
-    at = 0
-    for a in outs:
-        tensors += [(a, t, True) for t in task.outputs[at:at + a.count]]
-        at += a.count
+                 for a in (*ins, *outs) if a.count > 1 and not a.is_list]
+    problems += _absent_problems(task, spec, ins)
+    taken_in, taken_out = _taken(ins, task.inputs), _taken(outs, task.outputs)
+    col = declared_column(spec, [_ge(ts[0].dtype) if ts else "" for ts in taken_in],
+                          [_ge(ts[0].dtype) if ts else "" for ts in taken_out])
+    tensors = [(a, t, False) for a, ts in zip(ins, taken_in, strict=True) for t in ts]
+    tensors += [(a, t, True) for a, ts in zip(outs, taken_out, strict=True) for t in ts]
     for a, t, output in tensors:
         want = a.dtypes[col] if col < len(a.dtypes) else ""
         if want and not _convertible(_ge(t.dtype), want, output=output, scalar=a.scalar):
@@ -178,15 +204,10 @@ def binding_problems(task: Task) -> list[str]:
     problems = [f"skeleton OpDef: {p}" for p in spec.problems]
     cases = task.group_tasks()
     for case in cases:
-        found = _case_problems(case, spec)
+        found = _case_problems(case, spec) + attr_sources(case, spec)[1]
         name = case.groups[case.group_index].name if case.group_index is not None else ""
         problems += [f"{name}: {p}" if len(cases) > 1 and name else p for p in found
                      if p not in problems and f"{name}: {p}" not in problems]
-    problems += [f"attribute {a.name!r} is {a.attr_type or 'untyped'}: the runtime passes numbers "
-                 f"({', '.join(ATTR_CTYPES)}) only" for a in spec.attrs if a.attr_type not in ATTR_CTYPES]
-    if len(task.attrs) != len(spec.attrs):
-        problems.append(f"the task passes {len(task.attrs)} attributes ({', '.join(task.attrs)}) but the "
-                        f"OpDef declares {len(spec.attrs)} ({', '.join(a.name for a in spec.attrs)})")
     return problems
 
 
@@ -207,8 +228,7 @@ def bound_args(task: Task) -> tuple[list[BoundArg], list[BoundArg], list[BoundAr
     if len(spec.outputs) == len(n_outs):
         outs = [BoundArg(d.name, _cpp(d.name), count=n, is_list=d.param_type == "DYNAMIC", dtypes=d.dtypes)
                 for d, n in zip(spec.outputs, n_outs, strict=True)]
-    if len(spec.attrs) == len(attrs):
-        attrs = [BoundArg(a.name, _cpp(a.name), attr_type=a.attr_type) for a in spec.attrs]
+    attrs = [BoundArg(a.name, _cpp(a.name), attr_type=a.attr_type) for a in spec.attrs]
     return ins, outs, attrs
 
 
@@ -225,8 +245,15 @@ def runtime_lists(task: Task) -> list[list[int]]:
 
 
 def runtime_attr_names(task: Task) -> list[str]:
-    """The attributes run() takes, in order (the runtime's --attrs)."""
-    return [a.name for a in bound_args(task)[2]]
+    """The task attributes the harness sends, in its order (the runtime's --attrs): run()'s own
+    attributes are built from them by `runtime_attr_layout`."""
+    return list(task.attrs)
+
+
+def runtime_attr_layout(task: Task) -> list[object]:
+    """The runtime's ``--attr-layout`` (benchmark_attrs.attr_layout) for this case."""
+    spec = skeleton_spec(task)
+    return attr_layout(task, attr_sources(task, spec)[0]) if spec is not None else []
 
 
 def aclnn_binding(task: Task) -> str:
@@ -236,7 +263,10 @@ def aclnn_binding(task: Task) -> str:
 
 
 #: run()'s helpers for the OpDef's dtype combinations and tensor lists.
-_HELPERS = """static at::ScalarType AtTypeOf(aclDataType t)
+_HELPERS = """#include <functional>
+#include <memory>
+
+static at::ScalarType AtTypeOf(aclDataType t)
 {
     switch (t) {
 %s
@@ -314,6 +344,8 @@ def _acl_row(a: BoundArg, width: int) -> str:
 def _prepare(a: BoundArg, table: str, i: int, convert: str) -> list[str]:
     """The declared-dtype tensor(s) k_<a> of run()'s argument `a`, and its acl object acl_<a>."""
     want = f"{table}[{i}][col]"
+    if not a.count:  # an absent optional input: aclnn takes a null pointer
+        return [f"    const aclTensor* acl_{a.cpp} = nullptr;  // absent (the reference passes None)"]
     if a.is_list:
         return [f"    std::vector<at::Tensor> k_{a.cpp};",
                 f"    for (const at::Tensor& t : {a.cpp}) {{",
@@ -334,13 +366,15 @@ def benchmark_framework_binding(task: Task) -> str:
     width = max((len(a.dtypes) for a in (*ins, *outs)), default=0) or 1
     tensor = {False: ("const at::Tensor&", "at::Tensor&"),
               True: ("const std::vector<at::Tensor>&", "std::vector<at::Tensor>&")}
-    params = ([f"{tensor[a.is_list][0]} {a.cpp}" for a in ins]
+    params = ([f"{tensor[a.is_list][0]} {a.cpp}" for a in ins if a.count]
               + [f"{tensor[a.is_list][1]} {a.cpp}" for a in outs]
-              + [f"{ATTR_CTYPES.get(a.attr_type, ('int64_t', ''))[0]} {a.cpp}" for a in attrs])
+              + [f"{ATTR_CALLS.get(a.attr_type, ('int64_t', ''))[0]} {a.cpp}" for a in attrs])
     call = ([f"acl_{a.cpp}" for a in ins]
-            + [f"{ATTR_CTYPES.get(a.attr_type, ('', 'static_cast<int64_t>'))[1]}({a.cpp})" for a in attrs]
+            + [ATTR_CALLS.get(a.attr_type, ('', '{v}'))[1].format(v=a.cpp) for a in attrs]
             + [f"acl_{a.cpp}" for a in outs])
-    given = {a.cpp: f"FirstType({a.cpp})" if a.is_list else f"AclTypeOf({a.cpp})" for a in (*ins, *outs)}
+    built = [f"    {line.format(v=a.cpp)}" for a in attrs for line in ATTR_BUILD.get(a.attr_type, ())]
+    given = {a.cpp: "ACL_DT_UNDEFINED" if not a.count else f"FirstType({a.cpp})" if a.is_list
+             else f"AclTypeOf({a.cpp})" for a in (*ins, *outs)}
     copy_back = []
     for a in outs:  # an output the kernel wrote in another dtype is cast into the harness's buffer
         if a.is_list:
@@ -373,6 +407,8 @@ def benchmark_framework_binding(task: Task) -> str:
         "    std::vector<aclTensorList*> lists;  // each owns its aclTensors",
         *[line for i, a in enumerate(ins) for line in _prepare(a, "kInputTypes", i, "AsDeclared")],
         *[line for i, a in enumerate(outs) for line in _prepare(a, "kOutputTypes", i, "OutputIn")],
+        "    std::vector<std::function<void()>> release;  // list attributes' acl arrays",
+        *built,
         "    uint64_t workspaceSize = 0;",
         "    aclOpExecutor* executor = nullptr;",
         f"    SAGE_CHECK({n.aclnn}GetWorkspaceSize({', '.join(call)}, &workspaceSize, &executor));",
@@ -393,6 +429,9 @@ def benchmark_framework_binding(task: Task) -> str:
         "        for (aclTensorList* l : lists) {",
         "            aclDestroyTensorList(l);",
         "        }",
+        "        for (const auto& r : release) {",
+        "            r();",
+        "        }",
         "        return rc;",
         "    });",
         "    // queued after the call, on the same queue",
@@ -404,5 +443,6 @@ def benchmark_framework_binding(task: Task) -> str:
     ])
 
 
-__all__ = ["ATTR_CTYPES", "GE_TYPES", "BoundArg", "aclnn_binding", "benchmark_framework_binding",
-           "binding_problems", "bound_args", "declared_column", "runtime_attr_names", "runtime_lists"]
+__all__ = ["GE_TYPES", "BoundArg", "aclnn_binding", "benchmark_framework_binding",
+           "binding_problems", "bound_args", "declared_column", "runtime_attr_layout", "runtime_attr_names",
+           "runtime_lists"]

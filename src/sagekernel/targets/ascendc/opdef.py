@@ -22,6 +22,7 @@ the list-attribute spellings have not been run through msOpGen here (no CANN on 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -147,6 +148,14 @@ def _list_variables(toks: list[Token]) -> dict[str, list[str]]:
         items = [t.text for t in toks[k:_close(toks, k)] if t.text.startswith(("DT_", "FORMAT_"))]
         if items:
             found.setdefault(toks[i].text, items)
+    for i in range(len(toks) - 2):
+        if toks[i].text == "#define" and toks[i + 2].kind == "preproc_arg":  # `#define ALL_ND {ge::...}`
+            items = re.findall(r"\b(?:DT|FORMAT)_\w+", toks[i + 2].text)
+            if items:
+                found.setdefault(toks[i + 1].text, items)
+        elif (toks[i].kind == "identifier" and toks[i + 1].text == "=" and toks[i + 2].text in found
+              and i + 3 < len(toks) and toks[i + 3].text == ";"):  # `b = a;`: a copy
+            found.setdefault(toks[i].text, list(found[toks[i + 2].text]))
     _mapped_lists(toks, found)
     for i in range(len(toks) - 8):  # `name(other.size(), ge::FORMAT_ND)`: one per entry of `other`
         t = toks[i:i + 8]

@@ -75,6 +75,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--wire-dir", required=True, help="directory holding wire_child.py")
     p.add_argument("--attrs", default="[]", help="JSON list of attribute names, in run() order")
     p.add_argument("--lists", default="[]", help="JSON [first, length] of views run() takes as a list")
+    p.add_argument("--attr-layout", default="", help="JSON: run()'s attributes from the --attrs values")
     p.add_argument("--sizes", default="[]", help="JSON list of size symbols, in task order (twin)")
     p.add_argument("--dims", default="[]", help="JSON list of each tensor's dim symbols (inputs, outputs)")
     p.add_argument("--flush-bytes", type=int, default=256 << 20, help="L2 flush buffer (npu, cold-l2)")
@@ -98,6 +99,13 @@ def scalar_values(header_args: list[dict[str, Any]], attr_names: list[str]) -> l
     """The attribute values: the last len(attr_names) scalar args (sizes, if sent first, are shapes)."""
     scalars = [a["value"] for a in header_args if a["kind"] in ("i64", "f32", "f64")]
     return scalars[len(scalars) - len(attr_names) :] if attr_names else []
+
+
+def laid_out(values: list[float | int], layout: list[Any]) -> list[Any]:
+    """run()'s attributes: per entry, the value at an index, the values at a list of indices (a
+    list attribute), or a {"value": constant} (a string, an OpDef default)."""
+    return [values[e] if isinstance(e, int) else [values[i] for i in e] if isinstance(e, list) else e["value"]
+            for e in layout]
 
 
 def packed(views: list[Any], lists: list[list[int]]) -> list[Any]:
@@ -311,6 +319,8 @@ def serve(opts: argparse.Namespace, stdin: Any) -> int:
     chan.send(hello)
     tensor_args = [a for a in header["args"] if a["kind"] in ("in", "out")]
     attrs = scalar_values(header["args"], json.loads(opts.attrs))
+    if opts.attr_layout and opts.mode == "npu":  # the twin's C entry takes numbers only
+        attrs = laid_out(attrs, json.loads(opts.attr_layout))
     sizes_map = sizes_from_shapes(json.loads(opts.dims), tensor_args)
     size_list = [sizes_map.get(s, 0) for s in json.loads(opts.sizes)]
     try:
