@@ -94,7 +94,8 @@ def test_a_dtype_list_built_at_run_time_is_read_through_its_mapping_function() -
 
 
 def test_a_tensor_list_is_bound_as_an_acl_tensor_list_case_by_case(tasks, tmp_path: Path) -> None:
-    from sagekernel.targets.ascendc.benchmark_binding import aclnn_binding, binding_problems, runtime_lists
+    from sagekernel.targets.ascendc.benchmark_binding import binding_problems, runtime_lists
+    from sagekernel.targets.ascendc.benchmark_cpp import aclnn_binding
     from sagekernel.targets.ascendc.target import AscendCTarget
     from sagekernel.targets.base import BuildResult
 
@@ -121,7 +122,8 @@ def test_the_runtime_hands_each_list_range_to_run_as_one_list() -> None:
 
 
 def test_a_case_reaches_the_opdefs_dtypes_by_lossless_inputs_and_widening_outputs(tasks) -> None:
-    from sagekernel.targets.ascendc.benchmark_binding import aclnn_binding, binding_problems, declared_column
+    from sagekernel.targets.ascendc.benchmark_binding import binding_problems, declared_column
+    from sagekernel.targets.ascendc.benchmark_cpp import aclnn_binding
     from sagekernel.targets.ascendc.benchmark_project import skeleton_opdef
 
     task = tasks["EqualX"]  # the reference returns int32; the OpDef's y is bool in every combination
@@ -208,11 +210,11 @@ OP_ADD(ScaledReshapeX);
 
 def test_list_and_defaulted_attributes_and_an_absent_optional_input_bind(tmp_path: Path) -> None:
     from sagekernel.targets.ascendc.benchmark_binding import (
-        aclnn_binding,
         binding_problems,
         runtime_attr_layout,
         runtime_attr_names,
     )
+    from sagekernel.targets.ascendc.benchmark_cpp import aclnn_binding
 
     rel = "level2/TensorMove/ScaledReshapeX"
     cases = "case_id;shape;scale\n0;[2, 6];2.0\n1;[3, 4];0.5\n"
@@ -245,3 +247,49 @@ def test_list_and_defaulted_attributes_and_an_absent_optional_input_bind(tmp_pat
 
     values = [case1.attrs[k] for k in names]
     assert laid_out(values, layout) == [[3, 4], 0.5, -1]
+
+
+#: An in-place prototype: no Output; the benchmark's pybind returns the input it passed.
+INPLACE_HOST = """#include "register/op_def_registry.h"
+namespace ops {
+class SqrtX : public OpDef {
+public:
+    explicit SqrtX(const char* name) : OpDef(name) {
+        this->Input("x").ParamType(REQUIRED).DataType({ge::DT_FLOAT, ge::DT_FLOAT16})
+            .Format({ge::FORMAT_ND, ge::FORMAT_ND});
+    }
+};
+OP_ADD(SqrtX);
+}
+"""
+
+INPLACE_PYBIND = """#include "pytorch_npu_helper.hpp"
+at::Tensor custom_pybind_api(at::Tensor &input)
+{
+    EXEC_NPU_CMD(aclnnCustomOp, input);
+    return input;
+}
+"""
+
+
+def test_an_inplace_operator_writes_through_the_input_its_pybind_returns(tmp_path: Path) -> None:
+    from sagekernel.targets.ascendc.benchmark_binding import binding_problems
+    from sagekernel.targets.ascendc.benchmark_cpp import aclnn_binding
+
+    rel = "level1/Math/SqrtX"
+    root = write_benchmark(tmp_path / "NPUKernelBench", {rel: OPERATORS[rel]})
+    folder = root / "tasks" / rel
+    (folder / "question/op_host/sqrt_x.cpp").write_text(INPLACE_HOST, encoding="utf-8")
+    (task,) = load_dir(root).tasks
+    no_output = "skeleton OpDef: the OpDef declares no Output"
+    assert no_output in binding_problems(task)  # the fixture's pybind.cpp is a comment: no result named
+    (folder / "validation/pybind.cpp").write_text(INPLACE_PYBIND, encoding="utf-8")
+    assert binding_problems(task) == []
+    text = aclnn_binding(task)
+    assert "void run(const at::Tensor& x, at::Tensor& x_result)" in text
+    # the harness's output buffer takes the input's values, and the kernel updates it in place
+    assert "    x_result.copy_(x);\n    at::Tensor k_x = x_result;" in text
+    assert "aclnnSqrtXGetWorkspaceSize(acl_x, &workspaceSize, &executor)" in text
+    (folder / "validation/pybind.cpp").write_text(INPLACE_PYBIND.replace("return input;", "return other;"),
+                                                  encoding="utf-8")
+    assert no_output in binding_problems(task)

@@ -124,7 +124,8 @@ def test_what_the_parse_cannot_establish_is_a_problem_not_a_guess() -> None:
 
 
 def test_the_binding_uses_the_skeletons_names_and_order(tasks) -> None:
-    from sagekernel.targets.ascendc.benchmark_binding import aclnn_binding, binding_problems
+    from sagekernel.targets.ascendc.benchmark_binding import binding_problems
+    from sagekernel.targets.ascendc.benchmark_cpp import aclnn_binding
 
     task = tasks["SqrtX"]
     assert binding_problems(task) == []
@@ -135,7 +136,7 @@ def test_the_binding_uses_the_skeletons_names_and_order(tasks) -> None:
 
 
 def test_a_scalar_input_is_passed_as_an_acl_scalar(tasks, tmp_path: Path) -> None:
-    from sagekernel.targets.ascendc.benchmark_binding import aclnn_binding
+    from sagekernel.targets.ascendc.benchmark_cpp import aclnn_binding
 
     task = tasks["SqrtX"]
     host = Path(task.benchmark.skeleton["op_host/sqrt_x.cpp"])
@@ -151,7 +152,8 @@ def test_a_scalar_input_is_passed_as_an_acl_scalar(tasks, tmp_path: Path) -> Non
 
 
 def test_attributes_bind_with_the_opdefs_types_and_mismatches_refuse_the_build(tasks, tmp_path: Path) -> None:
-    from sagekernel.targets.ascendc.benchmark_binding import aclnn_binding, binding_problems
+    from sagekernel.targets.ascendc.benchmark_binding import binding_problems
+    from sagekernel.targets.ascendc.benchmark_cpp import aclnn_binding
     from sagekernel.targets.ascendc.config import AscendConfig
     from sagekernel.targets.ascendc.plans import build_plan
     from sagekernel.targets.ascendc.target import AscendCTarget
@@ -247,7 +249,8 @@ NPUKB = os.environ.get("SAGE_NPUKERNELBENCH", "")
                     reason="SAGE_NPUKERNELBENCH does not point at an NPUKernelBench checkout")
 def test_a_published_skeleton_gives_its_own_op_json() -> None:
     """Addcdiv as published: four inputs (the last a .Scalar()), three dtypes each."""
-    from sagekernel.targets.ascendc.benchmark_binding import aclnn_binding, binding_problems
+    from sagekernel.targets.ascendc.benchmark_binding import binding_problems
+    from sagekernel.targets.ascendc.benchmark_cpp import aclnn_binding
     from sagekernel.tasks.npukernelbench import load_operator
 
     task = load_operator(Path(NPUKB) / "tasks/level1/Math/Addcdiv/validation/module.py")

@@ -32,19 +32,13 @@ OpDef's combinations cannot be reached from by such a conversion.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from sagekernel.targets.ascendc.benchmark_attrs import (
-    ATTR_BUILD,
-    ATTR_CALLS,
-    attr_layout,
-    attr_sources,
-    same_name,
-)
-from sagekernel.targets.ascendc.bindings import aclnn_prelude, framework_binding
+from sagekernel.targets.ascendc.benchmark_attrs import attr_layout, attr_sources, same_name
 from sagekernel.targets.ascendc.contract import DTYPES
-from sagekernel.targets.ascendc.names import is_benchmark_task, op_names
-from sagekernel.targets.ascendc.opdef import OpDefSpec, TensorDecl
+from sagekernel.targets.ascendc.cparse import Source
+from sagekernel.targets.ascendc.names import op_names
+from sagekernel.targets.ascendc.opdef import NO_OUTPUT, OpDefSpec, TensorDecl
 from sagekernel.tasks.task import Task, TensorSpec
 
 #: Locals of the rendered run(): an OpDef name equal to one gets a trailing underscore in C++.
@@ -77,6 +71,9 @@ class BoundArg:
     count: int = 1  # the task tensors it takes (a tensor list: its length in this case)
     is_list: bool = False  # ParamType(DYNAMIC): a Python list in run(), an aclTensorList for aclnn
     dtypes: tuple[str, ...] = ()  # the OpDef's ge dtype per combination
+    #: An in-place operator (no OpDef Output): on the input, the output buffer the kernel writes
+    #: through it; on that output, the input (C++ names).
+    inplace: str = ""
 
 
 def _cpp(name: str) -> str:
@@ -170,8 +167,10 @@ def _taken(bound: list[BoundArg], given: list[TensorSpec]) -> list[list[TensorSp
 def _case_problems(task: Task, spec: OpDefSpec) -> list[str]:
     ins, outs = bound_args(task)[:2]
     problems = []
+    inplace = any(a.inplace for a in outs)
     for kind, given, bound in (("inputs", task.inputs, ins), ("outputs", task.outputs, outs)):
-        if sum(a.count for a in bound) != len(given) or len(bound) != len(getattr(spec, kind)):
+        if sum(a.count for a in bound) != len(given) or (
+                len(bound) != len(getattr(spec, kind)) and not (inplace and kind == "outputs")):
             declared = getattr(spec, kind)
             problems.append(f"the task has {len(given)} {kind} ({', '.join(t.name for t in given)}) but "
                             f"the OpDef declares {len(declared)} ({', '.join(t.name for t in declared)})")
@@ -187,7 +186,10 @@ def _case_problems(task: Task, spec: OpDefSpec) -> list[str]:
     tensors += [(a, t, True) for a, ts in zip(outs, taken_out, strict=True) for t in ts]
     for a, t, output in tensors:
         want = a.dtypes[col] if col < len(a.dtypes) else ""
-        if want and not _convertible(_ge(t.dtype), want, output=output, scalar=a.scalar):
+        if want and a.inplace and _ge(t.dtype) != want:
+            problems.append(f"{a.name!r}: the kernel works in place in the task's {t.dtype}, not the "
+                            f"OpDef's {want} (its dtype combination {col})")
+        elif want and not _convertible(_ge(t.dtype), want, output=output, scalar=a.scalar):
             problems.append(f"{'output' if output else 'input'} {a.name!r}: the task's {t.dtype} is neither "
                             f"the OpDef's {want} (its dtype combination {col}) nor converted to it "
                             f"({'widening only' if output else 'without loss only'})")
@@ -201,7 +203,8 @@ def binding_problems(task: Task) -> list[str]:
     if spec is None:
         return [f"no skeleton OpDef ({op_names(task).host_file} under question/): the op JSON and "
                 "the binding have no prototype to follow"]
-    problems = [f"skeleton OpDef: {p}" for p in spec.problems]
+    written = any(a.inplace for a in bound_args(task)[1])  # in place: its pybind names the input
+    problems = [f"skeleton OpDef: {p}" for p in spec.problems if not (written and p == NO_OUTPUT)]
     cases = task.group_tasks()
     for case in cases:
         found = _case_problems(case, spec) + attr_sources(case, spec)[1]
@@ -209,6 +212,23 @@ def binding_problems(task: Task) -> list[str]:
         problems += [f"{name}: {p}" if len(cases) > 1 and name else p for p in found
                      if p not in problems and f"{name}: {p}" not in problems]
     return problems
+
+
+def inplace_input(task: Task, spec: OpDefSpec) -> int | None:
+    """An OpDef without Output (an in-place operator): the input its kernel writes the result
+    into, i.e. the EXEC_NPU_CMD argument the benchmark's own ``validation/pybind.cpp`` returns
+    (``EXEC_NPU_CMD(aclnnCustomOp, input, alpha, n, incx); return input;``); None otherwise."""
+    path = task.source_path.parent / "pybind.cpp"
+    if spec.outputs or not path.is_file():
+        return None
+    source = Source(path.read_text(encoding="utf-8", errors="replace"))
+    calls = source.macro_invocations("EXEC_NPU_CMD")
+    toks = source.tokens()
+    returned = {toks[i + 1].text for i in range(len(toks) - 2)
+                if toks[i].text == "return" and toks[i + 1].kind == "identifier" and toks[i + 2].text == ";"}
+    args = calls[0][0][1:] if len(calls) == 1 else []
+    hits = [k for k, a in enumerate(args[:len(spec.inputs)]) if a in returned]
+    return hits[0] if len(hits) == 1 else None
 
 
 def bound_args(task: Task) -> tuple[list[BoundArg], list[BoundArg], list[BoundArg]]:
@@ -229,6 +249,11 @@ def bound_args(task: Task) -> tuple[list[BoundArg], list[BoundArg], list[BoundAr
         outs = [BoundArg(d.name, _cpp(d.name), count=n, is_list=d.param_type == "DYNAMIC", dtypes=d.dtypes)
                 for d, n in zip(spec.outputs, n_outs, strict=True)]
     attrs = [BoundArg(a.name, _cpp(a.name), attr_type=a.attr_type) for a in spec.attrs]
+    k = inplace_input(task, spec)
+    if k is not None and len(task.outputs) == 1 and len(ins) == len(spec.inputs):
+        result = f"{ins[k].cpp}_result"
+        outs = [BoundArg(result, result, dtypes=ins[k].dtypes, inplace=ins[k].cpp)]
+        ins[k] = replace(ins[k], inplace=result)
     return ins, outs, attrs
 
 
@@ -256,193 +281,14 @@ def runtime_attr_layout(task: Task) -> list[object]:
     return attr_layout(task, attr_sources(task, spec)[0]) if spec is not None else []
 
 
-def aclnn_binding(task: Task) -> str:
-    """The framework path's extension source: the skeleton's OpDef for an NPUKernelBench
-    operator, else SAGE's own (bindings.framework_binding)."""
-    return benchmark_framework_binding(task) if is_benchmark_task(task) else framework_binding(task)
-
-
-#: run()'s helpers for the OpDef's dtype combinations and tensor lists.
-_HELPERS = """#include <functional>
-#include <memory>
-
-static at::ScalarType AtTypeOf(aclDataType t)
-{
-    switch (t) {
-%s
-    default: throw std::runtime_error("no torch dtype for this OpDef dtype");
-    }
-}
-
-static aclDataType FirstType(const std::vector<at::Tensor>& ts)
-{
-    return ts.empty() ? ACL_DT_UNDEFINED : AclTypeOf(ts[0]);
-}
-
-static size_t Matches(const std::vector<std::vector<aclDataType>>& declared,
-                      const std::vector<aclDataType>& given, size_t c)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < declared.size() && i < given.size(); ++i) {
-        n += (c < declared[i].size() && declared[i][c] == given[i]) ? 1 : 0;
-    }
-    return n;
-}
-
-// The OpDef's dtype combination the case selects: the one matching most of its inputs, then most
-// of its outputs, the first on ties (benchmark_binding.declared_column: the same choice).
-static size_t OpDefColumn(const std::vector<aclDataType>& inputs, const std::vector<aclDataType>& outputs)
-{
-    size_t best = 0, most = 0;
-    const auto& rows = kInputTypes.empty() ? kOutputTypes : kInputTypes;
-    size_t width = rows.empty() ? 0 : rows[0].size();
-    for (size_t c = 0; c < width; ++c) {
-        size_t n = Matches(kInputTypes, inputs, c) * 1000 + Matches(kOutputTypes, outputs, c);
-        if (c == 0 || n > most) {
-            best = c;
-            most = n;
-        }
-    }
-    return best;
-}
-
-// An input in the dtype the OpDef declares (a converted copy when the case's differs).
-static at::Tensor AsDeclared(const at::Tensor& t, aclDataType want)
-{
-    return (want == ACL_DT_UNDEFINED || AclTypeOf(t) == want) ? t : t.to(AtTypeOf(want));
-}
-
-// An output buffer in the declared dtype: `t` itself, or one cast into `t` after the call.
-static at::Tensor OutputIn(const at::Tensor& t, aclDataType want)
-{
-    return (want == ACL_DT_UNDEFINED || AclTypeOf(t) == want) ? t
-        : at::empty_like(t, t.options().dtype(AtTypeOf(want)));
-}
-
-static aclTensorList* AclTensorListOf(const std::vector<at::Tensor>& ts)
-{
-    std::vector<aclTensor*> items;
-    for (const at::Tensor& t : ts) {
-        items.push_back(AclTensorOf(t));
-    }
-    return aclCreateTensorList(items.data(), items.size());
-}
-
-// An OpDef input declared .Scalar(): aclnn takes it as an aclScalar, read from the tensor.
-static aclScalar* AclScalarOf(const at::Tensor& t)
-{
-    at::Tensor host = t.to(at::kCPU).contiguous();
-    return aclCreateScalar(host.data_ptr(), AclTypeOf(t));
-}"""
-
-
-def _acl_row(a: BoundArg, width: int) -> str:
-    return "{" + ", ".join(GE_TYPES.get(a.dtypes[k] if k < len(a.dtypes) else "", ("ACL_DT_UNDEFINED",))[0]
-                           for k in range(width)) + "}"
-
-
-def _prepare(a: BoundArg, table: str, i: int, convert: str) -> list[str]:
-    """The declared-dtype tensor(s) k_<a> of run()'s argument `a`, and its acl object acl_<a>."""
-    want = f"{table}[{i}][col]"
-    if not a.count:  # an absent optional input: aclnn takes a null pointer
-        return [f"    const aclTensor* acl_{a.cpp} = nullptr;  // absent (the reference passes None)"]
-    if a.is_list:
-        return [f"    std::vector<at::Tensor> k_{a.cpp};",
-                f"    for (const at::Tensor& t : {a.cpp}) {{",
-                f"        k_{a.cpp}.push_back({convert}(t, {want}));",
-                "    }",
-                f"    keep.insert(keep.end(), k_{a.cpp}.begin(), k_{a.cpp}.end());",
-                f"    aclTensorList* acl_{a.cpp} = AclTensorListOf(k_{a.cpp});",
-                f"    lists.push_back(acl_{a.cpp});"]
-    kind, make, where = (("aclScalar", "AclScalarOf", "scalars") if a.scalar
-                         else ("aclTensor", "AclTensorOf", "owned"))
-    return [f"    at::Tensor k_{a.cpp} = {convert}({a.cpp}, {want});", f"    keep.push_back(k_{a.cpp});",
-            f"    {kind}* acl_{a.cpp} = {make}(k_{a.cpp});", f"    {where}.push_back(acl_{a.cpp});"]
-
-
-def benchmark_framework_binding(task: Task) -> str:
-    n = op_names(task)
-    ins, outs, attrs = bound_args(task)
-    width = max((len(a.dtypes) for a in (*ins, *outs)), default=0) or 1
-    tensor = {False: ("const at::Tensor&", "at::Tensor&"),
-              True: ("const std::vector<at::Tensor>&", "std::vector<at::Tensor>&")}
-    params = ([f"{tensor[a.is_list][0]} {a.cpp}" for a in ins if a.count]
-              + [f"{tensor[a.is_list][1]} {a.cpp}" for a in outs]
-              + [f"{ATTR_CALLS.get(a.attr_type, ('int64_t', ''))[0]} {a.cpp}" for a in attrs])
-    call = ([f"acl_{a.cpp}" for a in ins]
-            + [ATTR_CALLS.get(a.attr_type, ('', '{v}'))[1].format(v=a.cpp) for a in attrs]
-            + [f"acl_{a.cpp}" for a in outs])
-    built = [f"    {line.format(v=a.cpp)}" for a in attrs for line in ATTR_BUILD.get(a.attr_type, ())]
-    given = {a.cpp: "ACL_DT_UNDEFINED" if not a.count else f"FirstType({a.cpp})" if a.is_list
-             else f"AclTypeOf({a.cpp})" for a in (*ins, *outs)}
-    copy_back = []
-    for a in outs:  # an output the kernel wrote in another dtype is cast into the harness's buffer
-        if a.is_list:
-            copy_back += [f"    for (size_t i = 0; i < {a.cpp}.size(); ++i) {{",
-                          f"        if (!k_{a.cpp}[i].is_same({a.cpp}[i])) {{",
-                          f"            {a.cpp}[i].copy_(k_{a.cpp}[i]);", "        }", "    }"]
-        else:
-            copy_back += [f"    if (!k_{a.cpp}.is_same({a.cpp})) {{", f"        {a.cpp}.copy_(k_{a.cpp});",
-                          "    }"]
-    at_types = "\n".join(f"    case {acl}: return {at};" for acl, at, *_ in GE_TYPES.values())
-    return "\n".join([
-        *aclnn_prelude(task),
-        "",
-        f"// The skeleton's OpDef: inputs {[a.name for a in ins]}, outputs {[a.name for a in outs]}, "
-        f"attributes {[a.name for a in attrs]}; its dtype combinations, one column each.",
-        "static const std::vector<std::vector<aclDataType>> kInputTypes = {"
-        + ", ".join(_acl_row(a, width) for a in ins) + "};",
-        "static const std::vector<std::vector<aclDataType>> kOutputTypes = {"
-        + ", ".join(_acl_row(a, width) for a in outs) + "};",
-        "",
-        _HELPERS % at_types,
-        "",
-        f"void run({', '.join(params)})",
-        "{",
-        f"    const size_t col = OpDefColumn({{{', '.join(given[a.cpp] for a in ins)}}}, "
-        f"{{{', '.join(given[a.cpp] for a in outs)}}});",
-        "    std::vector<at::Tensor> keep;  // converted inputs and declared-dtype outputs",
-        "    std::vector<aclTensor*> owned;",
-        "    std::vector<aclScalar*> scalars;",
-        "    std::vector<aclTensorList*> lists;  // each owns its aclTensors",
-        *[line for i, a in enumerate(ins) for line in _prepare(a, "kInputTypes", i, "AsDeclared")],
-        *[line for i, a in enumerate(outs) for line in _prepare(a, "kOutputTypes", i, "OutputIn")],
-        "    std::vector<std::function<void()>> release;  // list attributes' acl arrays",
-        *built,
-        "    uint64_t workspaceSize = 0;",
-        "    aclOpExecutor* executor = nullptr;",
-        f"    SAGE_CHECK({n.aclnn}GetWorkspaceSize({', '.join(call)}, &workspaceSize, &executor));",
-        "    at::Tensor workspace = at::empty({static_cast<int64_t>(workspaceSize ? workspaceSize : 1)},",
-        "                                     keep.back().options().dtype(at::kByte));",
-        "    void* workspacePtr = workspaceSize ? workspace.data_ptr() : nullptr;",
-        "    // The workspace, the tensors and the acl objects live until the queued call has run.",
-        f'    SageEnqueue("{n.aclnn}", [=](aclrtStream stream) -> int {{',
-        "        (void)workspace;",
-        "        (void)keep;",
-        f"        int rc = {n.aclnn}(workspacePtr, workspaceSize, executor, stream);",
-        "        for (aclTensor* t : owned) {",
-        "            aclDestroyTensor(t);",
-        "        }",
-        "        for (aclScalar* s : scalars) {",
-        "            aclDestroyScalar(s);",
-        "        }",
-        "        for (aclTensorList* l : lists) {",
-        "            aclDestroyTensorList(l);",
-        "        }",
-        "        for (const auto& r : release) {",
-        "            r();",
-        "        }",
-        "        return rc;",
-        "    });",
-        "    // queued after the call, on the same queue",
-        *copy_back,
-        "}",
-        "",
-        'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("run", &run); }',
-        "",
-    ])
-
-
-__all__ = ["GE_TYPES", "BoundArg", "aclnn_binding", "benchmark_framework_binding",
-           "binding_problems", "bound_args", "declared_column", "runtime_attr_layout", "runtime_attr_names",
-           "runtime_lists"]
+__all__ = [
+    "GE_TYPES",
+    "BoundArg",
+    "binding_problems",
+    "bound_args",
+    "declared_column",
+    "inplace_input",
+    "runtime_attr_layout",
+    "runtime_attr_names",
+    "runtime_lists",
+]

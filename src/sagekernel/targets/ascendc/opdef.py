@@ -71,6 +71,9 @@ ATTR_SETTERS: dict[str, str] = {
 
 PARAM_TYPES = ("REQUIRED", "OPTIONAL", "DYNAMIC")
 
+#: The problem of an OpDef without Output (an in-place operator: benchmark_binding.inplace_input).
+NO_OUTPUT = "the OpDef declares no Output"
+
 
 @dataclass(frozen=True)
 class TensorDecl:
@@ -288,7 +291,7 @@ def parse_opdef(source: Source) -> OpDefSpec:
         decl = TensorDecl(name, param, dtypes or (), formats or (), "Scalar" in methods, line)
         (inputs if kind == "Input" else outputs).append(decl)
     if not outputs:
-        problems.append("the OpDef declares no Output")
+        problems.append(NO_OUTPUT)
     combos = {len(t.dtypes) for t in (*inputs, *outputs) if t.dtypes}
     if len(combos) > 1:
         problems.append(f"the tensors declare different numbers of dtype combinations: {sorted(combos)}")
@@ -354,5 +357,5 @@ if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
 
 
-__all__ = ["ATTR_SETTERS", "GE_DTYPES", "GE_FORMATS", "AttrDecl", "OpDefSpec", "TensorDecl",
+__all__ = ["ATTR_SETTERS", "GE_DTYPES", "GE_FORMATS", "NO_OUTPUT", "AttrDecl", "OpDefSpec", "TensorDecl",
            "main", "op_json", "parse_opdef", "survey"]

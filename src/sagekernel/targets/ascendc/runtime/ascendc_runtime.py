@@ -319,14 +319,15 @@ def serve(opts: argparse.Namespace, stdin: Any) -> int:
     chan.send(hello)
     tensor_args = [a for a in header["args"] if a["kind"] in ("in", "out")]
     attrs = scalar_values(header["args"], json.loads(opts.attrs))
-    if opts.attr_layout and opts.mode == "npu":  # the twin's C entry takes numbers only
-        attrs = laid_out(attrs, json.loads(opts.attr_layout))
+    layout = getattr(opts, "attr_layout", "")  # a Namespace made without the benchmark's options
+    if layout and opts.mode == "npu":  # the twin's C entry takes numbers only
+        attrs = laid_out(attrs, json.loads(layout))
     sizes_map = sizes_from_shapes(json.loads(opts.dims), tensor_args)
     size_list = [sizes_map.get(s, 0) for s in json.loads(opts.sizes)]
     try:
         backend = backend_cls(opts)
         bufs = Buffers(backend.torch, backend.device, tensor_args)
-        call = candidate_call(backend, bufs, attrs, size_list, json.loads(opts.lists))
+        call = candidate_call(backend, bufs, attrs, size_list, json.loads(getattr(opts, "lists", "[]")))
         ref_model: Any = None
         if header.get("reference") and opts.mode == "npu":
             ref_model = load_reference(backend.torch, header["reference"], backend.device)
