@@ -293,3 +293,26 @@ def test_an_inplace_operator_writes_through_the_input_its_pybind_returns(tmp_pat
     (folder / "validation/pybind.cpp").write_text(INPLACE_PYBIND.replace("return input;", "return other;"),
                                                   encoding="utf-8")
     assert no_output in binding_problems(task)
+
+
+def test_numbers_the_opdef_takes_as_an_input_become_a_tensor_of_its_dtype(tmp_path: Path) -> None:
+    from sagekernel.targets.ascendc.benchmark_binding import binding_problems, runtime_attr_layout
+    from sagekernel.targets.ascendc.benchmark_cpp import aclnn_binding
+
+    rel = "level2/TensorMove/ScaledReshapeX"
+    cases = "case_id;shape;scale\n0;[2, 6];2.0\n"
+    root = write_benchmark(tmp_path / "NPUKernelBench",
+                           {rel: ("scaled_reshape_x", RESHAPE_MODULE, RESHAPE_INPUTS, cases)})
+    shape_input = ('        this->Input("shape").ParamType(REQUIRED).DataType({ge::DT_INT64})'
+                   '.Format(ND_FORMATS);\n')
+    host = RESHAPE_HOST.replace('        this->Attr("shape").ListInt();\n', "").replace(
+        '        this->Input("bias")', shape_input + '        this->Input("bias")')
+    (root / "tasks" / rel / "question/op_host/scaled_reshape_x.cpp").write_text(host, encoding="utf-8")
+    (task,) = load_dir(root).tasks
+    assert binding_problems(task) == []
+    text = aclnn_binding(task)
+    assert "std::vector<double> shape)" in text  # after the attributes, from the harness's values
+    assert "at::Tensor k_shape = at::tensor(shape, at::TensorOptions().dtype(at::kDouble))" in text
+    assert "GetWorkspaceSize(acl_x, acl_shape, acl_bias, static_cast<double>(scale_value)" in text
+    names = list(task.attrs)
+    assert runtime_attr_layout(task)[-1] == [names.index("shape_0"), names.index("shape_1")]

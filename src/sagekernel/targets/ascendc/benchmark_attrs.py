@@ -118,9 +118,11 @@ def _default(attr: AttrDecl) -> str | float | int | tuple[float, ...] | None:
     return text
 
 
-def attr_sources(task: Task, spec: OpDefSpec) -> tuple[list[AttrSource], list[str]]:
-    """(each OpDef attribute's source in this case, problems)."""
-    args = task_arguments(task)
+def attr_sources(task: Task, spec: OpDefSpec,
+                 inputs: set[str] | None = None) -> tuple[list[AttrSource], list[str]]:
+    """(each OpDef attribute's source in this case, problems); `inputs`: task arguments bound to
+    OpDef inputs instead (benchmark_binding.value_inputs)."""
+    args = [t for t in task_arguments(task) if t[0] not in (inputs or set())]
     chosen: dict[int, int] = {}  # OpDef attr index -> task argument index
     for i, a in enumerate(spec.attrs):
         j = next((j for j, t in enumerate(args) if j not in chosen.values() and same_name(a.name, t[0])),

@@ -74,6 +74,7 @@ class BoundArg:
     #: An in-place operator (no OpDef Output): on the input, the output buffer the kernel writes
     #: through it; on that output, the input (C++ names).
     inplace: str = ""
+    value_of: str = ""  # an input the reference passes as numbers: the task argument (value_inputs)
 
 
 def _cpp(name: str) -> str:
@@ -95,10 +96,14 @@ def _counts(task: Task, spec: OpDefSpec) -> tuple[list[int], list[int]]:
     (list) input, a ``none`` one an absent optional input (0) where counting them matches the
     OpDef; the outputs the fixed ones leave go to the one list output."""
     slots = [a for a in task.forward_args if a.kind in ("tensor", "tensors", "none")]
-    if len(slots) != len(spec.inputs):
+    values = value_inputs(task, spec)
+    if len(slots) not in (len(spec.inputs), len(spec.inputs) - len(values)):
         slots = [a for a in slots if a.kind != "none"]
     ins = ([1 if a.kind == "tensor" else 0 if a.kind == "none" else int(a.value)  # type: ignore[arg-type]
             for a in slots] if any(a.kind != "tensor" for a in slots) else [1] * len(task.inputs))
+    if values and len(ins) + len(values) == len(spec.inputs):  # numbers at their inputs' places
+        rest = iter(ins)
+        ins = [0 if k in values else next(rest) for k in range(len(spec.inputs))]
     lists = [i for i, d in enumerate(spec.outputs) if d.param_type == "DYNAMIC"]
     outs = [1] * len(spec.outputs)
     if len(lists) == 1:
@@ -108,13 +113,28 @@ def _counts(task: Task, spec: OpDefSpec) -> tuple[list[int], list[int]]:
     return ins, outs
 
 
+def value_inputs(task: Task, spec: OpDefSpec) -> dict[int, str]:
+    """OpDef inputs the reference passes as numbers, a scalar or list argument named as the input
+    (TopKV3's ``k``, Fill's ``dims``): {input index: argument name}; run() makes each a tensor of
+    the declared dtype from the harness's values. Only where the tensors alone fall short."""
+    tensors = [a for a in task.forward_args if a.kind in ("tensor", "tensors")]
+    if len(tensors) >= len(spec.inputs):
+        return {}
+    found: dict[int, str] = {}
+    for a in task.forward_args:
+        k = next((i for i, d in enumerate(spec.inputs) if i not in found and same_name(d.name, a.name)), None)
+        if a.kind in ("scalar", "list") and k is not None:
+            found[k] = a.name
+    return found
+
+
 def _absent_problems(task: Task, spec: OpDefSpec, ins: list[BoundArg]) -> list[str]:
     """An absent (``None``) reference argument must be an OPTIONAL OpDef input, and the one at its
     position: one named like another OpDef input shows the reference orders them otherwise."""
     names = [a.name for a in task.forward_args if a.kind in ("tensor", "tensors", "none")]
     problems = []
     for k, (a, d) in enumerate(zip(ins, spec.inputs, strict=True)):
-        if a.count:
+        if a.count or a.value_of:
             continue
         if d.param_type != "OPTIONAL":
             problems.append(f"input {d.name!r} is {d.param_type or 'REQUIRED'} but the reference passes None")
@@ -207,7 +227,8 @@ def binding_problems(task: Task) -> list[str]:
     problems = [f"skeleton OpDef: {p}" for p in spec.problems if not (written and p == NO_OUTPUT)]
     cases = task.group_tasks()
     for case in cases:
-        found = _case_problems(case, spec) + attr_sources(case, spec)[1]
+        numbers = set(value_inputs(case, spec).values())
+        found = _case_problems(case, spec) + attr_sources(case, spec, numbers)[1]
         name = case.groups[case.group_index].name if case.group_index is not None else ""
         problems += [f"{name}: {p}" if len(cases) > 1 and name else p for p in found
                      if p not in problems and f"{name}: {p}" not in problems]
@@ -243,8 +264,10 @@ def bound_args(task: Task) -> tuple[list[BoundArg], list[BoundArg], list[BoundAr
         return ins, outs, attrs
     n_ins, n_outs = _counts(task, spec)
     if len(spec.inputs) == len(n_ins):
+        values = value_inputs(task, spec)
         ins = [BoundArg(d.name, _cpp(d.name), scalar=d.scalar, count=n, is_list=d.param_type == "DYNAMIC",
-                        dtypes=d.dtypes) for d, n in zip(spec.inputs, n_ins, strict=True)]
+                        dtypes=d.dtypes, value_of=values.get(k, "") if not n else "")
+               for k, (d, n) in enumerate(zip(spec.inputs, n_ins, strict=True))]
     if len(spec.outputs) == len(n_outs):
         outs = [BoundArg(d.name, _cpp(d.name), count=n, is_list=d.param_type == "DYNAMIC", dtypes=d.dtypes)
                 for d, n in zip(spec.outputs, n_outs, strict=True)]
@@ -278,7 +301,16 @@ def runtime_attr_names(task: Task) -> list[str]:
 def runtime_attr_layout(task: Task) -> list[object]:
     """The runtime's ``--attr-layout`` (benchmark_attrs.attr_layout) for this case."""
     spec = skeleton_spec(task)
-    return attr_layout(task, attr_sources(task, spec)[0]) if spec is not None else []
+    if spec is None:
+        return []
+    order = list(task.attrs)
+    def carries(key: str, name: str) -> bool:  # `name`, or an element `name_<i>` of a list
+        return key == name or (key.startswith(f"{name}_") and key[len(name) + 1:].isdigit())
+
+    numbers = [[i for i, k in enumerate(order) if carries(k, a.value_of)]
+               for a in bound_args(task)[0] if a.value_of]  # value inputs follow the attributes
+    sources = attr_sources(task, spec, set(value_inputs(task, spec).values()))[0]
+    return attr_layout(task, sources) + numbers
 
 
 __all__ = [
@@ -291,4 +323,5 @@ __all__ = [
     "runtime_attr_layout",
     "runtime_attr_names",
     "runtime_lists",
+    "value_inputs",
 ]

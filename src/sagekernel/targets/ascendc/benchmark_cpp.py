@@ -99,6 +99,11 @@ def _acl_row(a: BoundArg, width: int) -> str:
 def _prepare(a: BoundArg, table: str, i: int, convert: str) -> list[str]:
     """The declared-dtype tensor(s) k_<a> of run()'s argument `a`, and its acl object acl_<a>."""
     want = f"{table}[{i}][col]"
+    if a.value_of:  # numbers the reference passes: a tensor of the declared dtype beside the others
+        return [f"    at::Tensor k_{a.cpp} = at::tensor({a.cpp}, at::TensorOptions().dtype(at::kDouble))",
+                f"        .to(AtTypeOf({want})).to(dev);",
+                f"    keep.push_back(k_{a.cpp});", f"    aclTensor* acl_{a.cpp} = AclTensorOf(k_{a.cpp});",
+                f"    owned.push_back(acl_{a.cpp});"]
     if not a.count:  # an absent optional input: aclnn takes a null pointer
         return [f"    const aclTensor* acl_{a.cpp} = nullptr;  // absent (the reference passes None)"]
     if a.inplace and convert == "OutputIn":  # written through its input
@@ -135,13 +140,17 @@ def benchmark_framework_binding(task: Task) -> str:
               True: ("const std::vector<at::Tensor>&", "std::vector<at::Tensor>&")}
     params = ([f"{tensor[a.is_list][0]} {a.cpp}" for a in ins if a.count]
               + [f"{tensor[a.is_list][1]} {a.cpp}" for a in outs]
-              + [f"{ATTR_CALLS.get(a.attr_type, ('int64_t', ''))[0]} {a.cpp}" for a in attrs])
+              + [f"{ATTR_CALLS.get(a.attr_type, ('int64_t', ''))[0]} {a.cpp}" for a in attrs]
+              + [f"std::vector<double> {a.cpp}" for a in ins if a.value_of])
     call = ([f"acl_{a.cpp}" for a in ins]
             + [ATTR_CALLS.get(a.attr_type, ('', '{v}'))[1].format(v=a.cpp) for a in attrs]
             + [f"acl_{a.cpp}" for a in outs if not a.inplace])
     built = [f"    {line.format(v=a.cpp)}" for a in attrs for line in ATTR_BUILD.get(a.attr_type, ())]
     given = {a.cpp: "ACL_DT_UNDEFINED" if not a.count else f"FirstType({a.cpp})" if a.is_list
              else f"AclTypeOf({a.cpp})" for a in (*ins, *outs)}
+    present = [a for a in (*ins, *outs) if a.count and not a.inplace]
+    device = "" if not any(a.value_of for a in ins) or not present else (
+        f"{present[0].cpp}[0].device()" if present[0].is_list else f"{present[0].cpp}.device()")
     copy_back = []
     for a in outs:  # an output the kernel wrote in another dtype is cast into the harness's buffer
         if a.inplace:
@@ -174,6 +183,7 @@ def benchmark_framework_binding(task: Task) -> str:
         "    std::vector<aclTensor*> owned;",
         "    std::vector<aclScalar*> scalars;",
         "    std::vector<aclTensorList*> lists;  // each owns its aclTensors",
+        *([f"    const at::Device dev = {device};  // where number inputs' tensors go"] if device else []),
         *[line for i, a in enumerate(ins) for line in _prepare(a, "kInputTypes", i, "AsDeclared")],
         *[line for i, a in enumerate(outs) for line in _prepare(a, "kOutputTypes", i, "OutputIn")],
         "    std::vector<std::function<void()>> release;  // list attributes' acl arrays",
