@@ -4,11 +4,14 @@ For a benchmark operator msOpGen generates the aclnn API from the skeleton's OpD
 (opdef.parse_opdef -> skeleton.op_json), so the binding calls
 ``aclnn<Op>GetWorkspaceSize(<OpDef inputs>, <OpDef attrs>, <OpDef outputs>, ...)`` with the
 OpDef's names, in its order, and with each attribute's declared type. The harness sends the
-task's tensors and numeric attributes in the task's order (forward order: the benchmark's
-``ModelNew`` calls ``kernel_gen_ops.<op>(...)`` with them in the OpDef's order), so the k-th task
-input is the OpDef's k-th Input, and likewise for outputs and attributes. An input declared
-``.Scalar()`` is passed to aclnn as an aclScalar read from its (one-element) tensor, as the
-benchmark's own pybind does (``ConvertTensorToAclScaler``).
+task's tensors in the task's order (forward order: the benchmark's ``ModelNew`` calls
+``kernel_gen_ops.<op>(...)`` with them in the OpDef's order), so the k-th task tensor is the
+OpDef's k-th Input, and likewise for outputs; attributes are matched by name
+(benchmark_attrs.py). A reference argument ``None`` is an absent OPTIONAL input (aclnn gets a
+null tensor); numbers the OpDef takes as an input become a tensor (`value_inputs`); an OpDef
+without Output writes through the input the benchmark's pybind returns (`inplace_input`). An
+input declared ``.Scalar()`` is passed to aclnn as an aclScalar read from its (one-element)
+tensor, as the benchmark's own pybind does (``ConvertTensorToAclScaler``).
 
 Where a case's dtypes are not the OpDef's, the binding converts as the benchmark's own flow
 does (its pybind.cpp reads Muls' ``value`` as a float; check_precision compares an output after
@@ -24,10 +27,11 @@ A ``DYNAMIC`` (tensor-list) argument takes the task tensors a ``tensors`` forwar
 (inputs) or what the fixed outputs leave (one list output); run() takes it as a Python list
 (``std::vector<at::Tensor>``, the runtime's ``--lists``) and aclnn as an aclTensorList.
 
-What this binding cannot express is a plan problem (`binding_problems`), so the build refuses
-with the reason instead of compiling a call that cannot match: string or list attributes (the
-harness sends numbers only), a count that differs between the task and the OpDef, a dtype the
-OpDef's combinations cannot be reached from by such a conversion.
+What this binding cannot express is a plan problem (`binding_problems`, per case), so the build
+refuses with the reason instead of compiling a call that cannot match: a count that still differs
+between the task and the OpDef, a dtype the OpDef's combinations cannot be reached from by such a
+conversion, an attribute with neither a task argument nor a default. The C++ is rendered by
+benchmark_cpp.py.
 """
 
 from __future__ import annotations
@@ -42,9 +46,8 @@ from sagekernel.targets.ascendc.opdef import NO_OUTPUT, OpDefSpec, TensorDecl
 from sagekernel.tasks.task import Task, TensorSpec
 
 #: Locals of the rendered run(): an OpDef name equal to one gets a trailing underscore in C++.
-_LOCALS = frozenset({"run", "workspace", "workspaceSize", "workspacePtr", "executor", "owned",
-                     "scalars", "lists", "keep", "release", "col", "stream", "rc", "t", "s", "l", "i", "r",
-                     "m"})
+_LOCALS = frozenset({"run", "workspace", "workspaceSize", "workspacePtr", "executor", "owned", "scalars",
+                     "lists", "keep", "release", "col", "dev", "stream", "rc", "t", "s", "l", "i", "r", "m"})
 
 
 #: ge dtype -> (aclDataType, torch's at::ScalarType, kind: 0 bool / 1 integer / 2 floating point, bytes)
