@@ -316,3 +316,23 @@ def test_numbers_the_opdef_takes_as_an_input_become_a_tensor_of_its_dtype(tmp_pa
     assert "GetWorkspaceSize(acl_x, acl_shape, acl_bias, static_cast<double>(scale_value)" in text
     names = list(task.attrs)
     assert runtime_attr_layout(task)[-1] == [names.index("shape_0"), names.index("shape_1")]
+
+
+def test_an_output_named_as_an_input_is_a_ref_passed_once(tmp_path: Path) -> None:
+    from sagekernel.targets.ascendc.benchmark_binding import binding_problems
+    from sagekernel.targets.ascendc.benchmark_cpp import aclnn_binding
+
+    rel = "level1/Math/SqrtX"
+    root = write_benchmark(tmp_path / "NPUKernelBench", {rel: OPERATORS[rel]})
+    ref = INPLACE_HOST.replace("            .Format({ge::FORMAT_ND, ge::FORMAT_ND});\n",
+                               "            .Format({ge::FORMAT_ND, ge::FORMAT_ND});\n"
+                               '        this->Output("x").ParamType(REQUIRED)'
+                               '.DataType({ge::DT_FLOAT, ge::DT_FLOAT16})\n'
+                               "            .Format({ge::FORMAT_ND, ge::FORMAT_ND});\n", 1)
+    (root / "tasks" / rel / "question/op_host/sqrt_x.cpp").write_text(ref, encoding="utf-8")
+    (task,) = load_dir(root).tasks
+    assert binding_problems(task) == []
+    text = aclnn_binding(task)
+    assert "void run(const at::Tensor& x, at::Tensor& x_result)" in text  # two C++ names, one OpDef name
+    assert "    x_result.copy_(x);\n    at::Tensor k_x = x_result;" in text
+    assert "aclnnSqrtXGetWorkspaceSize(acl_x, &workspaceSize, &executor)" in text  # the ref, once

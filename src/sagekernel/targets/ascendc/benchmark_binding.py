@@ -191,6 +191,9 @@ def _case_problems(task: Task, spec: OpDefSpec) -> list[str]:
     ins, outs = bound_args(task)[:2]
     problems = []
     inplace = any(a.inplace for a in outs)
+    if task.params:  # the runtime's views would hold them between the inputs and the outputs
+        problems.append(f"the task has {len(task.params)} model parameters: the binding passes inputs and "
+                        "outputs only")
     for kind, given, bound in (("inputs", task.inputs, ins), ("outputs", task.outputs, outs)):
         if sum(a.count for a in bound) != len(given) or (
                 len(bound) != len(getattr(spec, kind)) and not (inplace and kind == "outputs")):
@@ -277,9 +280,15 @@ def bound_args(task: Task) -> tuple[list[BoundArg], list[BoundArg], list[BoundAr
     attrs = [BoundArg(a.name, _cpp(a.name), attr_type=a.attr_type) for a in spec.attrs]
     k = inplace_input(task, spec)
     if k is not None and len(task.outputs) == 1 and len(ins) == len(spec.inputs):
-        result = f"{ins[k].cpp}_result"
-        outs = [BoundArg(result, result, dtypes=ins[k].dtypes, inplace=ins[k].cpp)]
-        ins[k] = replace(ins[k], inplace=result)
+        outs = [BoundArg(ins[k].name, ins[k].cpp, dtypes=ins[k].dtypes, count=ins[k].count)]
+    # an Output named as an Input is a ref: msOpGen's aclnn takes it once, at the input's place
+    # (`aclTensor* varRef`); the kernel updates the harness's output buffer, holding the input
+    for j, o in enumerate(outs):
+        i = next((i for i, a in enumerate(ins) if a.name == o.name and a.count == o.count and len(ins) ==
+                  len(spec.inputs)), None)
+        if i is not None:
+            outs[j] = replace(o, cpp=f"{o.cpp}_result", inplace=ins[i].cpp, is_list=ins[i].is_list)
+            ins[i] = replace(ins[i], inplace=outs[j].cpp)
     return ins, outs, attrs
 
 

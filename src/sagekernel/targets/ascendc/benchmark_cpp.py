@@ -108,6 +108,13 @@ def _prepare(a: BoundArg, table: str, i: int, convert: str) -> list[str]:
         return [f"    const aclTensor* acl_{a.cpp} = nullptr;  // absent (the reference passes None)"]
     if a.inplace and convert == "OutputIn":  # written through its input
         return []
+    if a.inplace and a.is_list:  # in place: the kernel updates the harness's output buffers
+        return [f"    std::vector<at::Tensor> k_{a.cpp};",
+                f"    for (size_t i = 0; i < {a.cpp}.size(); ++i) {{",
+                f"        {a.inplace}[i].copy_({a.cpp}[i]);", f"        k_{a.cpp}.push_back({a.inplace}[i]);",
+                "    }", f"    keep.insert(keep.end(), k_{a.cpp}.begin(), k_{a.cpp}.end());",
+                f"    aclTensorList* acl_{a.cpp} = AclTensorListOf(k_{a.cpp});",
+                f"    lists.push_back(acl_{a.cpp});"]
     if a.inplace:  # in place: the kernel updates the harness's output buffer, holding the input
         return [f"    {a.inplace}.copy_({a.cpp});", f"    at::Tensor k_{a.cpp} = {a.inplace};",
                 f"    keep.push_back(k_{a.cpp});", f"    aclTensor* acl_{a.cpp} = AclTensorOf(k_{a.cpp});",
