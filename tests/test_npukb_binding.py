@@ -336,3 +336,36 @@ def test_an_output_named_as_an_input_is_a_ref_passed_once(tmp_path: Path) -> Non
     assert "void run(const at::Tensor& x, at::Tensor& x_result)" in text  # two C++ names, one OpDef name
     assert "    x_result.copy_(x);\n    at::Tensor k_x = x_result;" in text
     assert "aclnnSqrtXGetWorkspaceSize(acl_x, &workspaceSize, &executor)" in text  # the ref, once
+
+
+def test_an_attribute_takes_the_argument_of_its_own_name_before_a_longer_one() -> None:
+    from types import SimpleNamespace
+
+    from sagekernel.targets.ascendc.benchmark_attrs import attr_sources
+    from sagekernel.tasks.task import ForwardArg
+
+    spec = parse_opdef(Source(SQRT_ATTRS_HOST))
+    task = SimpleNamespace(attrs={"eps": 1e-5}, forward_args=[
+        ForwardArg("string", "quant_mode", "dynamic"), ForwardArg("string", "mode", "sum"),
+        ForwardArg("scalar", "eps", 1e-5)])
+    sources, problems = attr_sources(task, spec)  # type: ignore[arg-type]
+    assert problems == []
+    assert [(s.attr.name, s.kind, s.value or s.keys) for s in sources] == [
+        ("mode", "string", "sum"), ("quant_mode", "string", "dynamic"), ("epsilon", "scalar", ("eps",)),
+        ("axis", "default", -1)]
+
+
+SQRT_ATTRS_HOST = """namespace ops {
+class SqrtX : public OpDef {
+public:
+    explicit SqrtX(const char* name) : OpDef(name) {
+        this->Input("x").ParamType(REQUIRED).DataType({ge::DT_FLOAT}).Format({ge::FORMAT_ND});
+        this->Output("y").ParamType(REQUIRED).DataType({ge::DT_FLOAT}).Format({ge::FORMAT_ND});
+        this->Attr("mode").AttrType(OPTIONAL).String("mean");
+        this->Attr("quant_mode").AttrType(OPTIONAL).String("static");
+        this->Attr("epsilon").AttrType(OPTIONAL).Float(1e-6);
+        this->Attr("axis").AttrType(OPTIONAL).Int(-1);
+    }
+};
+}
+"""

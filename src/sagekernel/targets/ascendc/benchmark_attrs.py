@@ -124,11 +124,12 @@ def attr_sources(task: Task, spec: OpDefSpec,
     OpDef inputs instead (benchmark_binding.value_inputs)."""
     args = [t for t in task_arguments(task) if t[0] not in (inputs or set())]
     chosen: dict[int, int] = {}  # OpDef attr index -> task argument index
-    for i, a in enumerate(spec.attrs):
-        j = next((j for j, t in enumerate(args) if j not in chosen.values() and same_name(a.name, t[0])),
-                 None)
-        if j is not None:
-            chosen[i] = j
+    for exact in (True, False):  # equal names first: `mode` must not take `quant_mode` from its owner
+        for i, a in enumerate(spec.attrs):
+            j = next((j for j, t in enumerate(args) if i not in chosen and j not in chosen.values() and (
+                _norm(a.name) == _norm(t[0]) if exact else same_name(a.name, t[0]))), None)
+            if j is not None:
+                chosen[i] = j
     left_attrs = [i for i in range(len(spec.attrs)) if i not in chosen]
     left_args = [j for j in range(len(args)) if j not in chosen.values()]
     pairs = list(zip(left_attrs, left_args, strict=False))
