@@ -22,7 +22,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "sagekernel"
 EXCLUDED = ("tasks/suite/",)
 
 #: Lines of src/sagekernel, the task suite excepted. Raised on purpose only.
-BUDGET = 42_500  # 42,023 on 2026-12-02: issues 23, 24, 27-31 landed (the skeleton OpDef parse last)
+BUDGET = 42_700  # 42,686 on 2026-12-02: issue 23's binding classes (tensor lists, dtype combinations,
+#                   attributes by name, absent, number, in-place and ref arguments: +663) on 42,023
 #: A module longer than this is split by concept, or listed below with its reason.
 MODULE_LINES = 450
 

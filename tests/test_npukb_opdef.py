@@ -124,7 +124,8 @@ def test_what_the_parse_cannot_establish_is_a_problem_not_a_guess() -> None:
 
 
 def test_the_binding_uses_the_skeletons_names_and_order(tasks) -> None:
-    from sagekernel.targets.ascendc.benchmark_binding import aclnn_binding, binding_problems
+    from sagekernel.targets.ascendc.benchmark_binding import binding_problems
+    from sagekernel.targets.ascendc.benchmark_cpp import aclnn_binding
 
     task = tasks["SqrtX"]
     assert binding_problems(task) == []
@@ -135,7 +136,7 @@ def test_the_binding_uses_the_skeletons_names_and_order(tasks) -> None:
 
 
 def test_a_scalar_input_is_passed_as_an_acl_scalar(tasks, tmp_path: Path) -> None:
-    from sagekernel.targets.ascendc.benchmark_binding import aclnn_binding
+    from sagekernel.targets.ascendc.benchmark_cpp import aclnn_binding
 
     task = tasks["SqrtX"]
     host = Path(task.benchmark.skeleton["op_host/sqrt_x.cpp"])
@@ -146,43 +147,45 @@ def test_a_scalar_input_is_passed_as_an_acl_scalar(tasks, tmp_path: Path) -> Non
         text = aclnn_binding(task)
     finally:
         host.write_text(original, encoding="utf-8")
-    assert "aclScalar* acl_x = AclScalarOf(x);" in text and "aclDestroyScalar(s);" in text
+    assert "aclScalar* acl_x = AclScalarOf(k_x);" in text and "aclDestroyScalar(s);" in text
     assert "aclTensor* acl_x" not in text
 
 
 def test_attributes_bind_with_the_opdefs_types_and_mismatches_refuse_the_build(tasks, tmp_path: Path) -> None:
-    from sagekernel.targets.ascendc.benchmark_binding import aclnn_binding, binding_problems
+    from sagekernel.targets.ascendc.benchmark_binding import binding_problems
+    from sagekernel.targets.ascendc.benchmark_cpp import aclnn_binding
     from sagekernel.targets.ascendc.config import AscendConfig
     from sagekernel.targets.ascendc.plans import build_plan
     from sagekernel.targets.ascendc.target import AscendCTarget
     from sagekernel.targets.base import BuildResult
 
-    task = tasks["ScaledGelu"]  # task: in0 float32 -> out0 float16, attrs {"scale": 1.5}
-    problems = binding_problems(task)
-    assert "attribute 'mode' is str: the runtime passes numbers (float, int, bool) only" in problems
-    assert any("passes 1 attributes (scale) but the OpDef declares 2 (scale, mode)" in p for p in problems)
-    candidate = Candidate({"op_host/scaled_gelu.cpp": "//\n"})
-    plan = build_plan(candidate, task, tmp_path, device="npu", config=AscendConfig())
-    assert set(problems) <= set(plan.problems)  # the build refuses with the reason
+    task = tasks["ScaledGelu"]  # task: in0 float32 -> out0 float16, attrs {"scale": 1.5}, mode a string
+    assert binding_problems(task) == []
+    text = aclnn_binding(task)
+    built = BuildResult(True, "x", {"module": tmp_path / "m.so"}, {"plan": {"workdir": str(tmp_path)}})
+    argv = AscendCTarget().runtime(built, task.group_task(1), "npu").argv
+    assert "void run(const at::Tensor& x, at::Tensor& y, double scale, std::string mode)" in text
+    assert "aclnnScaledGeluGetWorkspaceSize(acl_x, static_cast<double>(scale), s_mode.data(), acl_y," in text
+    assert json.loads(argv[argv.index("--attrs") + 1]) == ["scale"]  # the numbers the harness sends
+    # run()'s attributes: the harness's value 0 (an attributes trial's draw reaches it) and case1's mode
+    assert json.loads(argv[argv.index("--attr-layout") + 1]) == [0, {"value": "tanh"}]
     host = Path(task.benchmark.skeleton["op_host/scaled_gelu.cpp"])
     original = host.read_text(encoding="utf-8")
+    mode = '        this->Attr("mode").AttrType(OPTIONAL).String("none");\n'
     try:
-        mode = '        this->Attr("mode").AttrType(OPTIONAL).String("none");\n'
-        host.write_text(original.replace(mode, ""))
-        assert binding_problems(task) == []
-        text = aclnn_binding(task)
-        built = BuildResult(True, "x", {"module": tmp_path / "m.so"}, {"plan": {"workdir": str(tmp_path)}})
-        argv = AscendCTarget().runtime(built, task, "npu").argv
+        host.write_text(original.replace(mode, mode + '        this->Attr("k").AttrType(REQUIRED).Int();\n'))
+        problems = binding_problems(task)
+        candidate = Candidate({"op_host/scaled_gelu.cpp": "//\n"})
+        plan = build_plan(candidate, task, tmp_path, device="npu", config=AscendConfig())
         two = "{ge::DT_FLOAT16, ge::DT_BF16}"
         host.write_text(original.replace("{ge::DT_FLOAT, ge::DT_FLOAT16, ge::DT_BF16}", two)
                         .replace("{ge::DT_FLOAT16, ge::DT_FLOAT16, ge::DT_BF16}", two))
         undeclared = binding_problems(task)
     finally:
         host.write_text(original, encoding="utf-8")
-    assert "void run(const at::Tensor& x, at::Tensor& y, double scale)" in text
-    assert "aclnnScaledGeluGetWorkspaceSize(acl_x, static_cast<double>(scale), acl_y," in text
-    assert json.loads(argv[argv.index("--attrs") + 1]) == ["scale"]
-    assert any("input 'x': the task's float32 is not among the OpDef's data types" in p for p in undeclared)
+    assert "attribute 'k': no task argument of that name and no OpDef default" in " ".join(problems)
+    assert set(problems) <= set(plan.problems)  # the build refuses with the reason
+    assert any("input 'x': the task's float32 is neither the OpDef's DT_FLOAT16" in p for p in undeclared)
 
 
 def test_a_skeleton_without_an_opdef_is_a_plan_problem(tasks, tmp_path: Path) -> None:
@@ -246,7 +249,8 @@ NPUKB = os.environ.get("SAGE_NPUKERNELBENCH", "")
                     reason="SAGE_NPUKERNELBENCH does not point at an NPUKernelBench checkout")
 def test_a_published_skeleton_gives_its_own_op_json() -> None:
     """Addcdiv as published: four inputs (the last a .Scalar()), three dtypes each."""
-    from sagekernel.targets.ascendc.benchmark_binding import aclnn_binding, binding_problems
+    from sagekernel.targets.ascendc.benchmark_binding import binding_problems
+    from sagekernel.targets.ascendc.benchmark_cpp import aclnn_binding
     from sagekernel.tasks.npukernelbench import load_operator
 
     task = load_operator(Path(NPUKB) / "tasks/level1/Math/Addcdiv/validation/module.py")

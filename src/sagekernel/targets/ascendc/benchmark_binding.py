@@ -4,39 +4,65 @@ For a benchmark operator msOpGen generates the aclnn API from the skeleton's OpD
 (opdef.parse_opdef -> skeleton.op_json), so the binding calls
 ``aclnn<Op>GetWorkspaceSize(<OpDef inputs>, <OpDef attrs>, <OpDef outputs>, ...)`` with the
 OpDef's names, in its order, and with each attribute's declared type. The harness sends the
-task's tensors and numeric attributes in the task's order (forward order: the benchmark's
-``ModelNew`` calls ``kernel_gen_ops.<op>(...)`` with them in the OpDef's order), so the k-th task
-input is the OpDef's k-th Input, and likewise for outputs and attributes. An input declared
-``.Scalar()`` is passed to aclnn as an aclScalar read from its (one-element) tensor, as the
-benchmark's own pybind does (``ConvertTensorToAclScaler``).
+task's tensors in the task's order (forward order: the benchmark's ``ModelNew`` calls
+``kernel_gen_ops.<op>(...)`` with them in the OpDef's order), so the k-th task tensor is the
+OpDef's k-th Input, and likewise for outputs; attributes are matched by name
+(benchmark_attrs.py). A reference argument ``None`` is an absent OPTIONAL input (aclnn gets a
+null tensor); numbers the OpDef takes as an input become a tensor (`value_inputs`); an OpDef
+without Output writes through the input the benchmark's pybind returns (`inplace_input`). An
+input declared ``.Scalar()`` is passed to aclnn as an aclScalar read from its (one-element)
+tensor, as the benchmark's own pybind does (``ConvertTensorToAclScaler``).
 
-What this binding cannot express is a plan problem (`binding_problems`), so the build refuses
-with the reason instead of compiling a call that cannot match: tensor lists (``DYNAMIC``),
-string or list attributes (the harness sends numbers only), a count that differs between the
-task and the OpDef, a task dtype the OpDef does not declare.
+Where a case's dtypes are not the OpDef's, the binding converts as the benchmark's own flow
+does (its pybind.cpp reads Muls' ``value`` as a float; check_precision compares an output after
+torch's type promotion, a bool output as int): run() picks, at run time, the OpDef's dtype
+combination the case's tensors match best, converts an input to the declared dtype, and lets
+the kernel write an output in its declared dtype into a buffer then cast into the harness's
+output. Only lossless conversions are made for inputs (bool to an integer, narrower to wider
+within a kind; a `.Scalar()` within its kind, as the host reads it) and widening ones for outputs
+(bool -> int -> float; a float to the reference's float dtype): a float read as an integer index,
+or a float32 input rounded to float16, is a mismatch the plan names.
+
+A ``DYNAMIC`` (tensor-list) argument takes the task tensors a ``tensors`` forward argument groups
+(inputs) or what the fixed outputs leave (one list output); run() takes it as a Python list
+(``std::vector<at::Tensor>``, the runtime's ``--lists``) and aclnn as an aclTensorList.
+
+What this binding cannot express is a plan problem (`binding_problems`, per case), so the build
+refuses with the reason instead of compiling a call that cannot match: a count that still differs
+between the task and the OpDef, a dtype the OpDef's combinations cannot be reached from by such a
+conversion, an attribute with neither a task argument nor a default. The C++ is rendered by
+benchmark_cpp.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from sagekernel.targets.ascendc.bindings import aclnn_prelude, framework_binding
+from sagekernel.targets.ascendc.benchmark_attrs import attr_layout, attr_sources, same_name
 from sagekernel.targets.ascendc.contract import DTYPES
-from sagekernel.targets.ascendc.names import is_benchmark_task, op_names
-from sagekernel.targets.ascendc.opdef import OpDefSpec
-from sagekernel.tasks.task import Task
-
-#: OpDef attribute type -> run()'s C++ parameter type (the runtime passes numbers) and the cast
-#: to the type the generated aclnn API takes.
-ATTR_CTYPES: dict[str, tuple[str, str]] = {
-    "float": ("double", "static_cast<double>"),
-    "int": ("int64_t", "static_cast<int64_t>"),
-    "bool": ("int64_t", "static_cast<bool>"),
-}
+from sagekernel.targets.ascendc.cparse import Source
+from sagekernel.targets.ascendc.names import op_names
+from sagekernel.targets.ascendc.opdef import NO_OUTPUT, OpDefSpec, TensorDecl
+from sagekernel.tasks.task import Task, TensorSpec
 
 #: Locals of the rendered run(): an OpDef name equal to one gets a trailing underscore in C++.
-_LOCALS = frozenset({"run", "workspace", "workspaceSize", "workspacePtr", "executor", "owned",
-                     "scalars", "stream", "rc", "t", "s", "m"})
+_LOCALS = frozenset({"run", "workspace", "workspaceSize", "workspacePtr", "executor", "owned", "scalars",
+                     "lists", "keep", "release", "col", "dev", "stream", "rc", "t", "s", "l", "i", "r", "m"})
+
+
+#: ge dtype -> (aclDataType, torch's at::ScalarType, kind: 0 bool / 1 integer / 2 floating point, bytes)
+GE_TYPES: dict[str, tuple[str, str, int, int]] = {
+    "DT_BOOL": ("ACL_BOOL", "at::kBool", 0, 1),
+    "DT_UINT8": ("ACL_UINT8", "at::kByte", 1, 1),
+    "DT_INT8": ("ACL_INT8", "at::kChar", 1, 1),
+    "DT_INT16": ("ACL_INT16", "at::kShort", 1, 2),
+    "DT_INT32": ("ACL_INT32", "at::kInt", 1, 4),
+    "DT_INT64": ("ACL_INT64", "at::kLong", 1, 8),
+    "DT_FLOAT16": ("ACL_FLOAT16", "at::kHalf", 2, 2),
+    "DT_BF16": ("ACL_BF16", "at::kBFloat16", 2, 2),
+    "DT_FLOAT": ("ACL_FLOAT", "at::kFloat", 2, 4),
+    "DT_DOUBLE": ("ACL_DOUBLE", "at::kDouble", 2, 8),
+}
 
 
 @dataclass(frozen=True)
@@ -45,10 +71,17 @@ class BoundArg:
     cpp: str  # its C++ identifier in run()
     scalar: bool = False  # an input passed to aclnn as aclScalar
     attr_type: str = ""  # attributes only
+    count: int = 1  # the task tensors it takes (a tensor list: its length in this case)
+    is_list: bool = False  # ParamType(DYNAMIC): a Python list in run(), an aclTensorList for aclnn
+    dtypes: tuple[str, ...] = ()  # the OpDef's ge dtype per combination
+    #: An in-place operator (no OpDef Output): on the input, the output buffer the kernel writes
+    #: through it; on that output, the input (C++ names).
+    inplace: str = ""
+    value_of: str = ""  # an input the reference passes as numbers: the task argument (value_inputs)
 
 
 def _cpp(name: str) -> str:
-    return f"{name}_" if name in _LOCALS or name.startswith("acl_") else name
+    return f"{name}_" if name in _LOCALS or name.startswith(("acl_", "k_", "s_", "f_", "b_")) else name
 
 
 def skeleton_spec(task: Task) -> OpDefSpec | None:
@@ -57,32 +90,172 @@ def skeleton_spec(task: Task) -> OpDefSpec | None:
     return skeleton_opdef(task)
 
 
+def _ge(dtype: str) -> str:
+    return DTYPES[dtype][1].removeprefix("ge::") if dtype in DTYPES else dtype
+
+
+def _counts(task: Task, spec: OpDefSpec) -> tuple[list[int], list[int]]:
+    """The task tensors each OpDef input and output takes: a ``tensors`` forward argument is one
+    (list) input, a ``none`` one an absent optional input (0) where counting them matches the
+    OpDef; the outputs the fixed ones leave go to the one list output."""
+    slots = [a for a in task.forward_args if a.kind in ("tensor", "tensors", "none")]
+    values = value_inputs(task, spec)
+    if len(slots) not in (len(spec.inputs), len(spec.inputs) - len(values)):
+        slots = [a for a in slots if a.kind != "none"]
+    ins = ([1 if a.kind == "tensor" else 0 if a.kind == "none" else int(a.value)  # type: ignore[arg-type]
+            for a in slots] if any(a.kind != "tensor" for a in slots) else [1] * len(task.inputs))
+    if values and len(ins) + len(values) == len(spec.inputs):  # numbers at their inputs' places
+        rest = iter(ins)
+        ins = [0 if k in values else next(rest) for k in range(len(spec.inputs))]
+    lists = [i for i, d in enumerate(spec.outputs) if d.param_type == "DYNAMIC"]
+    outs = [1] * len(spec.outputs)
+    if len(lists) == 1:
+        outs[lists[0]] = len(task.outputs) - len(spec.outputs) + 1
+    elif len(spec.outputs) != len(task.outputs):
+        outs = [1] * len(task.outputs)
+    return ins, outs
+
+
+def value_inputs(task: Task, spec: OpDefSpec) -> dict[int, str]:
+    """OpDef inputs the reference passes as numbers, a scalar or list argument named as the input
+    (TopKV3's ``k``, Fill's ``dims``): {input index: argument name}; run() makes each a tensor of
+    the declared dtype from the harness's values. Only where the tensors alone fall short."""
+    tensors = [a for a in task.forward_args if a.kind in ("tensor", "tensors")]
+    if len(tensors) >= len(spec.inputs):
+        return {}
+    found: dict[int, str] = {}
+    for a in task.forward_args:
+        k = next((i for i, d in enumerate(spec.inputs) if i not in found and same_name(d.name, a.name)), None)
+        if a.kind in ("scalar", "list") and k is not None:
+            found[k] = a.name
+    return found
+
+
+def _absent_problems(task: Task, spec: OpDefSpec, ins: list[BoundArg]) -> list[str]:
+    """An absent (``None``) reference argument must be an OPTIONAL OpDef input, and the one at its
+    position: one named like another OpDef input shows the reference orders them otherwise."""
+    names = [a.name for a in task.forward_args if a.kind in ("tensor", "tensors", "none")]
+    problems = []
+    for k, (a, d) in enumerate(zip(ins, spec.inputs, strict=True)):
+        if a.count or a.value_of:
+            continue
+        if d.param_type != "OPTIONAL":
+            problems.append(f"input {d.name!r} is {d.param_type or 'REQUIRED'} but the reference passes None")
+        named = next((e.name for e in spec.inputs if k < len(names) and same_name(e.name, names[k])), d.name)
+        if named != d.name:
+            problems.append(f"the reference passes None as {names[k]!r} where the OpDef declares {d.name!r}: "
+                            "the reference orders its tensors otherwise than the OpDef")
+    return problems
+
+
+def declared_column(spec: OpDefSpec, input_dtypes: list[str], output_dtypes: list[str]) -> int:
+    """The OpDef dtype combination a case of these ge dtypes selects: the one matching most of its
+    inputs, then most of its outputs (a Cast's output picks among equal inputs), the first on ties;
+    run()'s OpDefColumn makes the same choice at run time."""
+    def matches(declared: tuple[TensorDecl, ...], given: list[str], k: int) -> int:
+        return sum(k < len(d.dtypes) and d.dtypes[k] == g for d, g in zip(declared, given, strict=False))
+
+    width = max((len(d.dtypes) for d in (*spec.inputs, *spec.outputs)), default=0)
+    score = [(matches(spec.inputs, input_dtypes, k), matches(spec.outputs, output_dtypes, k))
+             for k in range(width)]
+    return score.index(max(score)) if score else 0
+
+
+def _convertible(given: str, declared: str, *, output: bool, scalar: bool) -> bool:
+    """Whether a case's `given` dtype reaches the OpDef's `declared` one: an output widens (the
+    kernel's bool/int/float result cast up, as check_precision's promotion compares it; a float
+    result is cast to the reference's float dtype, whose precision the reference has); an input
+    is converted only without loss (bool to an integer, a narrower integer or float to a wider one),
+    or within its kind when it is a `.Scalar()` read on the host (the benchmark's Muls reads its
+    value as a float)."""
+    if given == declared:
+        return True
+    if given not in GE_TYPES or declared not in GE_TYPES:
+        return False
+    (g, g_bytes), (d, d_bytes) = GE_TYPES[given][2:], GE_TYPES[declared][2:]
+    if output:  # a float result may round to the reference's own float dtype; an integer never wraps
+        return d < g or (d == g and (d == 2 or d_bytes <= g_bytes))
+    return (g == 0 and d == 1) or (g == d and (scalar or d_bytes > g_bytes))
+
+
+def _taken(bound: list[BoundArg], given: list[TensorSpec]) -> list[list[TensorSpec]]:
+    """The task tensors each bound argument takes, in order."""
+    at, out = 0, []
+    for a in bound:
+        out.append(given[at:at + a.count])
+        at += a.count
+    return out
+
+
+def _case_problems(task: Task, spec: OpDefSpec) -> list[str]:
+    ins, outs = bound_args(task)[:2]
+    problems = []
+    inplace = any(a.inplace for a in outs)
+    if task.params:  # the runtime's views would hold them between the inputs and the outputs
+        problems.append(f"the task has {len(task.params)} model parameters: the binding passes inputs and "
+                        "outputs only")
+    for kind, given, bound in (("inputs", task.inputs, ins), ("outputs", task.outputs, outs)):
+        if sum(a.count for a in bound) != len(given) or (
+                len(bound) != len(getattr(spec, kind)) and not (inplace and kind == "outputs")):
+            declared = getattr(spec, kind)
+            problems.append(f"the task has {len(given)} {kind} ({', '.join(t.name for t in given)}) but "
+                            f"the OpDef declares {len(declared)} ({', '.join(t.name for t in declared)})")
+    if problems:
+        return problems
+    problems += [f"{a.name!r} takes {a.count} tensors but is not a tensor list (ParamType(DYNAMIC))"
+                 for a in (*ins, *outs) if a.count > 1 and not a.is_list]
+    problems += _absent_problems(task, spec, ins)
+    taken_in, taken_out = _taken(ins, task.inputs), _taken(outs, task.outputs)
+    col = declared_column(spec, [_ge(ts[0].dtype) if ts else "" for ts in taken_in],
+                          [_ge(ts[0].dtype) if ts else "" for ts in taken_out])
+    tensors = [(a, t, False) for a, ts in zip(ins, taken_in, strict=True) for t in ts]
+    tensors += [(a, t, True) for a, ts in zip(outs, taken_out, strict=True) for t in ts]
+    for a, t, output in tensors:
+        want = a.dtypes[col] if col < len(a.dtypes) else ""
+        if want and a.inplace and _ge(t.dtype) != want:
+            problems.append(f"{a.name!r}: the kernel works in place in the task's {t.dtype}, not the "
+                            f"OpDef's {want} (its dtype combination {col})")
+        elif want and not _convertible(_ge(t.dtype), want, output=output, scalar=a.scalar):
+            problems.append(f"{'output' if output else 'input'} {a.name!r}: the task's {t.dtype} is neither "
+                            f"the OpDef's {want} (its dtype combination {col}) nor converted to it "
+                            f"({'widening only' if output else 'without loss only'})")
+    return problems
+
+
 def binding_problems(task: Task) -> list[str]:
-    """Why the skeleton's OpDef and the task cannot be bound as one call (empty: they can)."""
+    """Why the skeleton's OpDef and the task cannot be bound as one call (empty: they can), over
+    every case (input group) of the task."""
     spec = skeleton_spec(task)
     if spec is None:
         return [f"no skeleton OpDef ({op_names(task).host_file} under question/): the op JSON and "
                 "the binding have no prototype to follow"]
-    problems = [f"skeleton OpDef: {p}" for p in spec.problems]
-    pairs = (("inputs", task.inputs, spec.inputs), ("outputs", task.outputs, spec.outputs))
-    for kind, given, declared in pairs:
-        if len(given) != len(declared):
-            problems.append(f"the task has {len(given)} {kind} ({', '.join(t.name for t in given)}) but "
-                            f"the OpDef declares {len(declared)} ({', '.join(t.name for t in declared)})")
-            continue
-        for t, d in zip(given, declared, strict=True):
-            ge = DTYPES[t.dtype][1].removeprefix("ge::") if t.dtype in DTYPES else t.dtype
-            if d.dtypes and ge not in d.dtypes:
-                problems.append(f"{kind[:-1]} {d.name!r}: the task's {t.dtype} is not among the OpDef's "
-                                f"data types {list(d.dtypes)}")
-    problems += [f"{t.name!r} is a tensor list (ParamType(DYNAMIC)): the binding passes single tensors"
-                 for t in (*spec.inputs, *spec.outputs) if t.param_type == "DYNAMIC"]
-    problems += [f"attribute {a.name!r} is {a.attr_type or 'untyped'}: the runtime passes numbers "
-                 f"({', '.join(ATTR_CTYPES)}) only" for a in spec.attrs if a.attr_type not in ATTR_CTYPES]
-    if len(task.attrs) != len(spec.attrs):
-        problems.append(f"the task passes {len(task.attrs)} attributes ({', '.join(task.attrs)}) but the "
-                        f"OpDef declares {len(spec.attrs)} ({', '.join(a.name for a in spec.attrs)})")
+    written = any(a.inplace for a in bound_args(task)[1])  # in place: its pybind names the input
+    problems = [f"skeleton OpDef: {p}" for p in spec.problems if not (written and p == NO_OUTPUT)]
+    cases = task.group_tasks()
+    for case in cases:
+        numbers = set(value_inputs(case, spec).values())
+        found = _case_problems(case, spec) + attr_sources(case, spec, numbers)[1]
+        name = case.groups[case.group_index].name if case.group_index is not None else ""
+        problems += [f"{name}: {p}" if len(cases) > 1 and name else p for p in found
+                     if p not in problems and f"{name}: {p}" not in problems]
     return problems
+
+
+def inplace_input(task: Task, spec: OpDefSpec) -> int | None:
+    """An OpDef without Output (an in-place operator): the input its kernel writes the result
+    into, i.e. the EXEC_NPU_CMD argument the benchmark's own ``validation/pybind.cpp`` returns
+    (``EXEC_NPU_CMD(aclnnCustomOp, input, alpha, n, incx); return input;``); None otherwise."""
+    path = task.source_path.parent / "pybind.cpp"
+    if spec.outputs or not path.is_file():
+        return None
+    source = Source(path.read_text(encoding="utf-8", errors="replace"))
+    calls = source.macro_invocations("EXEC_NPU_CMD")
+    toks = source.tokens()
+    returned = {toks[i + 1].text for i in range(len(toks) - 2)
+                if toks[i].text == "return" and toks[i + 1].kind == "identifier" and toks[i + 2].text == ";"}
+    args = calls[0][0][1:] if len(calls) == 1 else []
+    hits = [k for k, a in enumerate(args[:len(spec.inputs)]) if a in returned]
+    return hits[0] if len(hits) == 1 else None
 
 
 def bound_args(task: Task) -> tuple[list[BoundArg], list[BoundArg], list[BoundArg]]:
@@ -93,78 +266,74 @@ def bound_args(task: Task) -> tuple[list[BoundArg], list[BoundArg], list[BoundAr
     outs = [BoundArg(t.name, _cpp(t.name)) for t in task.outputs]
     attrs = [BoundArg(k, _cpp(k), attr_type="float" if isinstance(v, float) else "int")
              for k, v in task.attrs.items()]
-    if spec is not None and len(spec.inputs) == len(ins):
-        ins = [BoundArg(d.name, _cpp(d.name), scalar=d.scalar) for d in spec.inputs]
-    if spec is not None and len(spec.outputs) == len(outs):
-        outs = [BoundArg(d.name, _cpp(d.name)) for d in spec.outputs]
-    if spec is not None and len(spec.attrs) == len(attrs):
-        attrs = [BoundArg(a.name, _cpp(a.name), attr_type=a.attr_type) for a in spec.attrs]
+    if spec is None:
+        return ins, outs, attrs
+    n_ins, n_outs = _counts(task, spec)
+    if len(spec.inputs) == len(n_ins):
+        values = value_inputs(task, spec)
+        ins = [BoundArg(d.name, _cpp(d.name), scalar=d.scalar, count=n, is_list=d.param_type == "DYNAMIC",
+                        dtypes=d.dtypes, value_of=values.get(k, "") if not n else "")
+               for k, (d, n) in enumerate(zip(spec.inputs, n_ins, strict=True))]
+    if len(spec.outputs) == len(n_outs):
+        outs = [BoundArg(d.name, _cpp(d.name), count=n, is_list=d.param_type == "DYNAMIC", dtypes=d.dtypes)
+                for d, n in zip(spec.outputs, n_outs, strict=True)]
+    attrs = [BoundArg(a.name, _cpp(a.name), attr_type=a.attr_type) for a in spec.attrs]
+    k = inplace_input(task, spec)
+    if k is not None and len(task.outputs) == 1 and len(ins) == len(spec.inputs):
+        outs = [BoundArg(ins[k].name, ins[k].cpp, dtypes=ins[k].dtypes, count=ins[k].count)]
+    # an Output named as an Input is a ref: msOpGen's aclnn takes it once, at the input's place
+    # (`aclTensor* varRef`); the kernel updates the harness's output buffer, holding the input
+    for j, o in enumerate(outs):
+        i = next((i for i, a in enumerate(ins) if a.name == o.name and a.count == o.count and len(ins) ==
+                  len(spec.inputs)), None)
+        if i is not None:
+            outs[j] = replace(o, cpp=f"{o.cpp}_result", inplace=ins[i].cpp, is_list=ins[i].is_list)
+            ins[i] = replace(ins[i], inplace=outs[j].cpp)
     return ins, outs, attrs
 
 
+def runtime_lists(task: Task) -> list[list[int]]:
+    """[first view, length] of each tensor list run() takes (the runtime's ``--lists``): the
+    runtime hands those views to run() as one Python list."""
+    ins, outs, _ = bound_args(task)
+    found, at = [], 0
+    for a in (*ins, *outs):
+        if a.is_list:
+            found.append([at, a.count])
+        at += a.count
+    return found
+
+
 def runtime_attr_names(task: Task) -> list[str]:
-    """The attributes run() takes, in order (the runtime's --attrs)."""
-    return [a.name for a in bound_args(task)[2]]
+    """The task attributes the harness sends, in its order (the runtime's --attrs): run()'s own
+    attributes are built from them by `runtime_attr_layout`."""
+    return list(task.attrs)
 
 
-def aclnn_binding(task: Task) -> str:
-    """The framework path's extension source: the skeleton's OpDef for an NPUKernelBench
-    operator, else SAGE's own (bindings.framework_binding)."""
-    return benchmark_framework_binding(task) if is_benchmark_task(task) else framework_binding(task)
+def runtime_attr_layout(task: Task) -> list[object]:
+    """The runtime's ``--attr-layout`` (benchmark_attrs.attr_layout) for this case."""
+    spec = skeleton_spec(task)
+    if spec is None:
+        return []
+    order = list(task.attrs)
+    def carries(key: str, name: str) -> bool:  # `name`, or an element `name_<i>` of a list
+        return key == name or (key.startswith(f"{name}_") and key[len(name) + 1:].isdigit())
+
+    numbers = [[i for i, k in enumerate(order) if carries(k, a.value_of)]
+               for a in bound_args(task)[0] if a.value_of]  # value inputs follow the attributes
+    sources = attr_sources(task, spec, set(value_inputs(task, spec).values()))[0]
+    return attr_layout(task, sources) + numbers
 
 
-def benchmark_framework_binding(task: Task) -> str:
-    n = op_names(task)
-    ins, outs, attrs = bound_args(task)
-    params = ([f"const at::Tensor& {a.cpp}" for a in ins] + [f"at::Tensor& {a.cpp}" for a in outs]
-              + [f"{ATTR_CTYPES.get(a.attr_type, ('int64_t', ''))[0]} {a.cpp}" for a in attrs])
-    tensors = [a for a in (*ins, *outs) if not a.scalar]
-    scalars = [a for a in ins if a.scalar]
-    call = ([f"acl_{a.cpp}" for a in ins]
-            + [f"{ATTR_CTYPES.get(a.attr_type, ('', 'static_cast<int64_t>'))[1]}({a.cpp})" for a in attrs]
-            + [f"acl_{a.cpp}" for a in outs])
-    return "\n".join([
-        *aclnn_prelude(task),
-        "",
-        "// An OpDef input declared .Scalar(): aclnn takes it as an aclScalar, read from the tensor.",
-        "static aclScalar* AclScalarOf(const at::Tensor& t)",
-        "{",
-        "    at::Tensor host = t.to(at::kCPU).contiguous();",
-        "    return aclCreateScalar(host.data_ptr(), AclTypeOf(t));",
-        "}",
-        "",
-        f"// The skeleton's OpDef: inputs {[a.name for a in ins]}, outputs {[a.name for a in outs]}, "
-        f"attributes {[a.name for a in attrs]}.",
-        f"void run({', '.join(params)})",
-        "{",
-        *[f"    aclTensor* acl_{a.cpp} = AclTensorOf({a.cpp});" for a in tensors],
-        *[f"    aclScalar* acl_{a.cpp} = AclScalarOf({a.cpp});" for a in scalars],
-        "    uint64_t workspaceSize = 0;",
-        "    aclOpExecutor* executor = nullptr;",
-        f"    SAGE_CHECK({n.aclnn}GetWorkspaceSize({', '.join(call)}, &workspaceSize, &executor));",
-        "    at::Tensor workspace = at::empty({static_cast<int64_t>(workspaceSize ? workspaceSize : 1)},",
-        f"                                     {outs[-1].cpp}.options().dtype(at::kByte));",
-        "    void* workspacePtr = workspaceSize ? workspace.data_ptr() : nullptr;",
-        "    // The workspace tensor and the acl objects live until the queued call has run.",
-        f"    std::vector<aclTensor*> owned{{{', '.join(f'acl_{a.cpp}' for a in tensors)}}};",
-        f"    std::vector<aclScalar*> scalars{{{', '.join(f'acl_{a.cpp}' for a in scalars)}}};",
-        f'    SageEnqueue("{n.aclnn}", [=](aclrtStream stream) -> int {{',
-        "        (void)workspace;",
-        f"        int rc = {n.aclnn}(workspacePtr, workspaceSize, executor, stream);",
-        "        for (aclTensor* t : owned) {",
-        "            aclDestroyTensor(t);",
-        "        }",
-        "        for (aclScalar* s : scalars) {",
-        "            aclDestroyScalar(s);",
-        "        }",
-        "        return rc;",
-        "    });",
-        "}",
-        "",
-        'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("run", &run); }',
-        "",
-    ])
-
-
-__all__ = ["ATTR_CTYPES", "BoundArg", "aclnn_binding", "benchmark_framework_binding", "binding_problems",
-           "bound_args", "runtime_attr_names"]
+__all__ = [
+    "GE_TYPES",
+    "BoundArg",
+    "binding_problems",
+    "bound_args",
+    "declared_column",
+    "inplace_input",
+    "runtime_attr_layout",
+    "runtime_attr_names",
+    "runtime_lists",
+    "value_inputs",
+]

@@ -141,7 +141,7 @@ def aclnn_prelude(task: Task) -> list[str]:
 
 
 def framework_binding(task: Task) -> str:
-    """SAGE's own operators (an NPUKernelBench operator's: benchmark_binding.aclnn_binding)."""
+    """SAGE's own operators (an NPUKernelBench operator's: benchmark_cpp.aclnn_binding)."""
     n = op_names(task)
     tensors = [t.name for t in task.inputs] + [t.name for t in task.outputs]
     args = (

@@ -22,6 +22,7 @@ the list-attribute spellings have not been run through msOpGen here (no CANN on 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -69,6 +70,9 @@ ATTR_SETTERS: dict[str, str] = {
 }
 
 PARAM_TYPES = ("REQUIRED", "OPTIONAL", "DYNAMIC")
+
+#: The problem of an OpDef without Output (an in-place operator: benchmark_binding.inplace_input).
+NO_OUTPUT = "the OpDef declares no Output"
 
 
 @dataclass(frozen=True)
@@ -147,6 +151,15 @@ def _list_variables(toks: list[Token]) -> dict[str, list[str]]:
         items = [t.text for t in toks[k:_close(toks, k)] if t.text.startswith(("DT_", "FORMAT_"))]
         if items:
             found.setdefault(toks[i].text, items)
+    for i in range(len(toks) - 2):
+        if toks[i].text == "#define" and toks[i + 2].kind == "preproc_arg":  # `#define ALL_ND {ge::...}`
+            items = re.findall(r"\b(?:DT|FORMAT)_\w+", toks[i + 2].text)
+            if items:
+                found.setdefault(toks[i + 1].text, items)
+        elif (toks[i].kind == "identifier" and toks[i + 1].text == "=" and toks[i + 2].text in found
+              and i + 3 < len(toks) and toks[i + 3].text == ";"):  # `b = a;`: a copy
+            found.setdefault(toks[i].text, list(found[toks[i + 2].text]))
+    _mapped_lists(toks, found)
     for i in range(len(toks) - 8):  # `name(other.size(), ge::FORMAT_ND)`: one per entry of `other`
         t = toks[i:i + 8]
         if (t[0].kind == "identifier" and t[1].text == "(" and t[3].text == "." and t[4].text == "size"
@@ -155,6 +168,48 @@ def _list_variables(toks: list[Token]) -> dict[str, list[str]]:
             if len(value) == 1:
                 found.setdefault(t[0].text, value * len(found[t[2].text]))
     return found
+
+
+def _dtype_maps(toks: list[Token]) -> dict[str, dict[str, str]]:
+    """Functions of the file that map one ge dtype to another (``inline ge::DataType F(ge::DataType d)
+    { switch (d) { case ge::DT_BF16: return ge::DT_FLOAT; ... } }``): {F: {DT_in: DT_out}}."""
+    maps: dict[str, dict[str, str]] = {}
+    for i in range(len(toks) - 1):
+        if toks[i].kind != "identifier" or toks[i + 1].text != "(":
+            continue
+        body = _close(toks, i + 1) + 1
+        if body >= len(toks) or toks[body].text != "{":
+            continue
+        pairs: dict[str, str] = {}
+        keys: list[str] = []  # case labels falling through to the next return
+        for j in range(body, _close(toks, body)):
+            if toks[j].text in ("case", "return") and j + 3 < len(toks):
+                dt = next((t.text for t in toks[j + 1:j + 4] if t.text.startswith("DT_")), "")
+                if toks[j].text == "case":
+                    keys.append(dt)
+                elif dt:
+                    pairs.update(dict.fromkeys(keys, dt))
+                    keys = []
+        if pairs:
+            maps[toks[i].text] = pairs
+    return maps
+
+
+def _mapped_lists(toks: list[Token], found: dict[str, list[str]]) -> None:
+    """``std::for_each(src.cbegin(), src.cend(), [&dst](ge::DataType d){ dst.push_back(F(d)); })``:
+    `dst` is `src` mapped through the file's dtype function F (the Foreach skeletons build their
+    scalar inputs' dtype lists so at run time); added to `found`."""
+    maps = _dtype_maps(toks)
+    for i in range(len(toks) - 3):
+        if toks[i].text != "for_each" or toks[i + 1].text != "(" or toks[i + 2].text not in found:
+            continue
+        args = toks[i + 2:_close(toks, i + 1)]
+        for k in range(len(args) - 5):
+            dst, fn = args[k].text, args[k + 4].text
+            if (args[k + 1].text, args[k + 2].text, args[k + 3].text) == (".", "push_back", "(") \
+                    and fn in maps and dst not in found:
+                mapped = [maps[fn].get(d, "DT_UNDEFINED") for d in found[toks[i + 2].text]]
+                found[dst] = mapped
 
 
 def _enumerators(args: list[Token], prefix: str, variables: dict[str, list[str]]) -> tuple[str, ...] | None:
@@ -236,7 +291,7 @@ def parse_opdef(source: Source) -> OpDefSpec:
         decl = TensorDecl(name, param, dtypes or (), formats or (), "Scalar" in methods, line)
         (inputs if kind == "Input" else outputs).append(decl)
     if not outputs:
-        problems.append("the OpDef declares no Output")
+        problems.append(NO_OUTPUT)
     combos = {len(t.dtypes) for t in (*inputs, *outputs) if t.dtypes}
     if len(combos) > 1:
         problems.append(f"the tensors declare different numbers of dtype combinations: {sorted(combos)}")
@@ -302,5 +357,5 @@ if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
 
 
-__all__ = ["ATTR_SETTERS", "GE_DTYPES", "GE_FORMATS", "AttrDecl", "OpDefSpec", "TensorDecl",
+__all__ = ["ATTR_SETTERS", "GE_DTYPES", "GE_FORMATS", "NO_OUTPUT", "AttrDecl", "OpDefSpec", "TensorDecl",
            "main", "op_json", "parse_opdef", "survey"]

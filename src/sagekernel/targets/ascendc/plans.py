@@ -31,7 +31,8 @@ from typing import Any
 
 from sagekernel.candidate import Candidate
 from sagekernel.targets.ascendc.availability import DEFAULT_CANN_HOMES, cann_home, resolve_tool
-from sagekernel.targets.ascendc.benchmark_binding import aclnn_binding, binding_problems
+from sagekernel.targets.ascendc.benchmark_binding import binding_problems
+from sagekernel.targets.ascendc.benchmark_cpp import aclnn_binding
 from sagekernel.targets.ascendc.config import AscendConfig
 from sagekernel.targets.ascendc.contract import template_of
 from sagekernel.targets.ascendc.names import is_benchmark_task, op_names

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sagekernel.candidate import Candidate
 from sagekernel.targets.ascendc import bindings, skeleton
-from sagekernel.targets.ascendc.benchmark_binding import aclnn_binding
+from sagekernel.targets.ascendc.benchmark_cpp import aclnn_binding
 from sagekernel.targets.ascendc.config import AscendConfig
 from sagekernel.targets.ascendc.contract import files_for, template_of
 from sagekernel.targets.ascendc.names import is_benchmark_task, is_helper_path, op_names

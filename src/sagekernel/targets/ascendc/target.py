@@ -15,7 +15,11 @@ from pathlib import Path
 from sagekernel.candidate import Candidate
 from sagekernel.seam import LAUNCH_SYNC_MS, LintFinding
 from sagekernel.targets.ascendc import availability
-from sagekernel.targets.ascendc.benchmark_binding import runtime_attr_names
+from sagekernel.targets.ascendc.benchmark_binding import (
+    runtime_attr_layout,
+    runtime_attr_names,
+    runtime_lists,
+)
 from sagekernel.targets.ascendc.build import execute
 from sagekernel.targets.ascendc.config import AscendConfig
 from sagekernel.targets.ascendc.contract import contract_text, files_for
@@ -165,6 +169,9 @@ class AscendCTarget:
             "--attrs",
             json.dumps(runtime_attr_names(task) if is_benchmark_task(task)
                        else [a for a, _, _ in op_attrs(task) if not a.startswith("size_")]),
+            "--lists",
+            json.dumps(runtime_lists(task) if is_benchmark_task(task) else []),
+            *(["--attr-layout", json.dumps(runtime_attr_layout(task))] if is_benchmark_task(task) else []),
             "--sizes",
             json.dumps(list(task.sizes)),
             "--dims",

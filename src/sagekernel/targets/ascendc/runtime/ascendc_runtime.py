@@ -74,6 +74,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--artifact", required=True, help="npu: the extension .so; twin: libsage_kernels.so")
     p.add_argument("--wire-dir", required=True, help="directory holding wire_child.py")
     p.add_argument("--attrs", default="[]", help="JSON list of attribute names, in run() order")
+    p.add_argument("--lists", default="[]", help="JSON [first, length] of views run() takes as a list")
+    p.add_argument("--attr-layout", default="", help="JSON: run()'s attributes from the --attrs values")
     p.add_argument("--sizes", default="[]", help="JSON list of size symbols, in task order (twin)")
     p.add_argument("--dims", default="[]", help="JSON list of each tensor's dim symbols (inputs, outputs)")
     p.add_argument("--flush-bytes", type=int, default=256 << 20, help="L2 flush buffer (npu, cold-l2)")
@@ -97,6 +99,25 @@ def scalar_values(header_args: list[dict[str, Any]], attr_names: list[str]) -> l
     """The attribute values: the last len(attr_names) scalar args (sizes, if sent first, are shapes)."""
     scalars = [a["value"] for a in header_args if a["kind"] in ("i64", "f32", "f64")]
     return scalars[len(scalars) - len(attr_names) :] if attr_names else []
+
+
+def laid_out(values: list[float | int], layout: list[Any]) -> list[Any]:
+    """run()'s attributes: per entry, the value at an index, the values at a list of indices (a
+    list attribute), or a {"value": constant} (a string, an OpDef default)."""
+    return [values[e] if isinstance(e, int) else [values[i] for i in e] if isinstance(e, list) else e["value"]
+            for e in layout]
+
+
+def packed(views: list[Any], lists: list[list[int]]) -> list[Any]:
+    """run()'s tensor arguments: the views, those of each [first, length] range as one list (a
+    tensor-list argument of the OpDef)."""
+    starts = {first: length for first, length in lists}
+    out, i = [], 0
+    while i < len(views):
+        length = starts.get(i)
+        out.append(list(views[i:i + length]) if length is not None else views[i])
+        i += length if length is not None else 1
+    return out
 
 
 def sizes_from_shapes(dims: list[list[str]], tensor_args: list[dict[str, Any]]) -> dict[str, int]:
@@ -253,9 +274,11 @@ def _module_name(path: str) -> str:
     return base.split(".", 1)[0]
 
 
-def candidate_call(backend: Any, bufs: Buffers, attrs: list[float | int], sizes: list[int]) -> Any:
+def candidate_call(backend: Any, bufs: Buffers, attrs: list[float | int], sizes: list[int],
+                   lists: list[list[int]] | None = None) -> Any:
     if isinstance(backend, NpuBackend):
-        return lambda: backend.module.run(*bufs.views, *attrs)
+        args = packed(bufs.views, lists or [])
+        return lambda: backend.module.run(*args, *attrs)
     n = len(bufs.raw)
     ptrs = (ctypes.c_void_p * n)(*[v.data_ptr() for v in bufs.views])
     nbytes = (ctypes.c_uint64 * n)(*[a["nbytes"] for a in bufs.args])
@@ -296,12 +319,15 @@ def serve(opts: argparse.Namespace, stdin: Any) -> int:
     chan.send(hello)
     tensor_args = [a for a in header["args"] if a["kind"] in ("in", "out")]
     attrs = scalar_values(header["args"], json.loads(opts.attrs))
+    layout = getattr(opts, "attr_layout", "")  # a Namespace made without the benchmark's options
+    if layout and opts.mode == "npu":  # the twin's C entry takes numbers only
+        attrs = laid_out(attrs, json.loads(layout))
     sizes_map = sizes_from_shapes(json.loads(opts.dims), tensor_args)
     size_list = [sizes_map.get(s, 0) for s in json.loads(opts.sizes)]
     try:
         backend = backend_cls(opts)
         bufs = Buffers(backend.torch, backend.device, tensor_args)
-        call = candidate_call(backend, bufs, attrs, size_list)
+        call = candidate_call(backend, bufs, attrs, size_list, json.loads(getattr(opts, "lists", "[]")))
         ref_model: Any = None
         if header.get("reference") and opts.mode == "npu":
             ref_model = load_reference(backend.torch, header["reference"], backend.device)
