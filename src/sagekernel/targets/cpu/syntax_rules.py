@@ -1,4 +1,5 @@
-"""Source rules on the parse tree (syntax.py): names, attributes, pragmas and line markers.
+"""CPU source rules on the parse tree (syntax.py, syntax_query.py): names, attributes, pragmas and
+line markers. This module holds the tables (what is forbidden and why); the front end reads.
 
 Rules look at tokens the parser produced, never at raw text, so comments and literals never fire
 them and spacing, parentheses or attribute order cannot hide a name:
@@ -22,6 +23,7 @@ from functools import lru_cache
 
 from sagekernel.seam import LintFinding
 from sagekernel.targets.cpu import syntax
+from sagekernel.targets.cpu import syntax_query as query
 from sagekernel.targets.cpu.contract import KERNEL_SYMBOL
 from sagekernel.targets.cpu.syntax import Token, Unit
 
@@ -176,7 +178,6 @@ ATTRIBUTES: dict[str, tuple[str, str]] = {
     "copy": ("symbol_attribute", SYMBOL_REASON + " (attribute 'copy' copies another declaration's "
              "attributes, which can carry any of the ones above)"),
 }
-_ATTRIBUTE_OPENERS = frozenset({"__attribute__", "__attribute", "__declspec"})
 
 
 def check(unit: Unit, *, library_names: bool = True) -> list[LintFinding]:
@@ -222,63 +223,24 @@ def _token_findings(
             continue
         if tok.text in _ASM_WORDS:
             yield "inline_asm", INLINE_ASM_REASON, tok.row
-        elif tok.text in _ATTRIBUTE_OPENERS or tok.text == "[[" or (
-            tok.text == "[" and i + 1 < len(tokens) and tokens[i + 1].text == "["
-        ):
-            for name_tok in _attribute_group(tokens, i):
-                hit = ATTRIBUTES.get(_attribute_name(name_tok.text))
+        elif query.attribute_opens(tokens, i):
+            for name_tok in query.attribute_group(tokens, i):
+                hit = ATTRIBUTES.get(query.attribute_name(name_tok.text))
                 if hit is not None:
                     yield hit[0], hit[1], name_tok.row
         elif tok.text in ("_Pragma", "__pragma"):
-            for literal in _pragma_operator_strings(tokens, i):
+            for literal in query.pragma_operator_strings(tokens, i):
                 words = syntax.fragment_tokens(syntax.string_value(literal.text), tok.row, cxx)
                 for rule, reason in _pragma_findings(words, cxx):
                     yield rule, reason, tok.row
         elif tok.kind in syntax.NAME_TYPES and tok.kind not in ("field_identifier", "statement_identifier"):
             m = _ANY_NAME.match(tok.text)
             if m is None and tok.text in _QUALIFIED_ONLY:
-                m = _ANY_NAME.match(_qualified(tok))
+                m = _ANY_NAME.match(query.qualified(tok))
             if m is not None and m.lastgroup is not None:
                 name_rule = NAME_RULES[int(m.lastgroup[1:])]
-                if not name_rule.word or _word_is_the_function(tok, variables):
+                if not name_rule.word or query.word_is_the_function(tok, variables):
                     yield name_rule.rule, name_rule.reason, tok.row
-
-
-def _attribute_name(text: str) -> str:
-    return text[2:-2] if len(text) > 4 and text.startswith("__") and text.endswith("__") else text
-
-
-def _attribute_group(tokens: list[Token], i: int) -> Iterator[Token]:
-    """The name tokens of the attribute list that opens at tokens[i] (balanced to its close)."""
-    opener = tokens[i].text
-    j = i + (2 if opener == "[" else 1)
-    depth = 2 if opener in ("[", "[[") else 0
-    started = depth > 0
-    while j < len(tokens):
-        text = tokens[j].text
-        if text in ("(", "[", "[["):
-            depth += 2 if text == "[[" else 1
-            started = True
-        elif text in (")", "]", "]]"):
-            depth -= 2 if text == "]]" else 1
-        elif tokens[j].kind in syntax.NAME_TYPES or re.fullmatch(r"[A-Za-z_]\w*", text):
-            yield tokens[j]
-        if started and depth <= 0:
-            return
-        if not started and text != "(":
-            return  # `__attribute__` not followed by a list: nothing to read
-        j += 1
-
-
-def _pragma_operator_strings(tokens: list[Token], i: int) -> list[Token]:
-    out: list[Token] = []
-    j = i + 1
-    if j < len(tokens) and tokens[j].text == "(":
-        j += 1
-        while j < len(tokens) and tokens[j].kind in ("string_literal", "raw_string_literal"):
-            out.append(tokens[j])
-            j += 1
-    return out
 
 
 def _pragma_findings(words: list[Token], cxx: bool) -> Iterator[tuple[str, str]]:
@@ -305,31 +267,6 @@ def _pragma_findings(words: list[Token], cxx: bool) -> Iterator[tuple[str, str]]
     # Whatever the pragma, code in it is code (`omp ... if(fesetround(0))`, `clang attribute ...`).
     for rule, reason, _row in _token_findings(words, cxx, {}):
         yield rule, reason
-
-
-def _qualified(tok: Token) -> str:
-    """`std::thread` for the `thread` of `std::thread`; the plain name otherwise."""
-    node = tok.node
-    if node is None or node.parent is None or node.parent.type != "qualified_identifier":
-        return tok.text
-    scope = node.parent.child_by_field_name("scope")
-    return f"{syntax.node_text(scope).lstrip(':')}::{tok.text}" if scope is not None else tok.text
-
-
-# ---- ordinary words: the function, or a variable of the kernel's that shares its name --------------
-
-
-def _word_is_the_function(tok: Token, variables: dict[int | None, set[str]]) -> bool:
-    node = tok.node
-    if node is None:
-        return True  # a macro body or pragma: no scopes to consult
-    role = syntax.declarator_role(node)
-    if role is not None:
-        return role == "function"
-    if syntax.is_callee(node):
-        return True
-    scope = syntax.scope_key(node)
-    return tok.text not in variables.get(scope, set()) and tok.text not in variables.get(None, set())
 
 
 # ---- definitions of C library functions ---------------------------------------------------------------
