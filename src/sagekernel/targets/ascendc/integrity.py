@@ -55,7 +55,7 @@ def references(src: Source) -> list[Reference]:
     for node in src.walk():
         if node.children:
             continue
-        line = node.start_point[0] + 1
+        line = src.line(node)
         if node.type in _NAME_KINDS:
             out.append(Reference(src.node_text(node), line, _qualifier(src, node), False))
         elif node.type == "preproc_arg":
@@ -340,7 +340,7 @@ def specialisations(
                     and fold(src, other, env) is None
                     and _mentions_shape(src, other, derived, fields)
                 ):
-                    out.append(Specialisation(v, node.start_point[0] + 1, "compared with a shape"))
+                    out.append(Specialisation(v, src.line(node), "compared with a shape"))
         elif node.type == "case_statement":
             value = node.child_by_field_name("value")
             switch = node.parent
@@ -349,7 +349,7 @@ def specialisations(
             cond = switch.child_by_field_name("condition") if switch is not None else None
             v = size_valued(value) if value is not None else None
             if v is not None and cond is not None and _mentions_shape(src, cond, derived, fields):
-                out.append(Specialisation(v, node.start_point[0] + 1, "a case label on a shape"))
+                out.append(Specialisation(v, src.line(node), "a case label on a shape"))
         elif node.type == "assignment_expression":
             left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
             target = left
@@ -364,7 +364,7 @@ def specialisations(
             if v is not None and field is not None and src.node_text(field) in fields:
                 out.append(
                     Specialisation(
-                        v, node.start_point[0] + 1, f"stored into the size field {src.node_text(field)}"
+                        v, src.line(node), f"stored into the size field {src.node_text(field)}"
                     )
                 )
         elif node.type == "call_expression":
@@ -381,7 +381,7 @@ def specialisations(
             ):
                 v = size_valued(args.named_children[0])
                 if v is not None:
-                    out.append(Specialisation(v, node.start_point[0] + 1, f"stored by {name}, a size field"))
+                    out.append(Specialisation(v, src.line(node), f"stored by {name}, a size field"))
     return out
 
 
