@@ -375,14 +375,19 @@ class Source:
     def mutable_state(self) -> list[State]:
         """Variables that outlive a call: every mutable variable at file or namespace scope, and
         `static` / thread-local ones in a function or a type. Const objects and `* const` pointers
-        are not state; a `const T *` pointer is. Dialect qualifiers count as storage words."""
+        are not state; a `const T *` pointer is. Dialect qualifiers count as storage words. A
+        declaration the parser had to repair, or an ERROR region with a storage word, is state."""
         quals = sorted(self.unit.qualifiers, key=lambda q: q.byte)
         out: list[State] = []
-        for node in self.of_type("declaration", "field_declaration"):
+        nodes = list(self.of_type("declaration", "field_declaration", "ERROR"))
+        for node in (n for n in nodes if n.type != "ERROR"):
             words = {self.node_text(c) for c in node.children if c.type == "storage_class_specifier"}
             words |= {q.word for q in quals if _gap_start(node) <= q.byte < _declarator_start(node)}
             scope = _scope_of(node)
             if "extern" in words or (scope != "file" and not words & _MUTABLE_WORDS):
+                continue
+            if node.has_error:  # the parser's repair may read a variable as a prototype: strictly
+                out.append(State(self.line(node), "unread", frozenset(words)))
                 continue
             const = any(
                 c.type == "type_qualifier" and self.node_text(c) in ("const", "constexpr")
@@ -390,7 +395,7 @@ class Source:
             )
             if any(_is_mutable_variable(d, const) for d in node.children_by_field_name("declarator")):
                 out.append(State(self.line(node), scope, frozenset(words)))
-        for node in self.of_type("ERROR"):  # what the parser could not read is read strictly
+        for node in (n for n in nodes if n.type == "ERROR"):  # what the parser could not read: strictly
             words = {self.node_text(c) for c in self.walk(node) if self.node_text(c) in _MUTABLE_WORDS}
             words |= {q.word for q in quals if node.start_byte <= q.byte < node.end_byte}
             if words:

@@ -214,6 +214,7 @@ def _token_rules(tok: syntax.Token, variables: dict[int | None, set[str]]) -> It
     name = query.qualified(tok) if tok.text in _QUALIFIED_ONLY else tok.text
     member = tok.kind == "field_identifier"  # `attr.accessPolicyWindow`: only names that are no word
     for rule in RULES:
-        word_is_other = rule.word and (member or not query.word_is_the_function(tok, variables))
-        if rule.names.match(name) and not word_is_other:
+        if rule.names.match(name) and not (
+            rule.word and (member or not query.word_is_the_function(tok, variables))
+        ):
             yield rule.name, rule.reason
