@@ -1,4 +1,4 @@
-"""The one C-family front end (targets/cpu/syntax.py, syntax_query.py) and the three linters on it.
+"""The one C-family front end (targets/cpu/syntax.py, syntax_names.py, syntax_query.py), three linters.
 
 Each hostile case says what the regex front end (strip_source + patterns for CUDA, the raw-text
 `extern "C"` check and the unspliced parse for Ascend C) did wrong, and asserts the new reading.
@@ -12,7 +12,7 @@ from sagekernel.targets.ascendc import integrity
 from sagekernel.targets.ascendc.cparse import Source as AscendSource
 from sagekernel.targets.ascendc.lint import check_includes, check_kernel_entry
 from sagekernel.targets.ascendc.names import OpNames
-from sagekernel.targets.cpu import syntax, syntax_query
+from sagekernel.targets.cpu import syntax, syntax_names
 from sagekernel.targets.cpu.lint import lint_source as cpu_lint
 from sagekernel.targets.cpu.syntax_query import Source
 from sagekernel.targets.cuda.lint import lint_source as cuda_lint
@@ -166,5 +166,5 @@ def test_names_in_an_error_region_are_read_and_words_there_are_strict() -> None:
     assert unit.tree.root_node.has_error
     assert {"open", "fopen"} <= {t.text for t in unit.tokens}
     open_tok = next(t for t in unit.tokens if t.text == "open")
-    assert syntax_query.word_is_the_function(open_tok, syntax.variables_by_scope(unit.tokens))
+    assert syntax_names.word_is_the_function(open_tok, syntax.variables_by_scope(unit.tokens))
     assert {"os_access"} <= cpu_rules("int ) ( open = 1 ;\n" + CPU_BODY)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sagekernel.targets.cpu import syntax, syntax_query
+from sagekernel.targets.cpu import syntax, syntax_names
 from sagekernel.targets.cpu.lint import lint_source
 from sagekernel.tasks.loader import load_task
 
@@ -100,7 +100,7 @@ def test_front_end_keeps_lines_and_collects_strings() -> None:
     unit = syntax.parse('int a; /* x\ny */ const char* s = "/tmp/x"; // fopen(\n', cxx=False)
     names = {t.text for t in unit.tokens}
     assert "fopen" not in names and "a" in names and "s" in names
-    assert [(unit.line(t.row), v) for t, v in syntax_query.string_runs(unit.tokens)] == [(2, "/tmp/x")]
+    assert [(unit.line(t.row), v) for t, v in syntax_names.string_runs(unit.tokens)] == [(2, "/tmp/x")]
 
 
 def test_function_pointer_globals_are_state_and_lines_are_exact() -> None:

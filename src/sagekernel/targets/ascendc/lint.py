@@ -47,7 +47,7 @@ from sagekernel.targets.ascendc.names import OpNames, is_benchmark_task, is_help
 from sagekernel.targets.ascendc.settings import task_settings
 from sagekernel.targets.ascendc.skeleton import prototype
 from sagekernel.targets.base import FileSpec
-from sagekernel.targets.cpu.syntax_query import has_extern_c
+from sagekernel.targets.cpu.syntax_names import has_extern_c
 from sagekernel.tasks.task import Task
 
 KERNEL_INCLUDES = ("kernel_operator.h", "kernel_tiling/kernel_tiling.h", "kernel_utils.h", "acl/acl.h")

@@ -1,7 +1,7 @@
 """Static rules for CPU C/C++ kernels, each with the one-line reason the model is shown.
 
 Every rule reads the one C-family parse (syntax.py, tree-sitter, and its queries in
-syntax_query.py; the token rules are in syntax_rules.py): names, attributes, pragmas, inline
+syntax_names.py, syntax_query.py; the token rules are in syntax_rules.py): names, attributes, pragmas, inline
 assembly, line markers, directives, string literals, mutable state (`Source.mutable_state`) and
 the kernel's parameters. Symbol-level checks on the built library live in build.py; these rules
 catch the same things earlier and with a line number.
@@ -16,7 +16,8 @@ from sagekernel.seam import LintFinding
 from sagekernel.targets.cpu import syntax, syntax_rules
 from sagekernel.targets.cpu.contract import KERNEL_SYMBOL
 from sagekernel.targets.cpu.flags import is_cxx
-from sagekernel.targets.cpu.syntax_query import Source, string_runs
+from sagekernel.targets.cpu.syntax_names import string_runs
+from sagekernel.targets.cpu.syntax_query import Source
 from sagekernel.tasks.task import Task
 
 INCLUDE_REASON = (

@@ -1,10 +1,8 @@
-"""Queries on a parsed C-family unit (syntax.py), shared by the CPU, CUDA and Ascend C rules.
-
-Two views of one parse: token queries (names wherever they stand, attribute names, `_Pragma`
-strings, whether an ordinary word is the function or a variable of the kernel's) and `Source`,
-the structure view with 1-based lines of the original text (calls, includes, function
-definitions and their parameters, macro invocations, field reads, number literals, storage).
-Lines always go through `Unit.line`, so a line continuation never shifts a finding.
+"""The structure view of a parsed C-family unit (syntax.py), shared by the CPU, CUDA and Ascend C
+rules: `Source`, with 1-based lines of the original text (calls, includes, function definitions
+and their parameters, macro invocations, field reads, number literals, mutable state). Lines
+always go through `Unit.line`, so a line continuation never shifts a finding. The token view
+(names, attributes, words) is syntax_names.py.
 """
 
 from __future__ import annotations
@@ -16,124 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from sagekernel.targets.cpu import syntax
-from sagekernel.targets.cpu.syntax import Token, Unit
-
-_ATTRIBUTE_OPENERS = frozenset({"__attribute__", "__attribute", "__declspec"})
-_STRINGS = ("string_literal", "raw_string_literal")
-
-
-# ---- token queries ------------------------------------------------------------------------------
-
-
-def attribute_opens(tokens: list[Token], i: int) -> bool:
-    """Whether tokens[i] opens an attribute list (`__attribute__((`, `__declspec(`, `[[`)."""
-    text = tokens[i].text
-    return (
-        text in _ATTRIBUTE_OPENERS
-        or text == "[["
-        or (text == "[" and i + 1 < len(tokens) and tokens[i + 1].text == "[")
-    )
-
-
-def attribute_name(text: str) -> str:
-    """An attribute's name with `__x__` read as `x`."""
-    return text[2:-2] if len(text) > 4 and text.startswith("__") and text.endswith("__") else text
-
-
-def attribute_group(tokens: list[Token], i: int) -> Iterator[Token]:
-    """The name tokens of the attribute list that opens at tokens[i] (balanced to its close)."""
-    opener = tokens[i].text
-    j = i + (2 if opener == "[" else 1)
-    depth = 2 if opener in ("[", "[[") else 0
-    started = depth > 0
-    while j < len(tokens):
-        text = tokens[j].text
-        if text in ("(", "[", "[["):
-            depth += 2 if text == "[[" else 1
-            started = True
-        elif text in (")", "]", "]]"):
-            depth -= 2 if text == "]]" else 1
-        elif tokens[j].kind in syntax.NAME_TYPES or re.fullmatch(r"[A-Za-z_]\w*", text):
-            yield tokens[j]
-        if started and depth <= 0:
-            return
-        if not started and text != "(":
-            return  # `__attribute__` not followed by a list: nothing to read
-        j += 1
-
-
-def pragma_operator_strings(tokens: list[Token], i: int) -> list[Token]:
-    """The string literals of `_Pragma("...")` / `__pragma(...)` opening at tokens[i]."""
-    out: list[Token] = []
-    j = i + 1
-    if j < len(tokens) and tokens[j].text == "(":
-        j += 1
-        while j < len(tokens) and tokens[j].kind in _STRINGS:
-            out.append(tokens[j])
-            j += 1
-    return out
-
-
-def qualified(tok: Token) -> str:
-    """`std::thread` for the `thread` of `std::thread`; the plain name otherwise."""
-    node = tok.node
-    if node is None or node.parent is None or node.parent.type != "qualified_identifier":
-        return tok.text
-    scope = node.parent.child_by_field_name("scope")
-    return f"{syntax.node_text(scope).lstrip(':')}::{tok.text}" if scope is not None else tok.text
-
-
-def word_is_the_function(tok: Token, variables: dict[int | None, set[str]]) -> bool:
-    """Whether an ordinary word (`time`, `open`) names the function rather than a variable or
-    parameter the kernel declares in the same function or at file scope. Strict wherever
-    structure is missing: a macro body, a pragma or an ERROR region reads as the function."""
-    node = tok.node
-    if node is None or in_error(node):
-        return True
-    role = syntax.declarator_role(node)
-    if role is not None:
-        return role == "function"
-    if syntax.is_callee(node):
-        return True
-    scope = syntax.scope_key(node)
-    return tok.text not in variables.get(scope, set()) and tok.text not in variables.get(None, set())
-
-
-def in_error(node: Any) -> bool:
-    """Whether `node` lies in a region the parser could not read (an ERROR node)."""
-    current = node
-    while current is not None:
-        if current.type == "ERROR":
-            return True
-        current = current.parent
-    return False
-
-
-def string_runs(tokens: list[Token]) -> Iterator[tuple[Token, str]]:
-    """Each run of adjacent string literals as one value (C concatenates them), with its first token."""
-    i = 0
-    while i < len(tokens):
-        if tokens[i].kind not in _STRINGS:
-            i += 1
-            continue
-        j, value = i, ""
-        while j < len(tokens) and tokens[j].kind in _STRINGS:
-            value += syntax.string_value(tokens[j].text)
-            j += 1
-        yield tokens[i], value
-        i = j
-
-
-def has_extern_c(tokens: list[Token]) -> bool:
-    """Whether the code (not a comment or string) declares C linkage: `extern "C"`."""
-    return any(
-        t.text == "extern"
-        and k + 1 < len(tokens)
-        and tokens[k + 1].kind == "string_literal"
-        and syntax.string_value(tokens[k + 1].text) == "C"
-        for k, t in enumerate(tokens)
-    )
-
+from sagekernel.targets.cpu.syntax import Unit
 
 # ---- the structure view ---------------------------------------------------------------------------
 
@@ -389,10 +270,8 @@ class Source:
             if node.has_error:  # the parser's repair may read a variable as a prototype: strictly
                 out.append(State(self.line(node), "unread", frozenset(words)))
                 continue
-            const = any(
-                c.type == "type_qualifier" and self.node_text(c) in ("const", "constexpr")
-                for c in node.children
-            )
+            const = any(c.type == "type_qualifier" and self.node_text(c) in ("const", "constexpr")
+                        for c in node.children)
             if any(_is_mutable_variable(d, const) for d in node.children_by_field_name("declarator")):
                 out.append(State(self.line(node), scope, frozenset(words)))
         for node in (n for n in nodes if n.type == "ERROR"):  # what the parser could not read: strictly
@@ -440,9 +319,8 @@ def _is_mutable_variable(declarator: Any, const: bool) -> bool:
         if current.type == "function_declarator":
             through_function, pointer_const = True, None  # only a pointer inside makes it a variable
         elif current.type == "pointer_declarator":
-            pointer_const = any(
-                c.type == "type_qualifier" and syntax.node_text(c) == "const" for c in current.children
-            )
+            pointer_const = any(c.type == "type_qualifier" and syntax.node_text(c) == "const"
+                                for c in current.children)
         inner = current.child_by_field_name("declarator")
         current = inner if inner is not None else next(iter(current.named_children), None)
     if current is None or (through_function and pointer_const is None):
@@ -450,14 +328,5 @@ def _is_mutable_variable(declarator: Any, const: bool) -> bool:
     return not pointer_const if pointer_const is not None else not const
 
 
-_NAMES = frozenset(
-    {
-        "identifier",
-        "field_identifier",
-        "qualified_identifier",
-        "operator_name",
-        "destructor_name",
-        "template_function",
-        "ERROR",
-    }
-)
+_NAMES = frozenset({"identifier", "field_identifier", "qualified_identifier", "operator_name",
+                    "destructor_name", "template_function", "ERROR"})

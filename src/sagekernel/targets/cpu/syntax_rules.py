@@ -1,4 +1,4 @@
-"""CPU source rules on the parse tree (syntax.py, syntax_query.py): names, attributes, pragmas and
+"""CPU source rules on the parse tree (syntax.py, syntax_names.py): names, attributes, pragmas and
 line markers. This module holds the tables (what is forbidden and why); the front end reads.
 
 Rules look at tokens the parser produced, never at raw text, so comments and literals never fire
@@ -16,14 +16,12 @@ them and spacing, parentheses or attribute order cannot hide a name:
 from __future__ import annotations
 
 import ctypes
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import lru_cache
 
 from sagekernel.seam import LintFinding
 from sagekernel.targets.cpu import syntax
-from sagekernel.targets.cpu import syntax_query as query
+from sagekernel.targets.cpu import syntax_names as names
 from sagekernel.targets.cpu.contract import KERNEL_SYMBOL
 from sagekernel.targets.cpu.syntax import Token, Unit
 
@@ -53,90 +51,74 @@ LIBRARY_SYMBOL_REASON = (
 )
 
 
-@dataclass(frozen=True)
-class NameRule:
-    rule: str
-    reason: str
-    names: re.Pattern[str]  # matched against a whole identifier
-    word: bool = False  # an ordinary word: a variable of this name is allowed (see module docstring)
-
-
-def _names(text: str) -> re.Pattern[str]:
-    return re.compile(rf"(?:{text})\Z")
-
-
-NAME_RULES: tuple[NameRule, ...] = (
-    NameRule(
+NAME_RULES: tuple[names.NameRule, ...] = (
+    names.NameRule(
         "library_op",
         "calls a library routine (BLAS/LAPACK/MKL/oneDNN/Eigen/FFTW) that does the operator's "
         "work; the kernel must compute it itself",
-        _names(r"cblas_\w+|LAPACKE_\w+|mkl_\w+|openblas_\w+|dnnl_\w+|fftwf?l?_\w+|[sdcz]ge(?:mm|mv)_|Eigen"),
+        names.whole(r"cblas_\w+|LAPACKE_\w+|mkl_\w+|openblas_\w+|dnnl_\w+|fftwf?l?_\w+|[sdcz]ge(?:mm|mv)_|Eigen"),
     ),
-    NameRule(
+    names.NameRule(
         "timer",
         "reads or defines a clock; timing belongs to the harness and a kernel must not observe or replace it",
-        _names(
+        names.whole(
             r"clock_gettime|clock_getres|gettimeofday|timespec_get|omp_get_wtime|omp_get_wtick|getrusage|"
             r"_?_rdtscp?|__builtin_ia32_rdtscp?|__rdpmc|__builtin_ia32_rdpmc|__builtin_readcyclecounter|chrono"
         ),
     ),
-    NameRule(
+    names.NameRule(
         "timer",
         "reads or defines a clock; timing belongs to the harness and a kernel must not observe or replace it",
-        _names(r"clock|time|times|rdtsc"),
+        names.whole(r"clock|time|times|rdtsc"),
         word=True,
     ),
-    NameRule(
+    names.NameRule(
         "os_access",
         "file, network, process or dynamic-loading calls are not allowed in a kernel: it may "
         "only read its inputs and write its outputs",
-        _names(
+        names.whole(
             r"fopen|freopen|fdopen|openat|open64|creat64|execl|execlp|execle|execv|execvp|execvpe|execve|popen|"
             r"dlopen|dlsym|dlvsym|dlmopen|ptrace|mmap64|mprotect|getenv|secure_getenv|process_vm_readv|"
             r"process_vm_writev|memfd_create|vfork|posix_spawnp?"
         ),
     ),
-    NameRule(
+    names.NameRule(
         "os_access",
         "file, network, process or dynamic-loading calls are not allowed in a kernel: it may "
         "only read its inputs and write its outputs",
-        _names(r"open|creat|socket|connect|fork|clone|system|syscall|mmap"),
+        names.whole(r"open|creat|socket|connect|fork|clone|system|syscall|mmap"),
         word=True,
     ),
-    NameRule(
+    names.NameRule(
         "threads",
         "threads outside OpenMP are not allowed: their work escapes the timer and the thread budget",
-        _names(r"pthread_create|thrd_create|std::j?thread|std::async"),
+        names.whole(r"pthread_create|thrd_create|std::j?thread|std::async"),
     ),
-    NameRule("fp_environment", FP_ENV_REASON, _names(
+    names.NameRule("fp_environment", FP_ENV_REASON, names.whole(
         r"_?_?fe(?:set\w*|updateenv|holdexcept|enableexcept|disableexcept|raiseexcept|clearexcept)|"
         r"_mm_setcsr|_MM_SET_\w+|__builtin_ia32_\w*csr\w*|__builtin_ia32_(?:fldenv|fnclex|frstor|fxrstor\w*|"
         r"xrstor\w*)|_fxrstor\w*|_xrstor\w*|__builtin_(?:aarch64|arm)_set_fp\w*|__builtin_set_fpscr\w*|"
         r"_controlfp\w*|_control87|__control87_2|_FPU_SETCW|__setfpucw"
     )),
-    NameRule(
+    names.NameRule(
         "omp_state",
         "changes OpenMP settings (omp_set_*): they persist between calls (hidden state) and the "
         "thread count is fixed by the harness; use a num_threads clause or the defaults instead",
-        _names(r"omp_set_(?!(?:lock|nest_lock)\Z)\w+|omp_init_allocator|omp_pause_resource\w*"),
+        names.whole(r"omp_set_(?!(?:lock|nest_lock)\Z)\w+|omp_init_allocator|omp_pause_resource\w*"),
     ),
-    NameRule(
+    names.NameRule(
         "fallback",
         "signal handlers and non-local jumps hide crashes and route around the kernel",
-        _names(r"setjmp|longjmp|sigsetjmp|siglongjmp|_setjmp|_longjmp|__builtin_setjmp|__builtin_longjmp|"
+        names.whole(r"setjmp|longjmp|sigsetjmp|siglongjmp|_setjmp|_longjmp|__builtin_setjmp|__builtin_longjmp|"
                r"sigaction|sigsetjmp"),
     ),
-    NameRule(
+    names.NameRule(
         "fallback",
         "signal handlers and non-local jumps hide crashes and route around the kernel",
-        _names(r"signal"),
+        names.whole(r"signal"),
         word=True,
     ),
 )
-
-#: All name rules in one pattern (group r<k> is NAME_RULES[k]): one match per identifier.
-_ANY_NAME = re.compile("|".join(f"(?P<r{k}>{rule.names.pattern})" for k, rule in enumerate(NAME_RULES)))
-_QUALIFIED_ONLY = frozenset({"thread", "jthread", "async"})  # banned only as std::...
 
 INLINE_ASM_REASON = "inline assembly is not allowed; use SIMD intrinsics, which the compiler checks"
 _ASM_WORDS = frozenset({"asm", "__asm__", "__asm"})
@@ -223,24 +205,18 @@ def _token_findings(
             continue
         if tok.text in _ASM_WORDS:
             yield "inline_asm", INLINE_ASM_REASON, tok.row
-        elif query.attribute_opens(tokens, i):
-            for name_tok in query.attribute_group(tokens, i):
-                hit = ATTRIBUTES.get(query.attribute_name(name_tok.text))
+        elif names.attribute_opens(tokens, i):
+            for name_tok in names.attribute_group(tokens, i):
+                hit = ATTRIBUTES.get(names.attribute_name(name_tok.text))
                 if hit is not None:
                     yield hit[0], hit[1], name_tok.row
         elif tok.text in ("_Pragma", "__pragma"):
-            for literal in query.pragma_operator_strings(tokens, i):
+            for literal in names.pragma_operator_strings(tokens, i):
                 words = syntax.fragment_tokens(syntax.string_value(literal.text), tok.row, cxx)
                 for rule, reason in _pragma_findings(words, cxx):
                     yield rule, reason, tok.row
-        elif tok.kind in syntax.NAME_TYPES and tok.kind not in ("field_identifier", "statement_identifier"):
-            m = _ANY_NAME.match(tok.text)
-            if m is None and tok.text in _QUALIFIED_ONLY:
-                m = _ANY_NAME.match(query.qualified(tok))
-            if m is not None and m.lastgroup is not None:
-                name_rule = NAME_RULES[int(m.lastgroup[1:])]
-                if not name_rule.word or query.word_is_the_function(tok, variables):
-                    yield name_rule.rule, name_rule.reason, tok.row
+        elif (hit := names.name_rule(tok, NAME_RULES, variables)) is not None:
+            yield hit.rule, hit.reason, tok.row
 
 
 def _pragma_findings(words: list[Token], cxx: bool) -> Iterator[tuple[str, str]]:

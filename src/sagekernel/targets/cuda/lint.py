@@ -7,26 +7,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from sagekernel.seam import LintFinding
 from sagekernel.targets.cpu import syntax
-from sagekernel.targets.cpu import syntax_query as query
+from sagekernel.targets.cpu import syntax_names as names
 from sagekernel.targets.cpu.syntax_query import Source
 from sagekernel.tasks.task import Task
-
-
-@dataclass(frozen=True)
-class NameRule:
-    name: str
-    reason: str
-    names: re.Pattern[str]  # matched against a whole name (`std::chrono` for a qualified one)
-    word: bool = False  # an ordinary word: a variable of this name is allowed
-
-
-def _names(text: str) -> re.Pattern[str]:
-    return re.compile(rf"(?:{text})\Z")
-
 
 TIMER_REASON = (
     "reads a clock (device clock(), clock64(), events, host timers); timing belongs to the "
@@ -45,57 +31,56 @@ LIBRARY_REASON = (
     "calls a library (cuBLAS, cuDNN, cuFFT, CUTLASS, Thrust, CUB, ATen) that does the "
     "operator's work; the kernel must compute it itself"
 )
-RULES: tuple[NameRule, ...] = (
-    NameRule("library_op", LIBRARY_REASON,
-             _names(r"(?:cublas|cudnn|cufft|cusparse|cusolver|cublasLt)\w*")),
-    NameRule(
+RULES: tuple[names.NameRule, ...] = (
+    names.NameRule("library_op", LIBRARY_REASON,
+             names.whole(r"(?:cublas|cudnn|cufft|cusparse|cusolver|cublasLt)\w*")),
+    names.NameRule(
         "stream",
         "creates or captures streams or graphs, or defers host work: work outside the given "
         "stream escapes the timer; launch on `stream` only",
-        _names(
+        names.whole(
             r"cuda(?:StreamCreate\w*|StreamBeginCapture\w*|StreamEndCapture|Graph\w+|LaunchHostFunc|"
             r"StreamAddCallback|StreamWaitEvent|StreamQuery)|cudaStreamPerThread|cudaStreamLegacy|"
             r"cuStream\w+|cuGraph\w+"
         ),
     ),
-    NameRule("timer", TIMER_REASON, _names(r"clock64|__globaltimer|cudaEvent\w+|clock_gettime|gettimeofday|"
-                                          r"omp_get_wtime|std::chrono")),
-    NameRule("timer", TIMER_REASON, _names(r"clock"), word=True),
-    NameRule(
+    names.NameRule("timer", TIMER_REASON, names.whole(
+        r"clock64|__globaltimer|cudaEvent\w+|clock_gettime|gettimeofday|omp_get_wtime|std::chrono")),
+    names.NameRule("timer", TIMER_REASON, names.whole(r"clock"), word=True),
+    names.NameRule(
         "l2_persistence",
         "changes cache persistence or device limits (access-policy windows, persisting "
         "L2): the state outlives the call and defeats the harness's cache flush",
-        _names(
+        names.whole(
             r"cuda(?:StreamSetAttribute|DeviceSetLimit|CtxResetPersistingL2Cache|DeviceSetCacheConfig|"
             r"DeviceSetSharedMemConfig)|accessPolicyWindow|hitProp"
         ),
     ),
-    NameRule("host_compute", HOST_COMPUTE_REASON, _names(
+    names.NameRule("host_compute", HOST_COMPUTE_REASON, names.whole(
         r"cudaMemcpyDeviceToHost|cudaMemcpyDefault|cuda(?:MallocHost|HostAlloc|MallocManaged|HostRegister|"
         r"HostGetDevicePointer)"
     )),
-    NameRule(
+    names.NameRule(
         "device_state",
         "resets or switches the device, or changes its flags: the harness owns the device and the context",
-        _names(
+        names.whole(
             r"cuda(?:DeviceReset|SetDevice|SetDeviceFlags|DeviceDisablePeerAccess|"
             r"DeviceEnablePeerAccess|ProfilerStart|ProfilerStop)"
         ),
     ),
-    NameRule("os_access", OS_REASON, _names(
+    names.NameRule("os_access", OS_REASON, names.whole(
         r"fopen|freopen|openat|vfork|execl|execlp|execv|execvp|execve|popen|dlopen|dlsym|ptrace|getenv|"
         r"memfd_create"
     )),
-    NameRule("os_access", OS_REASON, _names(r"open|creat|socket|connect|fork|system|syscall|mmap"),
+    names.NameRule("os_access", OS_REASON, names.whole(r"open|creat|socket|connect|fork|system|syscall|mmap"),
              word=True),
-    NameRule("threads", "host threads are not allowed: their work escapes the timer",
-             _names(r"pthread_create|std::j?thread|std::async|thrd_create")),
-    NameRule("fallback", FALLBACK_REASON, _names(r"setjmp|longjmp|sigaction")),
-    NameRule("fallback", FALLBACK_REASON, _names(r"signal"), word=True),
+    names.NameRule("threads", "host threads are not allowed: their work escapes the timer",
+             names.whole(r"pthread_create|std::j?thread|std::async|thrd_create")),
+    names.NameRule("fallback", FALLBACK_REASON, names.whole(r"setjmp|longjmp|sigaction")),
+    names.NameRule("fallback", FALLBACK_REASON, names.whole(r"signal"), word=True),
 )
 #: Namespaces of libraries that do the operator's work (`thrust::sort`, `at::matmul`).
 LIBRARY_NAMESPACES = frozenset({"cutlass", "thrust", "cub", "at", "torch", "c10"})
-_QUALIFIED_ONLY = frozenset({"thread", "jthread", "async", "chrono"})  # banned only as std::...
 CONSTRUCTOR_REASON = "code that runs when the library is loaded or unloaded runs outside the harness's view"
 CONSTRUCTOR_ATTRIBUTES = frozenset({"constructor", "destructor", "section"})
 GLOBAL_STATE_REASON = (
@@ -170,9 +155,9 @@ def _findings(src: Source) -> Iterator[tuple[str, str, int]]:
     for tok, line in _all_tokens(unit):
         yield from ((r, why, line) for r, why in _token_rules(tok, variables))
     for i in range(len(tokens)):
-        if query.attribute_opens(tokens, i):
-            for name_tok in query.attribute_group(tokens, i):
-                if query.attribute_name(name_tok.text) in CONSTRUCTOR_ATTRIBUTES:
+        if names.attribute_opens(tokens, i):
+            for name_tok in names.attribute_group(tokens, i):
+                if names.attribute_name(name_tok.text) in CONSTRUCTOR_ATTRIBUTES:
                     yield "constructor", CONSTRUCTOR_REASON, unit.line(name_tok.row)
     for q in unit.qualifiers:
         if q.word == "__managed__":
@@ -180,7 +165,7 @@ def _findings(src: Source) -> Iterator[tuple[str, str, int]]:
     for state in src.mutable_state():
         if state.words & STATE_WORDS and not state.words & NOT_STATE_WORDS:
             yield "global_state", GLOBAL_STATE_REASON, state.line
-    for first, value in query.string_runs(tokens):  # inline PTX (and any other string) naming a clock
+    for first, value in names.string_runs(tokens):  # inline PTX (and any other string) naming a clock
         if PTX_CLOCK.search(value):
             yield "timer", TIMER_REASON + " (a clock register in inline PTX)", unit.line(first.row)
     for d in unit.directives:
@@ -189,7 +174,7 @@ def _findings(src: Source) -> Iterator[tuple[str, str, int]]:
         allowed = d.name == "include" and m is not None and header in ALLOWED_HEADERS
         if d.name in _INCLUDE_DIRECTIVES and not allowed:
             yield "include", f"{INCLUDE_REASON} (found #{d.name} {d.rest[:80]})", unit.line(d.row)
-    if not query.has_extern_c(tokens):
+    if not names.has_extern_c(tokens):
         yield "contract", 'sage_launch must be declared extern "C" (C++ would mangle its name)', 1
 
 
@@ -205,16 +190,7 @@ def _all_tokens(unit: syntax.Unit) -> Iterator[tuple[syntax.Token, int]]:
 def _token_rules(tok: syntax.Token, variables: dict[int | None, set[str]]) -> Iterator[tuple[str, str]]:
     if tok.kind in ("try", "catch"):
         yield "fallback", FALLBACK_REASON
-        return
-    if tok.kind == "namespace_identifier" and tok.text in LIBRARY_NAMESPACES:
+    elif tok.kind == "namespace_identifier" and tok.text in LIBRARY_NAMESPACES:
         yield "library_op", LIBRARY_REASON
-        return
-    if tok.kind not in syntax.NAME_TYPES or tok.kind == "statement_identifier":
-        return
-    name = query.qualified(tok) if tok.text in _QUALIFIED_ONLY else tok.text
-    member = tok.kind == "field_identifier"  # `attr.accessPolicyWindow`: only names that are no word
-    for rule in RULES:
-        if rule.names.match(name) and not (
-            rule.word and (member or not query.word_is_the_function(tok, variables))
-        ):
-            yield rule.name, rule.reason
+    elif (hit := names.name_rule(tok, RULES, variables, members=True)) is not None:
+        yield hit.rule, hit.reason
