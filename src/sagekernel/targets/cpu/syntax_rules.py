@@ -207,9 +207,9 @@ def _token_findings(
             yield "inline_asm", INLINE_ASM_REASON, tok.row
         elif names.attribute_opens(tokens, i):
             for name_tok in names.attribute_group(tokens, i):
-                hit = ATTRIBUTES.get(names.attribute_name(name_tok.text))
-                if hit is not None:
-                    yield hit[0], hit[1], name_tok.row
+                attribute = ATTRIBUTES.get(names.attribute_name(name_tok.text))
+                if attribute is not None:
+                    yield attribute[0], attribute[1], name_tok.row
         elif tok.text in ("_Pragma", "__pragma"):
             for literal in names.pragma_operator_strings(tokens, i):
                 words = syntax.fragment_tokens(syntax.string_value(literal.text), tok.row, cxx)
