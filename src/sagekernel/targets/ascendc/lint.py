@@ -173,15 +173,9 @@ def check_kernel_entry(
                     line,
                 )
             )
-        if not has_extern_c(kernel.unit.tokens):
-            out.append(
-                _finding(
-                    "names",
-                    f'{names.kernel_entry} must be declared extern "C" __global__ __aicore__',
-                    kernel,
-                    line,
-                )
-            )
+        if not has_extern_c(kernel.unit.tokens):  # in code: a comment saying so is not linkage
+            why = f'{names.kernel_entry} must be declared extern "C" __global__ __aicore__'
+            out.append(_finding("names", why, kernel, line))
     return out
 
 

@@ -113,6 +113,12 @@ class Unit:
         return list(tokens_of(self.tree.root_node))
 
     @cached_property
+    def expanded(self) -> list[Token]:
+        """`tokens` with each macro body or directive argument replaced by its own tokens."""
+        return [f for t in self.tokens
+                for f in (fragment_tokens(t.text, t.row, self.cxx) if t.kind == "preproc_arg" else [t])]
+
+    @cached_property
     def directives(self) -> list[Directive]:
         """Every directive line (computed once)."""
         return directives(self.text)

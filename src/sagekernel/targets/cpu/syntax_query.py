@@ -105,12 +105,7 @@ class Source:
 
     def identifier_count(self, name: str) -> int:
         """How often `name` appears as a name, macro bodies included."""
-        return sum(
-            1
-            for t in self.unit.tokens
-            for f in (syntax.fragment_tokens(t.text, t.row, True) if t.kind == "preproc_arg" else [t])
-            if f.text == name and f.kind in syntax.NAME_TYPES
-        )
+        return sum(1 for t in self.unit.expanded if t.text == name and t.kind in syntax.NAME_TYPES)
 
     def macro_invocations(self, name: str) -> list[tuple[list[str], int]]:
         """`NAME(a, b)` anywhere (as a call, a declaration or an error node): each argument's
@@ -240,17 +235,15 @@ class Source:
     def number_literals(self) -> list[tuple[int, int, str]]:
         """Integer literals, macro bodies included: (value, line, text). Floats are skipped."""
         out = []
-        for t in self.unit.tokens:
-            inner = syntax.fragment_tokens(t.text, t.row, True) if t.kind == "preproc_arg" else [t]
-            for tok in inner:
-                if tok.kind != "number_literal":
-                    continue
-                digits = re.sub(r"[uUlLzZ]+$", "", tok.text.replace("'", ""))
-                try:
-                    value = int(digits, 0)
-                except ValueError:
-                    continue
-                out.append((value, self.unit.line(tok.row), tok.text))
+        for tok in self.unit.expanded:
+            if tok.kind != "number_literal":
+                continue
+            digits = re.sub(r"[uUlLzZ]+$", "", tok.text.replace("'", ""))
+            try:
+                value = int(digits, 0)
+            except ValueError:
+                continue
+            out.append((value, self.unit.line(tok.row), tok.text))
         return out
 
     def mutable_state(self) -> list[State]:

@@ -152,8 +152,8 @@ def _findings(src: Source) -> Iterator[tuple[str, str, int]]:
     unit = src.unit
     tokens = unit.tokens
     variables = syntax.variables_by_scope(tokens)
-    for tok, line in _all_tokens(unit):
-        yield from ((r, why, line) for r, why in _token_rules(tok, variables))
+    for tok in unit.expanded:  # macro bodies and directive arguments included
+        yield from ((r, why, unit.line(tok.row)) for r, why in _token_rules(tok, variables))
     for i in range(len(tokens)):
         if names.attribute_opens(tokens, i):
             for name_tok in names.attribute_group(tokens, i):
@@ -176,15 +176,6 @@ def _findings(src: Source) -> Iterator[tuple[str, str, int]]:
             yield "include", f"{INCLUDE_REASON} (found #{d.name} {d.rest[:80]})", unit.line(d.row)
     if not names.has_extern_c(tokens):
         yield "contract", 'sage_launch must be declared extern "C" (C++ would mangle its name)', 1
-
-
-def _all_tokens(unit: syntax.Unit) -> Iterator[tuple[syntax.Token, int]]:
-    """Every token with its line, the tokens of macro bodies and directive arguments included."""
-    for tok in unit.tokens:
-        if tok.kind == "preproc_arg":
-            yield from ((t, unit.line(tok.row)) for t in syntax.fragment_tokens(tok.text, tok.row, True))
-        else:
-            yield tok, unit.line(tok.row)
 
 
 def _token_rules(tok: syntax.Token, variables: dict[int | None, set[str]]) -> Iterator[tuple[str, str]]:
