@@ -154,7 +154,8 @@ def framework_references(src: Source) -> list[tuple[Reference, str]]:
     """(reference, why) for names that hand the work to another implementation or a loader."""
     found = []
     types = {src.node_text(n) for n in src.of_type("type_identifier")}
-    for ref in references(src):
+    refs = references(src)
+    for ref in refs:
         if ref.name in types and not ref.in_macro and ref.name not in LOADER_NAMES:
             continue  # a type (aclnnStatus, aclrtStream) does nothing by being named
         if ref.name in LOADER_NAMES:
@@ -162,14 +163,16 @@ def framework_references(src: Source) -> list[tuple[Reference, str]]:
         elif ref.name.startswith(FRAMEWORK_PREFIXES):
             found.append((ref, "aclnn / ACL / torch_npu's op command"))
         elif ref.qualified_by in FRAMEWORK_NAMESPACES or (
-            ref.name in FRAMEWORK_NAMESPACES and _is_scope(src, ref)
+            ref.name in FRAMEWORK_NAMESPACES and _is_scope(refs, ref)
         ):
             found.append((ref, "torch / ATen"))
     return found
 
 
-def _is_scope(src: Source, ref: Reference) -> bool:
-    return bool(re.search(rf"\b{re.escape(ref.name)}\s*::", src.line_text(ref.line)))
+def _is_scope(refs: list[Reference], ref: Reference) -> bool:
+    """Whether `ref` names a scope (`at::`): some name on its line is qualified by it, in code
+    (the raw line, comments included, used to decide this)."""
+    return any(r.line == ref.line and r.qualified_by.split("::")[0] == ref.name for r in refs)
 
 
 # -- constant expressions ----------------------------------------------------------------------

@@ -77,7 +77,6 @@ ALLOWED_HEADERS = frozenset(
 )
 _INTRIN_HEADER = re.compile(r"^[a-z0-9_]*intrin\.h$")
 #: Directives that pull in a file; only `#include <...>` / `#include "..."` may (then checked above).
-_INCLUDE_DIRECTIVES = frozenset({"include", "include_next", "import", "embed", "__include_macros"})
 MACRO_BEFORE_INCLUDE_REASON = (
     "a macro defined before an #include rewrites the header's code, which the rules read as the "
     "header's; put every #include first (feature-test macros such as _GNU_SOURCE excepted)"
@@ -145,25 +144,20 @@ def include_findings(unit: syntax.Unit) -> Iterator[tuple[str, str, int]]:
     defined before an include (they rewrite the header's code, which is read as the header's)."""
     defined: list[tuple[int, str]] = []
     for d in unit.directives:
-        if d.name in ("define", "undef"):
-            macro = re.match(r"\w*", d.rest).group()  # type: ignore[union-attr]
-            if not _FEATURE_MACRO.match(macro):
-                defined.append((unit.line(d.row), macro))
-        if d.name not in _INCLUDE_DIRECTIVES:
+        if d.name in ("define", "undef") and not _FEATURE_MACRO.match(d.macro):
+            defined.append((unit.line(d.row), d.macro))
+        if d.name not in syntax.FILE_DIRECTIVES:
             continue
         for line, macro in defined:
             yield "macro_before_include", f"{MACRO_BEFORE_INCLUDE_REASON} (found {macro})", line
         defined.clear()
         line = unit.line(d.row)
-        m = re.match(r'<([^>\n]*)>|"([^"\n]*)"', d.rest) if d.name == "include" else None
-        if m is None:
+        header = d.header if d.name == "include" else None
+        if header is None:
             yield "include", (f"{INCLUDE_REASON}; write #include <header> (found a computed or non-standard "
                               f"directive: #{d.name} {d.rest[:80]})"), line
-        elif m.group(2) is not None or not (m.group(1).strip() in ALLOWED_HEADERS
-                                             or _INTRIN_HEADER.match(m.group(1).strip())):
-            opener = "<" if m.group(1) is not None else '"'
-            header = (m.group(1) if m.group(1) is not None else m.group(2)).strip()
-            yield "include", f"{INCLUDE_REASON} (found {opener}{header})", line
+        elif header[0] == '"' or not (header[1] in ALLOWED_HEADERS or _INTRIN_HEADER.match(header[1])):
+            yield "include", f"{INCLUDE_REASON} (found {header[0]}{header[1]})", line
 
 
 def path_literal_lines(unit: syntax.Unit) -> Iterator[int]:

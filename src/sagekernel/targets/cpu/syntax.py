@@ -66,11 +66,28 @@ class Token:
     node: tree_sitter.Node | None  # None for tokens of a re-parsed fragment
 
 
+#: Directives that pull in a file.
+FILE_DIRECTIVES = frozenset({"include", "include_next", "import", "embed", "__include_macros"})
+
+
 @dataclass(frozen=True)
 class Directive:
     row: int  # row of the `#` in the parsed text
     name: str  # "include", "pragma", "line", "12" (a GNU line marker), "" for a null directive
     rest: str  # the text after the name, comments blanked
+
+    @property
+    def header(self) -> tuple[str, str] | None:
+        """A file directive's ("<", path) or ('"', path); None for a computed one (a macro)."""
+        m = re.match(r'<([^>\n]*)>|"([^"\n]*)"', self.rest)
+        if m is None:
+            return None
+        return ("<", m.group(1).strip()) if m.group(1) is not None else ('"', m.group(2).strip())
+
+    @property
+    def macro(self) -> str:
+        """The name a `#define` / `#undef` names."""
+        return re.match(r"\w*", self.rest).group()  # type: ignore[union-attr]
 
 
 #: Per dialect: qualifier words blanked before parsing (with their arguments where they take any).

@@ -89,19 +89,13 @@ class Source:
 
     def includes(self) -> list[tuple[str, int]]:
         """`#include` paths (quotes or brackets removed; a computed include as written), lexed."""
-        return [
-            (d.rest.strip().strip('"<>').strip(), self.unit.line(d.row))
-            for d in self.unit.directives
-            if d.name == "include"
-        ]
+        return [(d.header[1] if d.header else d.rest.strip(), self.unit.line(d.row))
+                for d in self.unit.directives if d.name == "include"]
 
     def file_directives(self) -> list[tuple[str, int]]:
         """Every other directive that pulls in a file (`#include_next`, `#import`, `#embed`)."""
-        return [
-            (d.name, self.unit.line(d.row))
-            for d in self.unit.directives
-            if d.name in ("include_next", "import", "embed", "__include_macros")
-        ]
+        return [(d.name, self.unit.line(d.row)) for d in self.unit.directives
+                if d.name in syntax.FILE_DIRECTIVES and d.name != "include"]
 
     def identifier_count(self, name: str) -> int:
         """How often `name` appears as a name, macro bodies included."""

@@ -130,7 +130,6 @@ INCLUDE_REASON = (
     "maths headers may be included; other headers bring in libraries or OS access"
 )
 PTX_CLOCK = re.compile(r"%(?:globaltimer\w*|clock64|clock)\b")
-_INCLUDE_DIRECTIVES = frozenset({"include", "include_next", "import", "embed", "__include_macros"})
 
 
 def lint_source(source: str, task: Task | None = None) -> list[LintFinding]:
@@ -169,10 +168,8 @@ def _findings(src: Source) -> Iterator[tuple[str, str, int]]:
         if PTX_CLOCK.search(value):
             yield "timer", TIMER_REASON + " (a clock register in inline PTX)", unit.line(first.row)
     for d in unit.directives:
-        m = re.match(r'<([^>\n]*)>|"([^"\n]*)"', d.rest)
-        header = (m.group(1) or m.group(2) or "").strip() if m else ""
-        allowed = d.name == "include" and m is not None and header in ALLOWED_HEADERS
-        if d.name in _INCLUDE_DIRECTIVES and not allowed:
+        allowed = d.name == "include" and d.header is not None and d.header[1] in ALLOWED_HEADERS
+        if d.name in syntax.FILE_DIRECTIVES and not allowed:
             yield "include", f"{INCLUDE_REASON} (found #{d.name} {d.rest[:80]})", unit.line(d.row)
     if not names.has_extern_c(tokens):
         yield "contract", 'sage_launch must be declared extern "C" (C++ would mangle its name)', 1
