@@ -89,7 +89,8 @@ def test_mutable_state_reads_declarators() -> None:
 
 
 def test_cuda_forbidden_name_without_a_call_paren() -> None:
-    # The regexes wanted `name(`: a function pointer reached fopen and cuBLAS unseen.
+    # The regexes wanted `name(`: a function pointer reached fopen unseen (cuBLAS: a declared
+    # prototype has the paren, so that case was caught before and still is).
     body = "typedef void* (*opener)(const char*, const char*);\nstatic opener const o = (opener)fopen;\n"
     assert "os_access" in cu_rules(CU_HEAD + body + CU_KERNEL + CU_LAUNCH)
     lib = "extern \"C\" int cublasSaxpy_v2(void*, int);\nint (* const saxpy)(void*, int) = &cublasSaxpy_v2;\n"
@@ -168,3 +169,18 @@ def test_names_in_an_error_region_are_read_and_words_there_are_strict() -> None:
     open_tok = next(t for t in unit.tokens if t.text == "open")
     assert syntax_names.word_is_the_function(open_tok, syntax.variables_by_scope(unit.tokens))
     assert {"os_access"} <= cpu_rules("int ) ( open = 1 ;\n" + CPU_BODY)
+
+
+def test_cpu_size_written_in_hex_or_behind_a_macro_is_still_a_literal() -> None:
+    # The regex matched decimal digits only; the parse reads the literal's value (48 = 0x30).
+    from pathlib import Path
+
+    from sagekernel.tasks.loader import load_task
+
+    task = load_task(Path(__file__).resolve().parent / "fixtures" / "tasks" / "relu_rows.py")
+    loop = "{ for (int64_t i = 0; i < ROWS*D; ++i) out[i] = x[i]; }"
+    for literal in ("0x30", "48"):
+        ignores = f"#include <stdint.h>\n{CPU_SIG} {loop.replace('ROWS', literal)}"
+        assert "hardcoded_shape" in {f.rule for f in cpu_lint(ignores, task)}, literal
+    behind_macro = f"#include <stdint.h>\n#define ROWS 0x30\n{CPU_SIG} {loop}"
+    assert "hardcoded_shape" in {f.rule for f in cpu_lint(behind_macro, task)}
