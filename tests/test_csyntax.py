@@ -53,7 +53,7 @@ def test_queries_read_calls_includes_definitions_and_macros() -> None:
     assert src.includes() == [("a.h", 1), ("b/c.h", 2)]
     assert [(c.name, c.line) for c in src.calls()] == [("helper", 4), ("TWICE", 4), ("f", 5), ("go", 5)]
     assert src.function_names() == [("add", 4), ("main2", 5)]
-    assert src.parameter_names("add") == ["a", "b"]
+    assert [params for _node, params in src.definitions_of("add")] == [["a", "b"]]
     assert src.macro_invocations("TWICE") == [(["x"], 3), (["3"], 4)]  # token level: the definition too
     assert src.method_calls("obj") == [("go", 5)]
     assert (2, 3, "2") in src.number_literals()  # a macro body's numbers are read too

@@ -166,7 +166,7 @@ def path_literal_lines(unit: syntax.Unit) -> Iterator[int]:
 
 
 def _hardcoded_sizes(src: Source, task: Task) -> Iterator[tuple[int, str]]:
-    names = src.parameter_names(KERNEL_SYMBOL)
+    names = next((params for _node, params in src.definitions_of(KERNEL_SYMBOL)), [])
     first_size = len(task.inputs) + len(task.outputs)
     for k, (symbol, value) in enumerate(task.sizes.items()):
         if value < 3 or first_size + k >= len(names):

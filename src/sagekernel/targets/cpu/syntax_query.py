@@ -153,42 +153,26 @@ class Source:
                 yield n, decl
 
     def function_names(self) -> list[tuple[str, int]]:
-        return [
-            (self.node_text(d.child_by_field_name("declarator")), self.line(n))
-            for n, d in self._definitions()
-        ]
+        return [(self.node_text(d.child_by_field_name("declarator")), self.line(n))
+                for n, d in self._definitions()]
 
     def definitions_of(self, name: str) -> list[tuple[Any, list[str]]]:
-        """(definition node, parameter names without * or &) of each function definition `name`."""
+        """(definition node, parameter names) of each definition of function `name`: the name a
+        parameter declares, or its last word when it declares none (`f(GM_ADDR)`)."""
         found = []
         for node, decl in self._definitions():
             if self.node_text(decl.child_by_field_name("declarator")) != name:
                 continue
             params = decl.child_by_field_name("parameters")
-            named = params.named_children if params is not None else []
-            found.append(
-                (node, [self.node_text(p).split()[-1].lstrip("*&") for p in named if self.node_text(p)])
-            )
-        return found
-
-    def parameter_names(self, name: str) -> list[str]:
-        """The parameters of the first definition (else declaration) of function `name`."""
-        for node in self.of_type("function_declarator"):
-            inner = node.child_by_field_name("declarator")
-            params = node.child_by_field_name("parameters")
-            if inner is None or params is None or self.node_text(inner) != name:
-                continue
             names = []
-            for p in params.named_children:
-                ids = [
-                    syntax.node_text(n)
-                    for n in self.walk(p.child_by_field_name("declarator") or p)
-                    if n.type == "identifier"
-                ]
-                if ids:
-                    names.append(ids[-1])
-            return names
-        return []
+            for p in params.named_children if params is not None else []:
+                inner = p.child_by_field_name("declarator")
+                ids = [self.node_text(n) for n in self.walk(inner) if n.type == "identifier"] if inner else []
+                words = self.node_text(p).split()
+                if ids or words:
+                    names.append(ids[-1] if ids else words[-1].lstrip("*&"))
+            found.append((node, names))
+        return found
 
     def field_reads(self, variable: str) -> list[FieldRead]:
         """`variable.field` and `variable->field` reads, with the declared type of a local
