@@ -184,3 +184,12 @@ def test_cpu_size_written_in_hex_or_behind_a_macro_is_still_a_literal() -> None:
         assert "hardcoded_shape" in {f.rule for f in cpu_lint(ignores, task)}, literal
     behind_macro = f"#include <stdint.h>\n#define ROWS 0x30\n{CPU_SIG} {loop}"
     assert "hardcoded_shape" in {f.rule for f in cpu_lint(behind_macro, task)}
+
+
+def test_ascendc_macro_bodies_are_tokens_not_words() -> None:
+    # Macro bodies were split by a word regex, so a string naming the API was a reference.
+    quoted = AscendSource('#define MSG "uses no Sigmoid here"\nvoid f() {}\n')
+    assert integrity.forbidden_references(quoted, ("Sigmoid",)) == []
+    called = AscendSource("#define CALL(y) AscendC::Sigmoid<float>(y, y, 8)\n")
+    found = integrity.forbidden_references(called, ("Sigmoid",))
+    assert [(r.name, r.line, r.qualified_by, r.in_macro) for r, _ in found] == [("Sigmoid", 1, "AscendC", 1)]

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagekernel.targets.ascendc.cparse import Source
+from sagekernel.targets.cpu import syntax
 
 #: Identifier leaf kinds a name can be referred to by (tree-sitter-cpp).
 _NAME_KINDS = ("identifier", "type_identifier", "field_identifier", "namespace_identifier")
@@ -50,7 +51,8 @@ class Reference:
 
 
 def references(src: Source) -> list[Reference]:
-    """Every name the code mentions, with macro bodies tokenised (tree-sitter keeps them as text)."""
+    """Every name the code mentions, with macro bodies parsed on their own (the grammar keeps them
+    as text; the shared front end reads their tokens)."""
     out: list[Reference] = []
     for node in src.walk():
         if node.children:
@@ -58,12 +60,12 @@ def references(src: Source) -> list[Reference]:
         line = src.line(node)
         if node.type in _NAME_KINDS:
             out.append(Reference(src.node_text(node), line, _qualifier(src, node), False))
-        elif node.type == "preproc_arg":
-            text = src.node_text(node)
-            for m in re.finditer(r"(?:([A-Za-z_]\w*)\s*::\s*)?([A-Za-z_]\w*)", text):
-                out.append(
-                    Reference(m.group(2), line + text[: m.start()].count("\n"), m.group(1) or "", True)
-                )
+        elif node.type == "preproc_arg":  # a macro body: its own tokens (strings are not names)
+            toks = syntax.fragment_tokens(src.node_text(node), node.start_point[0], True)
+            for k, tok in enumerate(toks):
+                if re.fullmatch(r"[A-Za-z_]\w*", tok.text):
+                    scope = toks[k - 2].text if k >= 2 and toks[k - 1].text == "::" else ""
+                    out.append(Reference(tok.text, line, scope, True))
     return out
 
 
