@@ -119,6 +119,16 @@ def test_cuda_a_variable_named_like_a_word_is_not_the_function() -> None:
     assert "timer" in cu_rules(CU_HEAD + reads + CU_LAUNCH)
 
 
+def test_cuda_a_host_global_is_state_as_a_static_one_is() -> None:
+    # Only `static` and `__device__` lines were state: `const float* last_x;` without `static`
+    # (the pointer_cache hack) passed. Shared memory and the constant bank are not state.
+    for decl in ("const float* last_x = nullptr;", "static const float* last_x = nullptr;"):
+        assert "global_state" in cu_rules(CU_HEAD + decl + "\n" + CU_KERNEL + CU_LAUNCH), decl
+    shared = CU_KERNEL.replace("  if (i", "  static __shared__ float t[32];\n  if (i")
+    bank = "__constant__ float scale[4];\n" + shared
+    assert "global_state" not in cu_rules(CU_HEAD + bank + CU_LAUNCH)
+
+
 def test_cpu_pointer_to_const_is_state_and_static_member_function_is_not() -> None:
     # `const` before `=` made the regex call a mutable pointer constant; `static int f(int);` in a
     # struct body was read as a static variable.

@@ -84,12 +84,11 @@ LIBRARY_NAMESPACES = frozenset({"cutlass", "thrust", "cub", "at", "torch", "c10"
 CONSTRUCTOR_REASON = "code that runs when the library is loaded or unloaded runs outside the harness's view"
 CONSTRUCTOR_ATTRIBUTES = frozenset({"constructor", "destructor", "section"})
 GLOBAL_STATE_REASON = (
-    "mutable state that outlives a call (__device__ or static variables) can carry "
+    "mutable state that outlives a call (host or __device__ globals, static variables) can carry "
     "results between calls; keep state in registers, shared memory or per-call allocations"
 )
-#: Storage that lives across calls; `__shared__` lives for one block and `__constant__` is the
-#: read-only parameter bank, so neither is state a call leaves behind.
-STATE_WORDS = frozenset({"static", "__device__", "__managed__", "thread_local", "_Thread_local", "__thread"})
+#: Every variable that outlives a call is state (syntax_query.Source.mutable_state), except
+#: `__shared__` (it lives for one block) and `__constant__` (the read-only parameter bank).
 NOT_STATE_WORDS = frozenset({"__shared__", "__constant__"})
 
 ALLOWED_HEADERS = frozenset(
@@ -162,7 +161,7 @@ def _findings(src: Source) -> Iterator[tuple[str, str, int]]:
         if q.word == "__managed__":
             yield "host_compute", HOST_COMPUTE_REASON, unit.line(q.row)
     for state in src.mutable_state():
-        if state.words & STATE_WORDS and not state.words & NOT_STATE_WORDS:
+        if not state.words & NOT_STATE_WORDS:
             yield "global_state", GLOBAL_STATE_REASON, state.line
     for first, value in names.string_runs(tokens):  # inline PTX (and any other string) naming a clock
         if PTX_CLOCK.search(value):
