@@ -1,5 +1,6 @@
 """Lint time per kernel on the built-in suite's hand-written kernels (C for the CPU target, CUDA),
-warm: the best of 5 passes, so a cold start (grammar load) is not counted. The lint runs once per
+warm: the best of 5 passes (process CPU time, steadier than wall time on a shared machine), so a
+cold start (grammar load) is not counted. The lint runs once per
 round per candidate, so this is what a round pays for reading the source.
 
     PYTHONPATH=src python3 scripts/lint_timing.py
@@ -21,10 +22,10 @@ def best_of(passes: int, lint: Callable[[str], object], sources: list[str]) -> f
     """Seconds per kernel: the fastest of `passes` passes over `sources`."""
     best = float("inf")
     for _ in range(passes):
-        start = time.perf_counter()
+        start = time.process_time()
         for source in sources:
             lint(source)
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     return best / max(len(sources), 1)
 
 
