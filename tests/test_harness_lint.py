@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sagekernel.targets.cpu.lint import lint_source, strip_source
+from sagekernel.targets.cpu import syntax, syntax_names
+from sagekernel.targets.cpu.lint import lint_source
 from sagekernel.tasks.loader import load_task
 
 TASKS = Path(__file__).resolve().parent / "fixtures" / "tasks"
@@ -93,10 +94,13 @@ def test_hardcoded_size_only_when_the_parameter_is_ignored() -> None:
     assert "hardcoded_shape" in rules(ignores)
 
 
-def test_strip_keeps_lines_and_collects_strings() -> None:
-    code, strings = strip_source('int a; /* x\ny */ const char* s = "/tmp/x"; // fopen(\n')
-    assert code.count("\n") == 2 and "fopen" not in code and "/tmp" not in code
-    assert strings == [(2, "/tmp/x")]
+def test_front_end_keeps_lines_and_collects_strings() -> None:
+    # strip_source (the regex front end) is gone: the one parse keeps comments out of the code
+    # and gives each string literal its line.
+    unit = syntax.parse('int a; /* x\ny */ const char* s = "/tmp/x"; // fopen(\n', cxx=False)
+    names = {t.text for t in unit.tokens}
+    assert "fopen" not in names and "a" in names and "s" in names
+    assert [(unit.line(t.row), v) for t, v in syntax_names.string_runs(unit.tokens)] == [(2, "/tmp/x")]
 
 
 def test_function_pointer_globals_are_state_and_lines_are_exact() -> None:

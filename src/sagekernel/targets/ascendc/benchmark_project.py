@@ -86,7 +86,8 @@ def skeleton_kernel_signature(task: Task) -> tuple[str, tuple[str, ...]] | None:
         linked = outer is not None and outer.type == "linkage_specification"
         start = outer.start_byte if linked else node.start_byte
         body = node.child_by_field_name("body")
-        head = kernel.text.encode()[start:body.start_byte if body is not None else node.end_byte]
+        end = body.start_byte if body is not None else node.end_byte
+        head = kernel.unit.text.encode()[start:end]  # the spliced text, which the tree's offsets index
         return " ".join(head.decode().split()), got
     return None
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagekernel.targets.ascendc.cparse import Source
+from sagekernel.targets.cpu import syntax
 
 #: Identifier leaf kinds a name can be referred to by (tree-sitter-cpp).
 _NAME_KINDS = ("identifier", "type_identifier", "field_identifier", "namespace_identifier")
@@ -50,20 +51,21 @@ class Reference:
 
 
 def references(src: Source) -> list[Reference]:
-    """Every name the code mentions, with macro bodies tokenised (tree-sitter keeps them as text)."""
+    """Every name the code mentions, with macro bodies parsed on their own (the grammar keeps them
+    as text; the shared front end reads their tokens)."""
     out: list[Reference] = []
     for node in src.walk():
         if node.children:
             continue
-        line = node.start_point[0] + 1
+        line = src.line(node)
         if node.type in _NAME_KINDS:
             out.append(Reference(src.node_text(node), line, _qualifier(src, node), False))
-        elif node.type == "preproc_arg":
-            text = src.node_text(node)
-            for m in re.finditer(r"(?:([A-Za-z_]\w*)\s*::\s*)?([A-Za-z_]\w*)", text):
-                out.append(
-                    Reference(m.group(2), line + text[: m.start()].count("\n"), m.group(1) or "", True)
-                )
+        elif node.type == "preproc_arg":  # a macro body: its own tokens (strings are not names)
+            toks = syntax.fragment_tokens(src.node_text(node), node.start_point[0], True)
+            for k, tok in enumerate(toks):
+                if re.fullmatch(r"[A-Za-z_]\w*", tok.text):
+                    scope = toks[k - 2].text if k >= 2 and toks[k - 1].text == "::" else ""
+                    out.append(Reference(tok.text, line, scope, True))
     return out
 
 
@@ -154,7 +156,8 @@ def framework_references(src: Source) -> list[tuple[Reference, str]]:
     """(reference, why) for names that hand the work to another implementation or a loader."""
     found = []
     types = {src.node_text(n) for n in src.of_type("type_identifier")}
-    for ref in references(src):
+    refs = references(src)
+    for ref in refs:
         if ref.name in types and not ref.in_macro and ref.name not in LOADER_NAMES:
             continue  # a type (aclnnStatus, aclrtStream) does nothing by being named
         if ref.name in LOADER_NAMES:
@@ -162,14 +165,16 @@ def framework_references(src: Source) -> list[tuple[Reference, str]]:
         elif ref.name.startswith(FRAMEWORK_PREFIXES):
             found.append((ref, "aclnn / ACL / torch_npu's op command"))
         elif ref.qualified_by in FRAMEWORK_NAMESPACES or (
-            ref.name in FRAMEWORK_NAMESPACES and _is_scope(src, ref)
+            ref.name in FRAMEWORK_NAMESPACES and _is_scope(refs, ref)
         ):
             found.append((ref, "torch / ATen"))
     return found
 
 
-def _is_scope(src: Source, ref: Reference) -> bool:
-    return bool(re.search(rf"\b{re.escape(ref.name)}\s*::", src.line_text(ref.line)))
+def _is_scope(refs: list[Reference], ref: Reference) -> bool:
+    """Whether `ref` names a scope (`at::`): some name on its line is qualified by it, in code
+    (the raw line, comments included, used to decide this)."""
+    return any(r.line == ref.line and r.qualified_by.split("::")[0] == ref.name for r in refs)
 
 
 # -- constant expressions ----------------------------------------------------------------------
@@ -340,7 +345,7 @@ def specialisations(
                     and fold(src, other, env) is None
                     and _mentions_shape(src, other, derived, fields)
                 ):
-                    out.append(Specialisation(v, node.start_point[0] + 1, "compared with a shape"))
+                    out.append(Specialisation(v, src.line(node), "compared with a shape"))
         elif node.type == "case_statement":
             value = node.child_by_field_name("value")
             switch = node.parent
@@ -349,7 +354,7 @@ def specialisations(
             cond = switch.child_by_field_name("condition") if switch is not None else None
             v = size_valued(value) if value is not None else None
             if v is not None and cond is not None and _mentions_shape(src, cond, derived, fields):
-                out.append(Specialisation(v, node.start_point[0] + 1, "a case label on a shape"))
+                out.append(Specialisation(v, src.line(node), "a case label on a shape"))
         elif node.type == "assignment_expression":
             left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
             target = left
@@ -364,7 +369,7 @@ def specialisations(
             if v is not None and field is not None and src.node_text(field) in fields:
                 out.append(
                     Specialisation(
-                        v, node.start_point[0] + 1, f"stored into the size field {src.node_text(field)}"
+                        v, src.line(node), f"stored into the size field {src.node_text(field)}"
                     )
                 )
         elif node.type == "call_expression":
@@ -381,7 +386,7 @@ def specialisations(
             ):
                 v = size_valued(args.named_children[0])
                 if v is not None:
-                    out.append(Specialisation(v, node.start_point[0] + 1, f"stored by {name}, a size field"))
+                    out.append(Specialisation(v, src.line(node), f"stored by {name}, a size field"))
     return out
 
 

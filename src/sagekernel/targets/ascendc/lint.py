@@ -47,6 +47,7 @@ from sagekernel.targets.ascendc.names import OpNames, is_benchmark_task, is_help
 from sagekernel.targets.ascendc.settings import task_settings
 from sagekernel.targets.ascendc.skeleton import prototype
 from sagekernel.targets.base import FileSpec
+from sagekernel.targets.cpu.syntax_names import has_extern_c
 from sagekernel.tasks.task import Task
 
 KERNEL_INCLUDES = ("kernel_operator.h", "kernel_tiling/kernel_tiling.h", "kernel_utils.h", "acl/acl.h")
@@ -161,7 +162,7 @@ def check_kernel_entry(
         ]
     out = []
     for node, got in kernel.definitions_of(names.kernel_entry):
-        line = node.start_point[0] + 1
+        line = kernel.line(node)
         if want is not None and len(got) != len(want):
             out.append(
                 _finding(
@@ -172,15 +173,9 @@ def check_kernel_entry(
                     line,
                 )
             )
-        if not re.search(r'extern\s*"C"', kernel.text):
-            out.append(
-                _finding(
-                    "names",
-                    f'{names.kernel_entry} must be declared extern "C" __global__ __aicore__',
-                    kernel,
-                    line,
-                )
-            )
+        if not has_extern_c(kernel.unit.tokens):  # in code: a comment saying so is not linkage
+            why = f'{names.kernel_entry} must be declared extern "C" __global__ __aicore__'
+            out.append(_finding("names", why, kernel, line))
     return out
 
 
@@ -247,7 +242,10 @@ def _own_relative(path: str, inc: str, own: set[str]) -> bool:
 def check_includes(
     src: Source, path: str, role: str, own: set[str], forbidden: tuple[str, ...] = ()
 ) -> list[LintFinding]:
-    out = []
+    out = [
+        _finding("include", f"#{name} is not allowed: use #include for an allowed header", src, line)
+        for name, line in src.file_directives()
+    ]
     for inc, line in src.includes():
         base = inc.rsplit("/", 1)[-1]
         if inc.startswith("/") or (".." in inc.split("/") and not _own_relative(path, inc, own)):

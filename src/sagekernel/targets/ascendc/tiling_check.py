@@ -332,8 +332,8 @@ def check_kernel_only(
                         RULE,
                         f"{path} redefines {names.tiling_struct}; the kernel-only "
                         "template fixes it: include the skeleton header instead",
-                        node.start_point[0] + 1,
-                        src.line_text(node.start_point[0] + 1),
+                        src.line(node),
+                        src.line_text(src.line(node)),
                     )
                 )
     assigned = assigned_fields(tiling_func)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from sagekernel.seam import LintFinding
 from sagekernel.targets.cpu import lint, syntax, syntax_rules
+from sagekernel.targets.cpu.syntax_query import Source
 
 _MARKER = re.compile(r'^#\s*(\d+)\s+"((?:[^"\\]|\\.)*)"((?:\s+\d+)*)\s*$')
 #: Where system headers live (inside the sandbox only /usr and /lib are visible at all).
@@ -130,7 +131,6 @@ def lint_preprocessed(preprocessed: str, source: str | None = None) -> list[Lint
     for f in syntax_rules.check(unit):
         add(f)
     text = joined_text(lines)
-    code, _strings = lint.strip_source(text)
-    for number in lint.global_state_lines(code):
-        add(LintFinding("global_state", lint.GLOBAL_STATE_REASON, number, lint.excerpt(text, number)))
+    for state in Source(text, cxx=cxx).mutable_state():
+        add(LintFinding("global_state", lint.GLOBAL_STATE_REASON, state.line, lint.excerpt(text, state.line)))
     return findings

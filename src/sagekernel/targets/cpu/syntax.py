@@ -1,4 +1,7 @@
-"""A real C/C++ parse of a kernel (tree-sitter), read the way the compiler reads it.
+"""The one C-family front end: a real C/C++ parse (tree-sitter), read the way the compiler reads it.
+
+The CPU (C, C++), CUDA and Ascend C rules all read source through this module and its queries
+(syntax_query.py); none of them scans text of its own.
 
 tree-sitter parses what it is given; it does not run translation phases 1-3. So the text is first
 put through them: backslash-newline splices are removed (GCC also splices a backslash followed by
@@ -10,6 +13,17 @@ Directives are found by a small lexer over that text (a `#` that is the first to
 after blanks and comments, outside any literal) rather than by the grammar, which only knows
 directives where a declaration or statement may stand. Macro bodies and directive arguments are
 raw text to the grammar; `fragment_tokens` parses them on their own so rules see their tokens too.
+
+Dialects (DIALECTS): CUDA's and Ascend C's qualifiers (`__global__`, `__device__`, `__aicore__`,
+`__gm__`, `__launch_bounds__(..)`) are not C++ and would split declarations, so each is recorded
+(`Unit.qualifiers`, with the declaration it qualifies) and then blanked to spaces of the same
+length; a CUDA launch `k<<<g, b>>>(x)` is read as `k  (g, b)  (x)`. Lines and columns stay put.
+
+Unparseable source: tree-sitter always returns a tree, with ERROR nodes where it could not read.
+Tokens under an ERROR node are still tokens, and directives are lexed, not parsed, so a rule on
+names, attributes, asm, pragmas, strings or includes sees them all. Rules that need structure read
+an ERROR region strictly: a name there is never a variable (so an ordinary word is flagged), and a
+storage word there (`static`, `__device__`, ...) is mutable state (`mutable_state`).
 """
 
 from __future__ import annotations
@@ -52,11 +66,49 @@ class Token:
     node: tree_sitter.Node | None  # None for tokens of a re-parsed fragment
 
 
+#: Directives that pull in a file.
+FILE_DIRECTIVES = frozenset({"include", "include_next", "import", "embed", "__include_macros"})
+
+
 @dataclass(frozen=True)
 class Directive:
     row: int  # row of the `#` in the parsed text
     name: str  # "include", "pragma", "line", "12" (a GNU line marker), "" for a null directive
     rest: str  # the text after the name, comments blanked
+
+    @property
+    def header(self) -> tuple[str, str] | None:
+        """A file directive's ("<", path) or ('"', path); None for a computed one (a macro)."""
+        m = re.match(r'<([^>\n]*)>|"([^"\n]*)"', self.rest)
+        if m is None:
+            return None
+        return ("<", m.group(1).strip()) if m.group(1) is not None else ('"', m.group(2).strip())
+
+    @property
+    def macro(self) -> str:
+        """The name a `#define` / `#undef` names."""
+        return re.match(r"\w*", self.rest).group()  # type: ignore[union-attr]
+
+
+#: Per dialect: qualifier words blanked before parsing (with their arguments where they take any).
+DIALECTS: dict[str, re.Pattern[str]] = {
+    "cuda": re.compile(
+        r"\b(?:__launch_bounds__|__maxnreg__|__cluster_dims__)\s*\([^()]*\)|\b(?:__global__|__device__|"
+        r"__host__|__forceinline__|__noinline__|__managed__|__constant__|__shared__|__grid_constant__|"
+        r"__restrict__)\b"
+    ),
+    "ascendc": re.compile(r"\b(?:__global__|__aicore__|__gm__|__inline__|__ubuf__)\b"),
+}
+_LAUNCH = re.compile(r"<<<(.*?)>>>", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Qualifier:
+    """A dialect qualifier that was blanked: its word, row and byte offset in the parsed text."""
+
+    word: str
+    row: int
+    byte: int
 
 
 @dataclass
@@ -67,6 +119,7 @@ class Unit:
     tree: tree_sitter.Tree
     line_of_row: list[int]
     cxx: bool
+    qualifiers: tuple[Qualifier, ...] = ()
 
     def line(self, row: int) -> int:
         return self.line_of_row[row] if 0 <= row < len(self.line_of_row) else row + 1
@@ -75,6 +128,12 @@ class Unit:
     def tokens(self) -> list[Token]:
         """Every token of the tree, in source order (computed once)."""
         return list(tokens_of(self.tree.root_node))
+
+    @cached_property
+    def expanded(self) -> list[Token]:
+        """`tokens` with each macro body or directive argument replaced by its own tokens."""
+        return [f for t in self.tokens
+                for f in (fragment_tokens(t.text, t.row, self.cxx) if t.kind == "preproc_arg" else [t])]
 
     @cached_property
     def directives(self) -> list[Directive]:
@@ -108,10 +167,23 @@ def translate_phases(source: str, line_numbers: list[int] | None = None) -> tupl
 _DIGRAPH_HASH = re.compile(r"^([ \t]*(?:/\*.*?\*/[ \t]*)*)%:")
 
 
-def parse(source: str, cxx: bool, line_numbers: list[int] | None = None) -> Unit:
+def parse(source: str, cxx: bool, line_numbers: list[int] | None = None, dialect: str | None = None) -> Unit:
+    """`source` through phases 1-3 and parsed; `dialect` ("cuda", "ascendc") implies C++."""
     text, line_of_row = translate_phases(source, line_numbers)
-    tree = _parser(cxx).parse(text.encode("utf-8", "surrogatepass"))
-    return Unit(text, tree, line_of_row, cxx)
+    qualifiers: list[Qualifier] = []
+    parsed = text
+    if dialect is not None:
+        cxx = True
+        if dialect == "cuda":
+            parsed = _LAUNCH.sub(lambda m: "  (" + m.group(1) + ")  ", parsed)
+        spans = list(DIALECTS[dialect].finditer(parsed))
+        for m in spans:
+            before = parsed[: m.start()]
+            qualifiers.append(Qualifier(m.group().split("(")[0].strip(), before.count("\n"),
+                                        len(before.encode("utf-8", "surrogatepass"))))
+        parsed = DIALECTS[dialect].sub(lambda m: re.sub(r"[^\n]", " ", m.group()), parsed)
+    tree = _parser(cxx).parse(parsed.encode("utf-8", "surrogatepass"))
+    return Unit(text, tree, line_of_row, cxx, tuple(qualifiers))
 
 
 def node_text(node: tree_sitter.Node) -> str:

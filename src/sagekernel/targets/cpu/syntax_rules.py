@@ -1,4 +1,5 @@
-"""Source rules on the parse tree (syntax.py): names, attributes, pragmas and line markers.
+"""CPU source rules on the parse tree (syntax.py, syntax_names.py): names, attributes, pragmas and
+line markers. This module holds the tables (what is forbidden and why); the front end reads.
 
 Rules look at tokens the parser produced, never at raw text, so comments and literals never fire
 them and spacing, parentheses or attribute order cannot hide a name:
@@ -15,13 +16,12 @@ them and spacing, parentheses or attribute order cannot hide a name:
 from __future__ import annotations
 
 import ctypes
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import lru_cache
 
 from sagekernel.seam import LintFinding
 from sagekernel.targets.cpu import syntax
+from sagekernel.targets.cpu import syntax_names as names
 from sagekernel.targets.cpu.contract import KERNEL_SYMBOL
 from sagekernel.targets.cpu.syntax import Token, Unit
 
@@ -51,90 +51,74 @@ LIBRARY_SYMBOL_REASON = (
 )
 
 
-@dataclass(frozen=True)
-class NameRule:
-    rule: str
-    reason: str
-    names: re.Pattern[str]  # matched against a whole identifier
-    word: bool = False  # an ordinary word: a variable of this name is allowed (see module docstring)
-
-
-def _names(text: str) -> re.Pattern[str]:
-    return re.compile(rf"(?:{text})\Z")
-
-
-NAME_RULES: tuple[NameRule, ...] = (
-    NameRule(
+NAME_RULES: tuple[names.NameRule, ...] = (
+    names.NameRule(
         "library_op",
         "calls a library routine (BLAS/LAPACK/MKL/oneDNN/Eigen/FFTW) that does the operator's "
         "work; the kernel must compute it itself",
-        _names(r"cblas_\w+|LAPACKE_\w+|mkl_\w+|openblas_\w+|dnnl_\w+|fftwf?l?_\w+|[sdcz]ge(?:mm|mv)_|Eigen"),
+        names.whole(r"cblas_\w+|LAPACKE_\w+|mkl_\w+|openblas_\w+|dnnl_\w+|fftwf?l?_\w+|[sdcz]ge(?:mm|mv)_|Eigen"),
     ),
-    NameRule(
+    names.NameRule(
         "timer",
         "reads or defines a clock; timing belongs to the harness and a kernel must not observe or replace it",
-        _names(
+        names.whole(
             r"clock_gettime|clock_getres|gettimeofday|timespec_get|omp_get_wtime|omp_get_wtick|getrusage|"
             r"_?_rdtscp?|__builtin_ia32_rdtscp?|__rdpmc|__builtin_ia32_rdpmc|__builtin_readcyclecounter|chrono"
         ),
     ),
-    NameRule(
+    names.NameRule(
         "timer",
         "reads or defines a clock; timing belongs to the harness and a kernel must not observe or replace it",
-        _names(r"clock|time|times|rdtsc"),
+        names.whole(r"clock|time|times|rdtsc"),
         word=True,
     ),
-    NameRule(
+    names.NameRule(
         "os_access",
         "file, network, process or dynamic-loading calls are not allowed in a kernel: it may "
         "only read its inputs and write its outputs",
-        _names(
+        names.whole(
             r"fopen|freopen|fdopen|openat|open64|creat64|execl|execlp|execle|execv|execvp|execvpe|execve|popen|"
             r"dlopen|dlsym|dlvsym|dlmopen|ptrace|mmap64|mprotect|getenv|secure_getenv|process_vm_readv|"
             r"process_vm_writev|memfd_create|vfork|posix_spawnp?"
         ),
     ),
-    NameRule(
+    names.NameRule(
         "os_access",
         "file, network, process or dynamic-loading calls are not allowed in a kernel: it may "
         "only read its inputs and write its outputs",
-        _names(r"open|creat|socket|connect|fork|clone|system|syscall|mmap"),
+        names.whole(r"open|creat|socket|connect|fork|clone|system|syscall|mmap"),
         word=True,
     ),
-    NameRule(
+    names.NameRule(
         "threads",
         "threads outside OpenMP are not allowed: their work escapes the timer and the thread budget",
-        _names(r"pthread_create|thrd_create|std::j?thread|std::async"),
+        names.whole(r"pthread_create|thrd_create|std::j?thread|std::async"),
     ),
-    NameRule("fp_environment", FP_ENV_REASON, _names(
+    names.NameRule("fp_environment", FP_ENV_REASON, names.whole(
         r"_?_?fe(?:set\w*|updateenv|holdexcept|enableexcept|disableexcept|raiseexcept|clearexcept)|"
         r"_mm_setcsr|_MM_SET_\w+|__builtin_ia32_\w*csr\w*|__builtin_ia32_(?:fldenv|fnclex|frstor|fxrstor\w*|"
         r"xrstor\w*)|_fxrstor\w*|_xrstor\w*|__builtin_(?:aarch64|arm)_set_fp\w*|__builtin_set_fpscr\w*|"
         r"_controlfp\w*|_control87|__control87_2|_FPU_SETCW|__setfpucw"
     )),
-    NameRule(
+    names.NameRule(
         "omp_state",
         "changes OpenMP settings (omp_set_*): they persist between calls (hidden state) and the "
         "thread count is fixed by the harness; use a num_threads clause or the defaults instead",
-        _names(r"omp_set_(?!(?:lock|nest_lock)\Z)\w+|omp_init_allocator|omp_pause_resource\w*"),
+        names.whole(r"omp_set_(?!(?:lock|nest_lock)\Z)\w+|omp_init_allocator|omp_pause_resource\w*"),
     ),
-    NameRule(
+    names.NameRule(
         "fallback",
         "signal handlers and non-local jumps hide crashes and route around the kernel",
-        _names(r"setjmp|longjmp|sigsetjmp|siglongjmp|_setjmp|_longjmp|__builtin_setjmp|__builtin_longjmp|"
+        names.whole(r"setjmp|longjmp|sigsetjmp|siglongjmp|_setjmp|_longjmp|__builtin_setjmp|__builtin_longjmp|"
                r"sigaction|sigsetjmp"),
     ),
-    NameRule(
+    names.NameRule(
         "fallback",
         "signal handlers and non-local jumps hide crashes and route around the kernel",
-        _names(r"signal"),
+        names.whole(r"signal"),
         word=True,
     ),
 )
-
-#: All name rules in one pattern (group r<k> is NAME_RULES[k]): one match per identifier.
-_ANY_NAME = re.compile("|".join(f"(?P<r{k}>{rule.names.pattern})" for k, rule in enumerate(NAME_RULES)))
-_QUALIFIED_ONLY = frozenset({"thread", "jthread", "async"})  # banned only as std::...
 
 INLINE_ASM_REASON = "inline assembly is not allowed; use SIMD intrinsics, which the compiler checks"
 _ASM_WORDS = frozenset({"asm", "__asm__", "__asm"})
@@ -176,7 +160,6 @@ ATTRIBUTES: dict[str, tuple[str, str]] = {
     "copy": ("symbol_attribute", SYMBOL_REASON + " (attribute 'copy' copies another declaration's "
              "attributes, which can carry any of the ones above)"),
 }
-_ATTRIBUTE_OPENERS = frozenset({"__attribute__", "__attribute", "__declspec"})
 
 
 def check(unit: Unit, *, library_names: bool = True) -> list[LintFinding]:
@@ -222,63 +205,18 @@ def _token_findings(
             continue
         if tok.text in _ASM_WORDS:
             yield "inline_asm", INLINE_ASM_REASON, tok.row
-        elif tok.text in _ATTRIBUTE_OPENERS or tok.text == "[[" or (
-            tok.text == "[" and i + 1 < len(tokens) and tokens[i + 1].text == "["
-        ):
-            for name_tok in _attribute_group(tokens, i):
-                hit = ATTRIBUTES.get(_attribute_name(name_tok.text))
-                if hit is not None:
-                    yield hit[0], hit[1], name_tok.row
+        elif names.attribute_opens(tokens, i):
+            for name_tok in names.attribute_group(tokens, i):
+                attribute = ATTRIBUTES.get(names.attribute_name(name_tok.text))
+                if attribute is not None:
+                    yield attribute[0], attribute[1], name_tok.row
         elif tok.text in ("_Pragma", "__pragma"):
-            for literal in _pragma_operator_strings(tokens, i):
+            for literal in names.pragma_operator_strings(tokens, i):
                 words = syntax.fragment_tokens(syntax.string_value(literal.text), tok.row, cxx)
                 for rule, reason in _pragma_findings(words, cxx):
                     yield rule, reason, tok.row
-        elif tok.kind in syntax.NAME_TYPES and tok.kind not in ("field_identifier", "statement_identifier"):
-            m = _ANY_NAME.match(tok.text)
-            if m is None and tok.text in _QUALIFIED_ONLY:
-                m = _ANY_NAME.match(_qualified(tok))
-            if m is not None and m.lastgroup is not None:
-                name_rule = NAME_RULES[int(m.lastgroup[1:])]
-                if not name_rule.word or _word_is_the_function(tok, variables):
-                    yield name_rule.rule, name_rule.reason, tok.row
-
-
-def _attribute_name(text: str) -> str:
-    return text[2:-2] if len(text) > 4 and text.startswith("__") and text.endswith("__") else text
-
-
-def _attribute_group(tokens: list[Token], i: int) -> Iterator[Token]:
-    """The name tokens of the attribute list that opens at tokens[i] (balanced to its close)."""
-    opener = tokens[i].text
-    j = i + (2 if opener == "[" else 1)
-    depth = 2 if opener in ("[", "[[") else 0
-    started = depth > 0
-    while j < len(tokens):
-        text = tokens[j].text
-        if text in ("(", "[", "[["):
-            depth += 2 if text == "[[" else 1
-            started = True
-        elif text in (")", "]", "]]"):
-            depth -= 2 if text == "]]" else 1
-        elif tokens[j].kind in syntax.NAME_TYPES or re.fullmatch(r"[A-Za-z_]\w*", text):
-            yield tokens[j]
-        if started and depth <= 0:
-            return
-        if not started and text != "(":
-            return  # `__attribute__` not followed by a list: nothing to read
-        j += 1
-
-
-def _pragma_operator_strings(tokens: list[Token], i: int) -> list[Token]:
-    out: list[Token] = []
-    j = i + 1
-    if j < len(tokens) and tokens[j].text == "(":
-        j += 1
-        while j < len(tokens) and tokens[j].kind in ("string_literal", "raw_string_literal"):
-            out.append(tokens[j])
-            j += 1
-    return out
+        elif (hit := names.name_rule(tok, NAME_RULES, variables)) is not None:
+            yield hit.rule, hit.reason, tok.row
 
 
 def _pragma_findings(words: list[Token], cxx: bool) -> Iterator[tuple[str, str]]:
@@ -305,31 +243,6 @@ def _pragma_findings(words: list[Token], cxx: bool) -> Iterator[tuple[str, str]]
     # Whatever the pragma, code in it is code (`omp ... if(fesetround(0))`, `clang attribute ...`).
     for rule, reason, _row in _token_findings(words, cxx, {}):
         yield rule, reason
-
-
-def _qualified(tok: Token) -> str:
-    """`std::thread` for the `thread` of `std::thread`; the plain name otherwise."""
-    node = tok.node
-    if node is None or node.parent is None or node.parent.type != "qualified_identifier":
-        return tok.text
-    scope = node.parent.child_by_field_name("scope")
-    return f"{syntax.node_text(scope).lstrip(':')}::{tok.text}" if scope is not None else tok.text
-
-
-# ---- ordinary words: the function, or a variable of the kernel's that shares its name --------------
-
-
-def _word_is_the_function(tok: Token, variables: dict[int | None, set[str]]) -> bool:
-    node = tok.node
-    if node is None:
-        return True  # a macro body or pragma: no scopes to consult
-    role = syntax.declarator_role(node)
-    if role is not None:
-        return role == "function"
-    if syntax.is_callee(node):
-        return True
-    scope = syntax.scope_key(node)
-    return tok.text not in variables.get(scope, set()) and tok.text not in variables.get(None, set())
 
 
 # ---- definitions of C library functions ---------------------------------------------------------------

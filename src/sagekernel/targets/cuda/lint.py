@@ -1,120 +1,95 @@
-"""Static rules for CUDA kernels, each with its one-line reason (comments and strings blanked first,
-as the CPU rules do; the raw text is checked for clock registers in inline PTX)."""
+"""Static rules for CUDA kernels, each with its one-line reason. The source is read through the one
+C-family front end (targets/cpu/syntax.py, CUDA dialect: `__device__` and friends are recorded
+qualifiers, `k<<<g, b>>>(x)` a call), so comments and strings never fire a rule and a name is
+found wherever it stands; this module holds only the tables and what each finding says."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterator
 
 from sagekernel.seam import LintFinding
-from sagekernel.targets.cpu.lint import strip_source
+from sagekernel.targets.cpu import syntax
+from sagekernel.targets.cpu import syntax_names as names
+from sagekernel.targets.cpu.syntax_query import Source
 from sagekernel.tasks.task import Task
 
-
-@dataclass(frozen=True)
-class Rule:
-    name: str
-    reason: str
-    pattern: re.Pattern[str]
-
-
-def _rx(text: str) -> re.Pattern[str]:
-    return re.compile(text, re.MULTILINE)
-
-
-RULES: tuple[Rule, ...] = (
-    Rule(
-        "library_op",
-        "calls a library (cuBLAS, cuDNN, cuFFT, CUTLASS, Thrust, CUB, ATen) that does the "
-        "operator's work; the kernel must compute it itself",
-        _rx(
-            r"\b(?:cublas\w*|cudnn\w*|cufft\w*|cusparse\w*|cusolver\w*|curand\w*|cutlass|thrust|cub|at|"
-            r"torch|c10)\s*::|\b(?:cublas|cudnn|cufft|cusparse|cusolver|cublasLt)\w*\s*\("
-        ),
-    ),
-    Rule(
+TIMER_REASON = (
+    "reads a clock (device clock(), clock64(), events, host timers); timing belongs to the "
+    "harness and a kernel must not observe it"
+)
+OS_REASON = (
+    "file, network, process or dynamic-loading calls are not allowed: a kernel may only "
+    "read its inputs and write its outputs"
+)
+FALLBACK_REASON = "signal handlers, non-local jumps and exceptions hide failures and route around the kernel"
+HOST_COMPUTE_REASON = (
+    "moves device data to host or managed memory, where the host could compute the "
+    "result; inputs and outputs stay in device memory"
+)
+LIBRARY_REASON = (
+    "calls a library (cuBLAS, cuDNN, cuFFT, CUTLASS, Thrust, CUB, ATen) that does the "
+    "operator's work; the kernel must compute it itself"
+)
+RULES: tuple[names.NameRule, ...] = (
+    names.NameRule("library_op", LIBRARY_REASON,
+             names.whole(r"(?:cublas|cudnn|cufft|cusparse|cusolver|cublasLt)\w*")),
+    names.NameRule(
         "stream",
         "creates or captures streams or graphs, or defers host work: work outside the given "
         "stream escapes the timer; launch on `stream` only",
-        _rx(
-            r"\bcuda(?:StreamCreate\w*|StreamBeginCapture\w*|StreamEndCapture|Graph\w+|LaunchHostFunc|"
-            r"StreamAddCallback|StreamWaitEvent|StreamQuery)\b|\bcudaStreamPerThread\b|\bcudaStreamLegacy\b|"
-            r"\bcuStream\w+|\bcuGraph\w+"
+        names.whole(
+            r"cuda(?:StreamCreate\w*|StreamBeginCapture\w*|StreamEndCapture|Graph\w+|LaunchHostFunc|"
+            r"StreamAddCallback|StreamWaitEvent|StreamQuery)|cudaStreamPerThread|cudaStreamLegacy|"
+            r"cuStream\w+|cuGraph\w+"
         ),
     ),
-    Rule(
-        "timer",
-        "reads a clock (device clock(), clock64(), events, host timers); timing belongs to the "
-        "harness and a kernel must not observe it",
-        _rx(
-            r"\b(?:clock|clock64|__globaltimer|cudaEvent\w+|clock_gettime|gettimeofday|"
-            r"omp_get_wtime)\s*\(|\bstd::chrono\b"
-        ),
-    ),
-    Rule(
+    names.NameRule("timer", TIMER_REASON, names.whole(
+        r"clock64|__globaltimer|cudaEvent\w+|clock_gettime|gettimeofday|omp_get_wtime|std::chrono")),
+    names.NameRule("timer", TIMER_REASON, names.whole(r"clock"), word=True),
+    names.NameRule(
         "l2_persistence",
         "changes cache persistence or device limits (access-policy windows, persisting "
         "L2): the state outlives the call and defeats the harness's cache flush",
-        _rx(
-            r"\bcuda(?:StreamSetAttribute|DeviceSetLimit|CtxResetPersistingL2Cache|DeviceSetCacheConfig|"
-            r"DeviceSetSharedMemConfig)\b|\baccessPolicyWindow\b|\bhitProp\b"
+        names.whole(
+            r"cuda(?:StreamSetAttribute|DeviceSetLimit|CtxResetPersistingL2Cache|DeviceSetCacheConfig|"
+            r"DeviceSetSharedMemConfig)|accessPolicyWindow|hitProp"
         ),
     ),
-    Rule(
-        "host_compute",
-        "moves device data to host or managed memory, where the host could compute the "
-        "result; inputs and outputs stay in device memory",
-        _rx(
-            r"\bcudaMemcpyDeviceToHost\b|\bcudaMemcpyDefault\b|\bcuda(?:MallocHost|HostAlloc|"
-            r"MallocManaged|HostRegister|HostGetDevicePointer)\b|\b__managed__\b"
-        ),
-    ),
-    Rule(
+    names.NameRule("host_compute", HOST_COMPUTE_REASON, names.whole(
+        r"cudaMemcpyDeviceToHost|cudaMemcpyDefault|cuda(?:MallocHost|HostAlloc|MallocManaged|HostRegister|"
+        r"HostGetDevicePointer)"
+    )),
+    names.NameRule(
         "device_state",
         "resets or switches the device, or changes its flags: the harness owns the device and the context",
-        _rx(
-            r"\bcuda(?:DeviceReset|SetDevice|SetDeviceFlags|DeviceDisablePeerAccess|"
-            r"DeviceEnablePeerAccess|ProfilerStart|ProfilerStop)\b"
+        names.whole(
+            r"cuda(?:DeviceReset|SetDevice|SetDeviceFlags|DeviceDisablePeerAccess|"
+            r"DeviceEnablePeerAccess|ProfilerStart|ProfilerStop)"
         ),
     ),
-    Rule(
-        "os_access",
-        "file, network, process or dynamic-loading calls are not allowed: a kernel may only "
-        "read its inputs and write its outputs",
-        _rx(
-            r"\b(?:fopen|freopen|open|openat|creat|socket|connect|fork|vfork|execl|execlp|execv|execvp|"
-            r"execve|system|popen|dlopen|dlsym|syscall|ptrace|mmap|getenv|memfd_create)\s*\("
-        ),
-    ),
-    Rule(
-        "threads",
-        "host threads are not allowed: their work escapes the timer",
-        _rx(r"\bpthread_create\b|\bstd::(?:j?thread|async)\b|\bthrd_create\b"),
-    ),
-    Rule(
-        "fallback",
-        "signal handlers, non-local jumps and exceptions hide failures and route around the kernel",
-        _rx(r"\b(?:setjmp|longjmp|signal|sigaction)\s*\(|\btry\s*\{|\bcatch\s*\("),
-    ),
-    Rule(
-        "constructor",
-        "code that runs when the library is loaded or unloaded runs outside the harness's view",
-        _rx(r"__attribute__\s*\(\([^)]*\b(?:constructor|destructor|section)\b"),
-    ),
-    Rule(
-        "global_state",
-        "mutable state that outlives a call (__device__ or static variables) can carry "
-        "results between calls; keep state in registers, shared memory or per-call allocations",
-        _rx(
-            r"^[ \t]*(?:static[ \t]+)?__device__[ \t]+(?!__forceinline__|__noinline__|inline\b|"
-            r"static\b|constexpr\b|const\b)(?:[\w:<>]+[ \t*&]+)+\w+[ \t]*(?:\[[^\]]*\][ \t]*)*(?:=[^;(]*)?;|"
-            r"^[ \t]*static[ \t]+(?!__device__|__global__|__host__|inline\b|__forceinline__|constexpr\b|"
-            r"const\b|void\b)(?:[\w:<>]+[ \t*&]+)+\w+[ \t]*(?:\[[^\]]*\][ \t]*)*(?:=[^;(]*)?;|"
-            # `static const T* p`: the pointee is const, the pointer is not
-            r"^[ \t]*static[ \t]+const[ \t]+[\w:<>]+[ \t]*\*+[ \t]*(?!const\b)\w+[ \t]*(?:=[^;(]*)?;"
-        ),
-    ),
+    names.NameRule("os_access", OS_REASON, names.whole(
+        r"fopen|freopen|openat|vfork|execl|execlp|execv|execvp|execve|popen|dlopen|dlsym|ptrace|getenv|"
+        r"memfd_create"
+    )),
+    names.NameRule("os_access", OS_REASON, names.whole(r"open|creat|socket|connect|fork|system|syscall|mmap"),
+             word=True),
+    names.NameRule("threads", "host threads are not allowed: their work escapes the timer",
+             names.whole(r"pthread_create|std::j?thread|std::async|thrd_create")),
+    names.NameRule("fallback", FALLBACK_REASON, names.whole(r"setjmp|longjmp|sigaction")),
+    names.NameRule("fallback", FALLBACK_REASON, names.whole(r"signal"), word=True),
 )
+#: Namespaces of libraries that do the operator's work (`thrust::sort`, `at::matmul`).
+LIBRARY_NAMESPACES = frozenset({"cutlass", "thrust", "cub", "at", "torch", "c10"})
+CONSTRUCTOR_REASON = "code that runs when the library is loaded or unloaded runs outside the harness's view"
+CONSTRUCTOR_ATTRIBUTES = frozenset({"constructor", "destructor", "section"})
+GLOBAL_STATE_REASON = (
+    "mutable state that outlives a call (host or __device__ globals, static variables) can carry "
+    "results between calls; keep state in registers, shared memory or per-call allocations"
+)
+#: Every variable that outlives a call is state (syntax_query.Source.mutable_state), except
+#: `__shared__` (it lives for one block) and `__constant__` (the read-only parameter bank).
+NOT_STATE_WORDS = frozenset({"__shared__", "__constant__"})
 
 ALLOWED_HEADERS = frozenset(
     {
@@ -158,37 +133,51 @@ PTX_CLOCK = re.compile(r"%(?:globaltimer\w*|clock64|clock)\b")
 
 def lint_source(source: str, task: Task | None = None) -> list[LintFinding]:
     del task
-    code, _strings = strip_source(source)
+    src = Source(source, dialect="cuda")
     lines = source.splitlines()
     findings: list[LintFinding] = []
     seen: set[tuple[str, int]] = set()
-
-    def add(rule: str, reason: str, line: int) -> None:
+    for rule, reason, line in _findings(src):
         if (rule, line) not in seen:
             seen.add((rule, line))
             excerpt = lines[line - 1].strip()[:160] if 0 < line <= len(lines) else ""
             findings.append(LintFinding(rule=rule, reason=reason, line=line, excerpt=excerpt))
-
-    for rule in RULES:
-        for m in rule.pattern.finditer(code):
-            add(rule.name, rule.reason, code.count("\n", 0, m.start()) + 1)
-    for m in PTX_CLOCK.finditer(source):
-        add(
-            "timer",
-            RULES[2].reason + " (a clock register in inline PTX)",
-            source.count("\n", 0, m.start()) + 1,
-        )
-    for m in re.finditer(
-        r"^[ \t]*#[ \t]*(include|include_next|import|embed)\b[ \t]*([<\"])?([^>\"\n]*)", source, re.MULTILINE
-    ):
-        header = m.group(3).strip()
-        if m.group(1) != "include" or m.group(2) is None or header not in ALLOWED_HEADERS:
-            add(
-                "include",
-                f"{INCLUDE_REASON} (found {m.group(0).strip()})",
-                source.count("\n", 0, m.start()) + 1,
-            )
-    if not re.search(r'\bextern\s+"\s*"', code):  # string contents are blanked: extern "C" -> extern " "
-        add("contract", 'sage_launch must be declared extern "C" (C++ would mangle its name)', 1)
     findings.sort(key=lambda f: (f.line or 0, f.rule))
     return findings
+
+
+def _findings(src: Source) -> Iterator[tuple[str, str, int]]:
+    unit = src.unit
+    tokens = unit.tokens
+    variables = syntax.variables_by_scope(tokens)
+    for tok in unit.expanded:  # macro bodies and directive arguments included
+        yield from ((r, why, unit.line(tok.row)) for r, why in _token_rules(tok, variables))
+    for i in range(len(tokens)):
+        if names.attribute_opens(tokens, i):
+            for name_tok in names.attribute_group(tokens, i):
+                if names.attribute_name(name_tok.text) in CONSTRUCTOR_ATTRIBUTES:
+                    yield "constructor", CONSTRUCTOR_REASON, unit.line(name_tok.row)
+    for q in unit.qualifiers:
+        if q.word == "__managed__":
+            yield "host_compute", HOST_COMPUTE_REASON, unit.line(q.row)
+    for state in src.mutable_state():
+        if not state.words & NOT_STATE_WORDS:
+            yield "global_state", GLOBAL_STATE_REASON, state.line
+    for first, value in names.string_runs(tokens):  # inline PTX (and any other string) naming a clock
+        if PTX_CLOCK.search(value):
+            yield "timer", TIMER_REASON + " (a clock register in inline PTX)", unit.line(first.row)
+    for d in unit.directives:
+        allowed = d.name == "include" and d.header is not None and d.header[1] in ALLOWED_HEADERS
+        if d.name in syntax.FILE_DIRECTIVES and not allowed:
+            yield "include", f"{INCLUDE_REASON} (found #{d.name} {d.rest[:80]})", unit.line(d.row)
+    if not names.has_extern_c(tokens):
+        yield "contract", 'sage_launch must be declared extern "C" (C++ would mangle its name)', 1
+
+
+def _token_rules(tok: syntax.Token, variables: dict[int | None, set[str]]) -> Iterator[tuple[str, str]]:
+    if tok.kind in ("try", "catch"):
+        yield "fallback", FALLBACK_REASON
+    elif tok.kind == "namespace_identifier" and tok.text in LIBRARY_NAMESPACES:
+        yield "library_op", LIBRARY_REASON
+    elif (hit := names.name_rule(tok, RULES, variables, members=True)) is not None:
+        yield hit.rule, hit.reason
