@@ -4,8 +4,9 @@
     python3 benchmarks/oracle_profile.py experiments/oracle-method
 
 Per stream: correctness rounds, the mean number of ids shown per round, of truly useful ids shown,
-of truly useful and useless ids adopted, the mean P(correct) the generator drew against, the final
-resident rules and the bank's items with u > 0.
+of truly useful and useless ids adopted, the mean P(correct) the generator drew against; the
+optimisation rounds from a slow variant, their truly useful ids adopted (by the "faster" truth) and
+mean P(faster); the final resident rules and the bank's items with u > 0.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def profile(workspace: Path) -> dict[str, float | int]:
     finally:
         con.close()
     corr = [e for e in extras if "p_correct" in e and episode.get((e["operator"], e["round"])) == "corr"]
+    opt = [e for e in extras if "p_faster" in e]  # optimisation rounds from a slow variant (speed model)
 
 
     def avg(values: list[float]) -> float:
@@ -40,6 +42,9 @@ def profile(workspace: Path) -> dict[str, float | int]:
         "useful_adopted": avg([e["useful_adopted"] for e in corr]),
         "useless_adopted": avg([e["useless_adopted"] for e in corr]),
         "p_correct": avg([e["p_correct"] for e in corr]),
+        "opt_rounds": len(opt),
+        "opt_useful_adopted": avg([e["useful_adopted"] for e in opt]),
+        "p_faster": avg([e["p_faster"] for e in opt]),
         "resident": len(json.loads(hot[0])) if hot else 0,
         "u_positive": positive,
     }
@@ -47,13 +52,13 @@ def profile(workspace: Path) -> dict[str, float | int]:
 
 def main(directory: str) -> None:
     streams = sorted((Path(directory) / "streams").iterdir())
-    keys = ["rounds", "shown", "useful_shown", "useful_adopted", "useless_adopted", "p_correct", "resident",
-            "u_positive"]
-    print(f"{'stream':28} " + " ".join(f"{k:>15}" for k in keys))
+    keys = ["rounds", "shown", "useful_shown", "useful_adopted", "useless_adopted", "p_correct", "opt_rounds",
+            "opt_useful_adopted", "p_faster", "resident", "u_positive"]
+    print(f"{'stream':28} " + " ".join(f"{k:>10}" for k in keys))
     for ws in streams:
         if (ws / "sage.db").exists():
             row = profile(ws)
-            print(f"{ws.name:28} " + " ".join(f"{row[k]!s:>15}" for k in keys))
+            print(f"{ws.name:28} " + " ".join(f"{row[k]!s:>10}" for k in keys))
 
 
 if __name__ == "__main__":

@@ -195,7 +195,7 @@ def test_an_optimisation_round_adopts_by_the_speed_truth_and_writes_the_expert_o
     assert not any(t["adopted"] for t in reply.extra["truth"].values())
 
 
-@pytest.mark.slow  # ~5 s quiet, ~30 s at load 14 (the timing server starts torch); run by the claims step
+@pytest.mark.oracle  # ~5 s quiet, ~30 s at load 10 (the timing server starts torch): the claims' step
 def test_the_real_harness_times_the_slow_variant_and_finds_the_expert_faster() -> None:
     """The speed model's only lever is the source: the harness compiles, checks and times both."""
     task = _builtin_tasks()["softmax"]

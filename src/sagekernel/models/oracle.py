@@ -9,16 +9,19 @@ it should (docs/oracle.md, issue 28).
 Per call, read from the prompt it is actually given:
 
 - a round: the operator heading, the retrieved items (`[E<id>] <title>`) and resident rules
-  (`[R<id>] <rule>`). In a correctness round each one looks useful with P(adopt_useful) if it is
-  truly useful for the operator's category, P(adopt_useless) if not, and it adopts at most
-  `attention` of those (the context is not free); some decision lines are
-  written in free-text forms real models use ("- E5: Adopted: yes", a table row, lower case),
-  which the parser rejects and the gate re-asks. Its kernel is the suite's hand-written one
-  (`<stem>.cpu.c`, read from the task files, never shown to the system) with a probability that
-  grows with the truly useful items adopted, else a wrong one (one of the task's null kernels,
-  targets/cpu/canaries.py, which compile and fail a trial). In an optimisation round it resubmits
-  the expert kernel and adopts nothing: it does not change a correct kernel, and speed is not part
-  of its world.
+  (`[R<id>] <rule>`). Each one looks useful with P(adopt_useful) if it truly helps the round's
+  goal for the operator's category (a correct kernel; in an optimisation round a faster one, a
+  separate hidden truth), P(adopt_useless) if not, and it adopts at most `attention` of those (the
+  context is not free); some decision lines are written in free-text forms real models use
+  ("- E5: Adopted: yes", a table row, lower case), which the parser rejects and the gate re-asks.
+  In a correctness round its kernel is correct with a probability that grows with the truly
+  useful items adopted: then a slow variant of the suite's hand-written kernel (`<stem>.cpu.c`,
+  read from the task files, never shown to the system) that repeats the work `slow` times, else a
+  wrong one (one of the task's null kernels, targets/cpu/canaries.py, which compile and fail a
+  trial). In an optimisation round it writes, with a probability that grows the same way, the
+  hand-written kernel itself, else a correct variant twice as slow as the one it was shown. It
+  only chooses the source: whether the new kernel is faster is measured by the real harness, and
+  the optimisation score z = 1 - T_best/T_first comes from those measurements.
 - a re-ask: the same decisions again (every draw is a hash of what it is about), in the canonical form.
 - a distillation: lessons titled `<phrase> in <category> kernels (<tag>)`, whose usefulness the
   world knows from the title; their code is a labelled placeholder, never the expert kernel.

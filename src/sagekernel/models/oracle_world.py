@@ -2,9 +2,10 @@
 ground truth, and how it reads the prompts the real system gives it.
 
 This is NOT a language model. It exists to test the method end to end (issue 28): every memory
-item has a hidden usefulness per operator category, drawn from a seed; the generator adopts
-truly useful items more often (and is sometimes wrong), and writes a correct kernel with a
-probability that grows with the truly useful items it adopted. Whether the system as built learns
+item has a hidden usefulness per operator category and goal (a correct kernel, a faster one), drawn
+from a seed; the generator adopts truly useful items more often (and is sometimes wrong), and
+writes a correct kernel, or in an optimisation round a faster one, with a probability that grows
+with the truly useful items it adopted (the harness measures the speed). Whether the system as built learns
 which items are useful (ATU, UGC, retrieval) can then be measured against the truth, which no
 part of the system sees.
 
