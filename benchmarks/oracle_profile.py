@@ -50,6 +50,35 @@ def profile(workspace: Path) -> dict[str, float | int]:
     }
 
 
+def shown_items(workspace: Path) -> dict[tuple[str, int], frozenset[str]]:
+    """(operator, round) -> the retrieved ids a correctness round showed (replays share ids)."""
+    con = sqlite3.connect(f"file:{workspace / 'sage.db'}?mode=ro", uri=True)
+    try:
+        extras = [json.loads(e) for (e,) in con.execute("SELECT extra_json FROM exchanges")]
+    finally:
+        con.close()
+    return {(e["operator"], e["round"]): frozenset(r for r in e["truth"] if r.startswith("E"))
+            for e in extras if "p_correct" in e and "truth" in e}
+
+
+def replay_overlap(streams: Path) -> None:
+    """Table 7: in how many shared correctness rounds each replayed bank retrieved a different set
+    from relevance-only, and how many items it swapped in all."""
+    for relevance in sorted(streams.glob("replay-relevance-*")):
+        label = relevance.name.removeprefix("replay-relevance-")
+        base = shown_items(relevance)
+        for variant in ("uniform", "atu"):
+            other_ws = streams / f"replay-{variant}-{label}"
+            if not (other_ws / "sage.db").exists():
+                continue
+            other = shown_items(other_ws)
+            keys = set(base) & set(other)
+            differ = sum(base[k] != other[k] for k in keys)
+            swapped = sum(len(base[k] ^ other[k]) // 2 for k in keys)
+            print(f"replay-{variant}-{label}: {differ} of {len(keys)} rounds retrieve a different set "
+                  f"from relevance-only ({swapped} items swapped)")
+
+
 def main(directory: str) -> None:
     streams = sorted((Path(directory) / "streams").iterdir())
     keys = ["rounds", "shown", "useful_shown", "useful_adopted", "useless_adopted", "p_correct", "opt_rounds",
@@ -59,6 +88,7 @@ def main(directory: str) -> None:
         if (ws / "sage.db").exists():
             row = profile(ws)
             print(f"{ws.name:28} " + " ".join(f"{row[k]!s:>10}" for k in keys))
+    replay_overlap(Path(directory) / "streams")
 
 
 if __name__ == "__main__":
