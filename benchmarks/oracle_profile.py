@@ -29,7 +29,7 @@ def profile(workspace: Path) -> dict[str, float | int]:
     finally:
         con.close()
     corr = [e for e in extras if "p_correct" in e and episode.get((e["operator"], e["round"])) == "corr"]
-    opt = [e for e in extras if "p_faster" in e]  # optimisation rounds from a slow variant (speed model)
+    opt = [e for e in extras if e.get("p_faster", 0) > 0]  # optimisation rounds from a slow variant
 
 
     def avg(values: list[float]) -> float:
