@@ -4,8 +4,9 @@
     python3 benchmarks/oracle_profile.py experiments/oracle-method
 
 Per stream: correctness rounds, the mean number of ids shown per round, of truly useful ids shown,
-of truly useful and useless ids adopted, the mean P(correct) the generator drew against, the final
-resident rules and the bank's items with u > 0.
+of truly useful and useless ids adopted, the mean P(correct) the generator drew against; the
+optimisation rounds from a slow variant, their truly useful ids adopted (by the "faster" truth) and
+mean P(faster); the final resident rules and the bank's items with u > 0.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def profile(workspace: Path) -> dict[str, float | int]:
     finally:
         con.close()
     corr = [e for e in extras if "p_correct" in e and episode.get((e["operator"], e["round"])) == "corr"]
+    opt = [e for e in extras if e.get("p_faster", 0) > 0]  # optimisation rounds from a slow variant
 
 
     def avg(values: list[float]) -> float:
@@ -40,20 +42,53 @@ def profile(workspace: Path) -> dict[str, float | int]:
         "useful_adopted": avg([e["useful_adopted"] for e in corr]),
         "useless_adopted": avg([e["useless_adopted"] for e in corr]),
         "p_correct": avg([e["p_correct"] for e in corr]),
+        "opt_rounds": len(opt),
+        "opt_useful_adopted": avg([e["useful_adopted"] for e in opt]),
+        "p_faster": avg([e["p_faster"] for e in opt]),
         "resident": len(json.loads(hot[0])) if hot else 0,
         "u_positive": positive,
     }
 
 
+def shown_items(workspace: Path) -> dict[tuple[str, int], frozenset[str]]:
+    """(operator, round) -> the retrieved ids a correctness round showed (replays share ids)."""
+    con = sqlite3.connect(f"file:{workspace / 'sage.db'}?mode=ro", uri=True)
+    try:
+        extras = [json.loads(e) for (e,) in con.execute("SELECT extra_json FROM exchanges")]
+    finally:
+        con.close()
+    return {(e["operator"], e["round"]): frozenset(r for r in e["truth"] if r.startswith("E"))
+            for e in extras if "p_correct" in e and "truth" in e}
+
+
+def replay_overlap(streams: Path) -> None:
+    """Table 7: in how many shared correctness rounds each replayed bank retrieved a different set
+    from relevance-only, and how many items it swapped in all."""
+    for relevance in sorted(streams.glob("replay-relevance-*")):
+        label = relevance.name.removeprefix("replay-relevance-")
+        base = shown_items(relevance)
+        for variant in ("uniform", "atu"):
+            other_ws = streams / f"replay-{variant}-{label}"
+            if not (other_ws / "sage.db").exists():
+                continue
+            other = shown_items(other_ws)
+            keys = set(base) & set(other)
+            differ = sum(base[k] != other[k] for k in keys)
+            swapped = sum(len(base[k] ^ other[k]) // 2 for k in keys)
+            print(f"replay-{variant}-{label}: {differ} of {len(keys)} rounds retrieve a different set "
+                  f"from relevance-only ({swapped} items swapped)")
+
+
 def main(directory: str) -> None:
     streams = sorted((Path(directory) / "streams").iterdir())
-    keys = ["rounds", "shown", "useful_shown", "useful_adopted", "useless_adopted", "p_correct", "resident",
-            "u_positive"]
-    print(f"{'stream':28} " + " ".join(f"{k:>15}" for k in keys))
+    keys = ["rounds", "shown", "useful_shown", "useful_adopted", "useless_adopted", "p_correct", "opt_rounds",
+            "opt_useful_adopted", "p_faster", "resident", "u_positive"]
+    print(f"{'stream':28} " + " ".join(f"{k:>10}" for k in keys))
     for ws in streams:
         if (ws / "sage.db").exists():
             row = profile(ws)
-            print(f"{ws.name:28} " + " ".join(f"{row[k]!s:>15}" for k in keys))
+            print(f"{ws.name:28} " + " ".join(f"{row[k]!s:>10}" for k in keys))
+    replay_overlap(Path(directory) / "streams")
 
 
 if __name__ == "__main__":

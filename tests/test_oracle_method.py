@@ -13,8 +13,8 @@ operators, where one operator is 2 points; means over the three worlds):
 - UGC: the final resident rules help a larger share of the stream's operators than a random bank
   item does (chance), by RULE_MARGIN.
 
-Slow (30 streams; docs/oracle.md gives the measured wall time):
-`python3 -m pytest tests/test_oracle_method.py -m slow`.
+Marker `oracle` (30 streams; docs/oracle.md gives the measured wall time):
+`python3 -m pytest tests/test_oracle_method.py -m oracle`.
 With SAGE_ORACLE_EXPERIMENT=<dir of a finished `sage experiment run oracle-method`> the claims are
 checked on that directory instead of a new run.
 """
@@ -34,7 +34,7 @@ from sagekernel.experiment.api import experiment_report, run_experiment
 from sagekernel.models.oracle_world import OracleConfig, truly_useful_share
 from sagekernel.tasks.suites import load_suite
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.oracle  # minutes: excluded from the default run (pyproject addopts)
 
 WORLDS = {"s1": 1, "s2": 2, "s3": 3}  # the preset's model labels and their oracle seeds
 MARGIN = 2.0  # ER points: one operator of 50

@@ -13,7 +13,10 @@ import pytest
 from sagekernel.agent.gate import complete_reply
 from sagekernel.agent.prompt import Prompts, RoundContext, shown_order
 from sagekernel.agent.protocol import parse_reply
-from sagekernel.models.oracle import OracleModel, _builtin_tasks, make_oracle
+from sagekernel.agent.state import beats
+from sagekernel.harness.config import HarnessConfig
+from sagekernel.harness.evaluate import evaluate
+from sagekernel.models.oracle import OracleModel, _builtin_tasks, _variant, make_oracle, read_repeats
 from sagekernel.models.oracle_world import (
     OracleConfig,
     draw,
@@ -34,6 +37,7 @@ from sagekernel.targets.cpu.canaries import canary_sources
     ("oracle:nope=1", "nope=1"), ("oracle:base=2", "base=2.0 is outside"), ("oracle:seed=x", "not a number"),
     ("oracle:seed", "not key=value"), ("oracle:seed=1,seed=2", "twice"), ("oracle:gain=nan", "finite"),
     ("oracle:seed=-1", ">= 0"), ("oracle:attention=0", "attention=0 must be >= 1"),
+    ("oracle:slow=0", "slow=0 must be in [1, 64]"), ("oracle:speed_base=1.5", "speed_base=1.5 is outside"),
 ])
 def test_bad_settings_are_one_line_errors_naming_the_part(spec: str, words: str) -> None:
     with pytest.raises(ModelSpecError) as err:
@@ -93,10 +97,10 @@ def test_a_round_reads_the_rendered_prompt_and_answers_in_the_real_protocol() ->
     assert {f"E{i}": a for i, (a, _) in parsed.decisions.items()} == {
         ref: t["adopted"] for ref, t in truth.items() if ref.startswith("E")}
     assert parsed.resident_used == ([7] if truth["R7"]["adopted"] else [])
-    expert = task.reference_kernels["cpu"].read_text(encoding="utf-8").strip()
     assert parsed.code is not None
-    if reply.extra["kernel"] == "expert":
-        assert parsed.code.strip() == expert
+    if reply.extra["kernel"].startswith("slow:"):  # a correct first kernel: the expert's work, repeated
+        assert parsed.code.strip() == _variant(task, model.world.slow)[1].strip()
+        assert read_repeats(parsed.code) == model.world.slow == int(reply.extra["kernel"].split(":")[1])
     else:
         assert parsed.code.strip() == canary_sources(task)[reply.extra["kernel"].split(":")[1]].strip()
 
@@ -153,11 +157,56 @@ def test_at_most_attention_items_are_adopted_in_one_round() -> None:
     assert not any(a for _, a, _ in nothing.decisions(prompt))
 
 
-def test_an_optimisation_round_keeps_the_expert_kernel_and_adopts_nothing() -> None:
-    _, _, _, _, messages = _round_messages("softmax", 2, EpisodeKind.OPT)
-    reply = make_oracle("oracle:seed=2").complete(list(messages))
+def _opt_messages(task_name: str, rnd: int, current_code: str):
+    task, target, items, rules, _ = _round_messages(task_name, rnd, EpisodeKind.OPT)
+    ctx = RoundContext(round=rnd, budget=3, rounds_left=3 - rnd, episode=EpisodeKind.OPT, items=items,
+                       rules=rules, current_code=current_code, feedback=None, history=[])
+    return Prompts().round_messages(task, target, ctx)
+
+
+def test_an_optimisation_round_adopts_by_the_speed_truth_and_writes_the_expert_or_a_slower_variant() -> None:
+    task = _builtin_tasks()["softmax"]
+    slow = _variant(task, 16)[1]
+    seen = {"expert": 0, "slow:32": 0}
+    for seed in range(12):
+        model = OracleModel(OracleConfig(seed=seed, freeform=0.0))
+        messages = _opt_messages("softmax", 2, slow)
+        prompt = read_round(messages[0].content, messages[1].content)
+        assert prompt is not None and prompt.optimising
+        reply = model.complete(list(messages))
+        seen[reply.extra["kernel"]] += 1
+        # the truth it adopts by is the "faster" goal's, a separate draw from the "correct" one
+        for shown, adopted, good in model.decisions(prompt):
+            assert good == useful(model.world, shown.title, prompt.category, "faster")
+            assert reply.extra["truth"][shown.ref] == {"adopted": adopted, "useful": good}
+        assert 0.0 < reply.extra["p_faster"] < 1.0
+        # from the expert kernel there is nothing faster to write: it is resubmitted
+        again = model.complete(list(_opt_messages("softmax", 3, _variant(task, 1)[1])))
+        assert again.extra["kernel"] == "expert"
+    assert seen["expert"] > 0 and seen["slow:32"] > 0
+    titles = [f"Check the boundary handling in reduction kernels (t{i})" for i in range(400)]
+    cfg = OracleConfig(seed=3)
+    assert ([useful(cfg, t, "reduction", "faster") for t in titles]
+            != [useful(cfg, t, "reduction") for t in titles])
+    # without a speed model (slow = 1) an optimisation round keeps the expert kernel and adopts nothing
+    plain = make_oracle("oracle:seed=2,slow=1")
+    reply = plain.complete(list(_opt_messages("softmax", 2, _variant(task, 1)[1])))
     assert reply.extra["kernel"] == "expert"
     assert not any(t["adopted"] for t in reply.extra["truth"].values())
+
+
+@pytest.mark.oracle  # ~5 s quiet, ~30 s at load 10 (the timing server starts torch): the claims' step
+def test_the_real_harness_times_the_slow_variant_and_finds_the_expert_faster() -> None:
+    """The speed model's only lever is the source: the harness compiles, checks and times both."""
+    task = _builtin_tasks()["softmax"]
+    target = get_target("cpu")
+    cfg = HarnessConfig(trials=1, variant_trials=1, held_out_shape=False, coverage_trials=False,
+                        canaries=False, fresh_process_recheck=False, warmup=2, iters=20, rounds=5,
+                        calibration_rounds=0, timed_held_out=False)
+    slow = evaluate(task, _variant(task, 16)[1], target, cfg)
+    fast = evaluate(task, _variant(task, 1)[1], target, cfg)
+    assert slow.correct and fast.correct and slow.candidate_ms and fast.candidate_ms
+    assert beats(fast, slow.timing, slow.candidate_ms) and not beats(slow, fast.timing, fast.candidate_ms)
 
 
 def test_a_short_stream_runs_through_the_real_harness_and_memory(tmp_path: Path) -> None:
@@ -176,7 +225,8 @@ def test_a_short_stream_runs_through_the_real_harness_and_memory(tmp_path: Path)
     assert set(stages) == set(kernels) and len(stages) >= 2
     # the real harness judged the generator's kernels: the expert's pass, the wrong ones fail a trial
     for key, kernel in kernels.items():
-        assert stages[key] == ("ok" if kernel == "expert" else "correctness"), (key, kernel, stages[key])
+        judged = "correctness" if kernel.startswith("wrong:") else "ok"
+        assert stages[key] == judged, (key, kernel, stages[key])
     distilled = [t for (t,) in con.execute("SELECT title FROM items WHERE source = 'distilled'")]
     lessons = {t for e in extras for t in e.get("lessons", [])}
     assert set(distilled) <= lessons

@@ -9,16 +9,19 @@ it should (docs/oracle.md, issue 28).
 Per call, read from the prompt it is actually given:
 
 - a round: the operator heading, the retrieved items (`[E<id>] <title>`) and resident rules
-  (`[R<id>] <rule>`). In a correctness round each one looks useful with P(adopt_useful) if it is
-  truly useful for the operator's category, P(adopt_useless) if not, and it adopts at most
-  `attention` of those (the context is not free); some decision lines are
-  written in free-text forms real models use ("- E5: Adopted: yes", a table row, lower case),
-  which the parser rejects and the gate re-asks. Its kernel is the suite's hand-written one
-  (`<stem>.cpu.c`, read from the task files, never shown to the system) with a probability that
-  grows with the truly useful items adopted, else a wrong one (one of the task's null kernels,
-  targets/cpu/canaries.py, which compile and fail a trial). In an optimisation round it resubmits
-  the expert kernel and adopts nothing: it does not change a correct kernel, and speed is not part
-  of its world.
+  (`[R<id>] <rule>`). Each one looks useful with P(adopt_useful) if it truly helps the round's
+  goal for the operator's category (a correct kernel; in an optimisation round a faster one, a
+  separate hidden truth), P(adopt_useless) if not, and it adopts at most `attention` of those (the
+  context is not free); some decision lines are written in free-text forms real models use
+  ("- E5: Adopted: yes", a table row, lower case), which the parser rejects and the gate re-asks.
+  In a correctness round its kernel is correct with a probability that grows with the truly
+  useful items adopted: then a slow variant of the suite's hand-written kernel (`<stem>.cpu.c`,
+  read from the task files, never shown to the system) that repeats the work `slow` times, else a
+  wrong one (one of the task's null kernels, targets/cpu/canaries.py, which compile and fail a
+  trial). In an optimisation round it writes, with a probability that grows the same way, the
+  hand-written kernel itself, else a correct variant twice as slow as the one it was shown. It
+  only chooses the source: whether the new kernel is faster is measured by the real harness, and
+  the optimisation score z = 1 - T_best/T_first comes from those measurements.
 - a re-ask: the same decisions again (every draw is a hash of what it is about), in the canonical form.
 - a distillation: lessons titled `<phrase> in <category> kernels (<tag>)`, whose usefulness the
   world knows from the title; their code is a labelled placeholder, never the expert kernel.
@@ -31,6 +34,7 @@ behind the reply (adopted useful/useless, P(correct), which kernel), kept in the
 from __future__ import annotations
 
 import hashlib
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -44,6 +48,7 @@ from sagekernel.models.oracle_world import (
     RoundPrompt,
     Shown,
     draw,
+    faster_probability,
     read_distill,
     read_round,
     read_rule_title,
@@ -121,16 +126,20 @@ class OracleModel(BackendModel):
     # -- rounds ------------------------------------------------------------------------------
     def decisions(self, prompt: RoundPrompt) -> list[tuple[Shown, bool, bool]]:
         """(shown, adopted, truly useful) for each id the round shows. Each looks useful with
-        P(adopt_useful) if it is, P(adopt_useless) if not; of those that look useful, at most
+        P(adopt_useful) if it truly helps this round's goal (a correct kernel, or in an optimisation
+        round a faster one), P(adopt_useless) if not; of those that look useful, at most
         `attention` are applied (drawn at random): a kernel cannot follow every rule in a long
-        context, which is why the method budgets its resident rules (B)."""
+        context, which is why the method budgets its resident rules (B). Without a speed model
+        (slow = 1) an optimisation round adopts nothing."""
         seed, op, rnd = self.world.seed, prompt.operator, prompt.round
+        goal = "faster" if prompt.optimising else "correct"
+        deciding = not prompt.optimising or self.world.slow > 1
         looks: dict[str, bool] = {}
         truth: dict[str, bool] = {}
         for shown in prompt.shown:
-            truth[shown.ref] = useful(self.world, shown.title, prompt.category)
+            truth[shown.ref] = useful(self.world, shown.title, prompt.category, goal)
             p = self.world.adopt_useful if truth[shown.ref] else self.world.adopt_useless
-            looks[shown.ref] = not prompt.optimising and draw(seed, "adopt", op, rnd, shown.title) < p
+            looks[shown.ref] = deciding and draw(seed, "adopt", op, rnd, shown.title) < p
         chosen = sorted((s for s in prompt.shown if looks[s.ref]),
                         key=lambda s: draw(seed, "attend", op, rnd, s.title))[:self.world.attention]
         applied = {s.ref for s in chosen}
@@ -144,20 +153,22 @@ class OracleModel(BackendModel):
         decided = self.decisions(prompt)
         n_useful = sum(1 for _, adopted, good in decided if adopted and good)
         n_useless = sum(1 for _, adopted, good in decided if adopted and not good)
-        p = success_probability(self.world, prompt.operator, prompt.level, n_useful, n_useless)
-        correct = prompt.optimising or draw(self.world.seed, "success", prompt.operator, prompt.round) < p
-        if correct:
-            kernel, code = "expert", task.reference_kernels["cpu"].read_text(encoding="utf-8")
+        if prompt.optimising:
+            p, (kernel, code) = self._optimise(task, prompt, user, n_useful, n_useless)
         else:
-            name, code = _wrong_kernel(task, self.world.seed, prompt.round)
-            kernel = f"wrong:{name}"
-        lines = ["DIAGNOSIS: " + ("the kernel is already correct; keeping it unchanged" if prompt.optimising
+            p = success_probability(self.world, prompt.operator, prompt.level, n_useful, n_useless)
+            if draw(self.world.seed, "success", prompt.operator, prompt.round) < p:
+                kernel, code = _variant(task, self.world.slow)
+            else:
+                name, code = _wrong_kernel(task, self.world.seed, prompt.round)
+                kernel = f"wrong:{name}"
+        lines = ["DIAGNOSIS: " + ("the kernel is correct; trying to make it faster" if prompt.optimising
                                   else "rewriting the kernel from the reference semantics")]
         if decided:
             lines.append("ADOPTION:")
         freeform = []
         for shown, adopted, _ in decided:
-            if (shown.ref.startswith("E") and not prompt.optimising
+            if (shown.ref.startswith("E") and (not prompt.optimising or self.world.slow > 1)
                     and draw(self.world.seed, "freeform", prompt.operator, prompt.round, shown.ref)
                     < self.world.freeform):
                 lines.append(_freeform_line(shown.ref, adopted, self.world.seed, prompt))
@@ -165,10 +176,26 @@ class OracleModel(BackendModel):
             else:
                 lines.append(_line(shown.ref, adopted))
         text = "\n".join(lines) + f"\n```c\n{code.strip()}\n```\n"
-        return text, {"operator": prompt.operator, "round": prompt.round, "p_correct": round(p, 4),
+        chance = "p_faster" if prompt.optimising else "p_correct"
+        return text, {"operator": prompt.operator, "round": prompt.round, chance: round(p, 4),
                       "kernel": kernel, "useful_adopted": n_useful, "useless_adopted": n_useless,
                       "freeform": freeform,
                       "truth": {s.ref: {"adopted": a, "useful": g} for s, a, g in decided}}
+
+    def _optimise(self, task: Any, prompt: RoundPrompt, user: str, n_useful: int,
+                  n_useless: int) -> tuple[float, tuple[str, str]]:
+        """An optimisation round: (P(faster), (kernel name, source)). The kernel it starts from is
+        the one the prompt shows (its repeat count, read back); with P(faster) it writes the
+        expert kernel (no repeats), else a correct variant that repeats twice as often. Which is
+        faster is for the harness's timing to find; the generator only chooses the source. Without
+        a speed model (slow = 1), or from the expert kernel itself, it resubmits what it has."""
+        current = read_repeats(user)
+        if self.world.slow == 1 or current <= 1:
+            return 0.0, _variant(task, 1)
+        p = faster_probability(self.world, n_useful, n_useless)
+        if draw(self.world.seed, "faster", prompt.operator, prompt.round) < p:
+            return p, _variant(task, 1)
+        return p, _variant(task, min(MAX_REPEATS, 2 * current))
 
     def _reask(self, system: str, messages: tuple[Message, ...], last: str) -> tuple[str, dict[str, Any]]:
         round_user = next((m.content for m in messages if m.role == "user"
@@ -211,6 +238,43 @@ class OracleModel(BackendModel):
                           f"correct_code:\n```c\nacc = acc + v; /* oracle lesson {tag} */\n```")
         truth = {t: {c: useful(self.world, t, c) for c in (category,)} for t in titles}
         return "\n\n".join(blocks) + "\n", {"operator": operator, "lessons": titles, "truth": truth}
+
+
+#: The slowest variant the generator writes (repeats of the expert's work).
+MAX_REPEATS = 64
+_REPEATS = re.compile(r"volatile int64_t sage_repeat = (?P<n>\d+);")
+_ONCE = "sage_oracle_once"
+
+
+def read_repeats(text: str) -> int:
+    """How many times the kernel in `text` (a prompt showing it) repeats the expert's work:
+    the generator's own variants say so in one line; anything else counts as the expert's."""
+    match = _REPEATS.search(text)
+    return int(match.group("n")) if match else 1
+
+
+def _variant(task: Any, repeats: int) -> tuple[str, str]:
+    """(name, C source): the suite's hand-written kernel, or (repeats > 1) a correct variant that
+    computes the same outputs `repeats` times over (a kernel is a pure function of its inputs, so
+    the last pass leaves exactly the expert's result). `volatile` keeps the compiler from folding
+    the passes into one: the harness must measure the cost."""
+    from sagekernel.targets.cpu.contract import KERNEL_SYMBOL, c_parameters
+
+    expert = task.reference_kernels["cpu"].read_text(encoding="utf-8")
+    if repeats <= 1:
+        return "expert", expert
+    definition = f"void {KERNEL_SYMBOL}("
+    if expert.count(definition) != 1:
+        raise ModelError(f"oracle: the hand-written kernel of {task.name} does not define "
+                         f"{KERNEL_SYMBOL} exactly once")
+    params = c_parameters(task)
+    args = ", ".join(p.split()[-1] for p in params)
+    body = expert.replace(definition, f"static void {_ONCE}(")
+    wrapper = (f"\n/* oracle variant: the expert kernel's work, repeated */\n"
+               f"void {KERNEL_SYMBOL}({', '.join(params)}) {{\n"
+               f"    volatile int64_t sage_repeat = {repeats};\n"
+               f"    for (int64_t r = 0; r < sage_repeat; ++r) {_ONCE}({args});\n}}\n")
+    return f"slow:{repeats}", body.rstrip() + "\n" + wrapper
 
 
 def _line(ref: str, adopted: bool) -> str:

@@ -2,9 +2,10 @@
 ground truth, and how it reads the prompts the real system gives it.
 
 This is NOT a language model. It exists to test the method end to end (issue 28): every memory
-item has a hidden usefulness per operator category, drawn from a seed; the generator adopts
-truly useful items more often (and is sometimes wrong), and writes a correct kernel with a
-probability that grows with the truly useful items it adopted. Whether the system as built learns
+item has a hidden usefulness per operator category and goal (a correct kernel, a faster one), drawn
+from a seed; the generator adopts truly useful items more often (and is sometimes wrong), and
+writes a correct kernel, or in an optimisation round a faster one, with a probability that grows
+with the truly useful items it adopted (the harness measures the speed). Whether the system as built learns
 which items are useful (ATU, UGC, retrieval) can then be measured against the truth, which no
 part of the system sees.
 
@@ -54,9 +55,11 @@ class OracleConfig:
     freeform: float = 0.1  #: P(a decision line is written in a free-text form the parser rejects)
     attention: int = 4  #: at most this many items and rules applied in one kernel (the context is not free)
     lessons: int = 2  #: at most this many lessons per distillation reply (and at most what is asked)
+    slow: int = 16  #: the first correct kernel does the expert's work this many times (1: no speed model)
+    speed_base: float = 0.2  #: P(an optimisation round finds the faster kernel) with nothing useful adopted
 
     _PROBABILITIES = ("base", "level_drop", "spread", "gain", "harm", "useful_home", "useful_general",
-                      "useful_other", "adopt_useful", "adopt_useless", "freeform")
+                      "useful_other", "adopt_useful", "adopt_useless", "freeform", "speed_base")
 
     def __post_init__(self) -> None:
         for name in self._PROBABILITIES:
@@ -67,6 +70,8 @@ class OracleConfig:
             raise OracleConfigError("oracle settings seed and lessons must be >= 0")
         if self.attention < 1:
             raise OracleConfigError(f"oracle setting attention={self.attention} must be >= 1")
+        if not 1 <= self.slow <= 64:
+            raise OracleConfigError(f"oracle setting slow={self.slow} must be in [1, 64]")
 
     @classmethod
     def parse(cls, text: str) -> OracleConfig:
@@ -125,8 +130,14 @@ def home_category(title: str) -> str | None:
     return match.group("category") if match else None
 
 
-def useful(config: OracleConfig, title: str, category: str) -> bool:
-    """The hidden truth: does the item titled `title` help on operators of `category`?"""
+#: The two things an item can truly help with: a correct kernel (a correctness round) and a faster
+#: one (an optimisation round). They are drawn independently, at the same rates.
+GOALS = ("correct", "faster")
+
+
+def useful(config: OracleConfig, title: str, category: str, goal: str = "correct") -> bool:
+    """The hidden truth: does the item titled `title` help operators of `category` reach `goal`
+    (GOALS: a correct kernel, or a faster correct one)?"""
     home = home_category(title)
     if home == "general":
         p = config.useful_general
@@ -134,7 +145,9 @@ def useful(config: OracleConfig, title: str, category: str) -> bool:
         p = config.useful_home
     else:
         p = config.useful_other
-    return draw(config.seed, "useful", title.strip(), category) < p
+    # "useful" is the correctness draw's key since the first worlds, so they are unchanged
+    key = "useful" if goal == "correct" else f"useful-{goal}"
+    return draw(config.seed, key, title.strip(), category) < p
 
 
 def success_probability(config: OracleConfig, operator: str, level: int, n_useful: int,
@@ -144,6 +157,12 @@ def success_probability(config: OracleConfig, operator: str, level: int, n_usefu
     p = (config.base - config.level_drop * max(0, level - 1) + difficulty
          + config.gain * n_useful - config.harm * n_useless)
     return min(0.98, max(0.02, p))
+
+
+def faster_probability(config: OracleConfig, n_useful: int, n_useless: int) -> float:
+    """P(an optimisation round writes the faster kernel): `speed_base`, then what was adopted
+    (the same `gain` and `harm` per item as a correctness round)."""
+    return min(0.98, max(0.02, config.speed_base + config.gain * n_useful - config.harm * n_useless))
 
 
 # -- reading the prompts the real templates render (agent/prompt.py, prompts/*.j2) ----------------
@@ -221,7 +240,10 @@ def read_rule_title(user: str) -> str | None:
 
 def truly_useful_share(config: OracleConfig, title: str, categories: list[str]) -> float:
     """The share of a stream's operators (given by their categories, one entry per operator) that
-    the item titled `title` truly helps: how a resident rule, shown to every operator, is judged."""
+    the item titled `title` truly helps, averaged over the two goals (GOALS; a world with no speed
+    model, slow = 1, has only the first): how a resident rule, shown to every operator, is judged."""
     if not categories:
         return 0.0
-    return sum(useful(config, title, c) for c in categories) / len(categories)
+    goals = GOALS if config.slow > 1 else GOALS[:1]
+    return (sum(useful(config, title, c, g) for c in categories for g in goals)
+            / (len(categories) * len(goals)))
