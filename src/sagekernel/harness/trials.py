@@ -26,6 +26,7 @@ from sagekernel.errors import TaskError
 from sagekernel.harness.compare import SENTINELS
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.wire import Arg
+from sagekernel.tasks.confine import TaskChildFailure
 from sagekernel.tasks.inputs import reference_scale
 from sagekernel.tasks.loader import DISTRIBUTIONS, build_inputs, reference_outputs
 from sagekernel.tasks.reference import declared_precision_outputs, param_tensors
@@ -260,6 +261,8 @@ def plan_trials(task: Task, config: HarnessConfig) -> TrialPlan:
                 trials.append(make_trial(
                     task, len(trials), shape.label, shape.sizes, rng.choice(DISTRIBUTION_ORDER), attrs
                 ))
+            except TaskChildFailure:
+                raise  # a hang or a crash is the task's fault, not a refusal of this shape
             except TaskError as exc:
                 if task.layout_note.startswith("level and category from SAGE_TASK"):
                     raise TaskError(

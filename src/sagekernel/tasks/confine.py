@@ -120,6 +120,11 @@ def close_all() -> None:
         child.close()
 
 
+class TaskChildFailure(TaskError):
+    """The task's code overran its limit, or killed or crashed its child: the task is broken
+    whatever the shape (unlike a `TaskError` the code raised itself, e.g. refusing a size)."""
+
+
 class TaskChild:
     """One sandboxed child and its pipes; `call` is serialised (one request at a time)."""
 
@@ -150,7 +155,7 @@ class TaskChild:
             ).result()
         except OSError as exc:
             os.close(read_fd)
-            raise TaskError(f"the sandboxed task child could not start: {exc}") from exc
+            raise TaskChildFailure(f"the sandboxed task child could not start: {exc}") from exc
         finally:
             os.close(write_fd)
         self.read_fd = read_fd
@@ -216,6 +221,8 @@ class TaskChild:
                     pass  # the child died: its death is read and reported below
                 header, out = self._answer(load_timeout_s(), f"running {_WHAT.get(op, op)}")
                 done = True
+            except TaskError as exc:  # an overrun, a death, a malformed frame: the child's doing
+                raise TaskChildFailure(f"{task.source_path}: {exc}") from None
             finally:
                 if not done:  # overrun, died, malformed, or this thread interrupted: no half state
                     self.close()
@@ -223,8 +230,9 @@ class TaskChild:
             kind = header.get("kind")
             error = str(header.get("error", ""))[:4000]
             note = " (lower the sizes, or raise SAGE_TASK_LOAD_MEM_BYTES)" if kind == "memory" else ""
-            raise TaskError(f"{task.source_path}: {_WHAT.get(op, op)} failed in the task sandbox: "
-                            f"{error}{note}")
+            failure = TaskChildFailure if kind == "memory" else TaskError
+            raise failure(f"{task.source_path}: {_WHAT.get(op, op)} failed in the task sandbox: "
+                          f"{error}{note}")
         return header, out
 
     def _answer(self, limit: float, doing: str) -> tuple[dict[str, Any], list[torch.Tensor]]:
@@ -246,9 +254,10 @@ class TaskChild:
                                          bytes(buffer[start + need[0]:start + need[0] + need[1]]))
                 wait = deadline - time.monotonic()
                 if wait <= 0:
-                    raise TaskError(f"the task's code took longer than {limit:g} s {doing} in the task "
-                                    "sandbox (it hangs, or is too slow); it was stopped. Make it finish "
-                                    f"quickly, or raise SAGE_TASK_LOAD_TIMEOUT_S{self._quote()}")
+                    raise TaskChildFailure(
+                        f"the task's code took longer than {limit:g} s {doing} in the task sandbox (it "
+                        "hangs, or is too slow); it was stopped. Make it finish quickly, or raise "
+                        f"SAGE_TASK_LOAD_TIMEOUT_S{self._quote()}")
                 events = sel.select(timeout=min(wait, 1.0))
                 for key, _ in events:
                     fd = key.fileobj
@@ -260,7 +269,7 @@ class TaskChild:
                             sel.unregister(fd)
                         continue
                     if not data:
-                        raise TaskError(self._death(doing))
+                        raise TaskChildFailure(self._death(doing))
                     buffer += data
         finally:
             sel.close()
@@ -362,4 +371,4 @@ def case_check(child: TaskChild, task: Task, inputs: Sequence[torch.Tensor], out
     return CaseCheck(bool(passed), str(rule), float(abs_err), float(rel_err), str(error))
 
 
-__all__ = ["POOL_SIZE", "Opaque", "TaskChild", "child_for", "close_all", "confined"]
+__all__ = ["POOL_SIZE", "Opaque", "TaskChild", "TaskChildFailure", "child_for", "close_all", "confined"]
