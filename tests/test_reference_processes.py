@@ -28,7 +28,7 @@ from sagekernel.harness.evaluate import evaluate
 from sagekernel.harness.trials import plan_trials
 from sagekernel.harness.verdict import Stage
 from sagekernel.targets import get_target
-from sagekernel.tasks import confine
+from sagekernel.tasks import confine, task_child
 from sagekernel.tasks.inputs import build_inputs
 from sagekernel.tasks.loader import load_task
 from sagekernel.tasks.record import task_to_json
@@ -93,7 +93,7 @@ def harness_task(folder: Path, name: str, act: str, inputs_act: str = "pass") ->
 def assert_contained_references(task: Task, kind: str) -> None:
     """The harness plans every trial with the task child in layer `kind`; the reference's
     harness-only branch ran (held-out shapes) and got nothing it tried: it added no bump."""
-    with confine.confined(kind):
+    with task_child.confined(kind):
         plan = plan_trials(task, QUICK)
     assert any(t.shape_label.startswith("held-out") for t in plan.trials)
     for trial in plan.trials:
@@ -103,7 +103,7 @@ def assert_contained_references(task: Task, kind: str) -> None:
 @pytest.fixture(autouse=True)
 def _fresh_children():
     yield
-    confine.close_all()
+    task_child.close_all()
 
 
 # ------------------------------------------------------------------ the file system
@@ -197,7 +197,7 @@ def test_processes_a_reference_starts_do_not_outlive_the_call(tmp_path: Path, ki
         spawn({tok!r}, False)
         spawn({daemon_tok!r}, True)  # a daemon that left the group (setsid, double fork)
     """, inputs_act=f"spawn({tok!r}, False)")  # another instance: get_inputs() forks
-    with confine.confined(kind):
+    with task_child.confined(kind):
         plan_trials(task, QUICK)
         assert gone(tok) and gone(daemon_tok)  # reaped after each call, the child still warm
     assert gone(tok) and gone(daemon_tok)
@@ -246,7 +246,7 @@ def test_killing_sage_while_a_reference_hangs_leaves_no_child(tmp_path: Path) ->
     script = textwrap.dedent(f"""
         from sagekernel.harness.config import HarnessConfig
         from sagekernel.harness.trials import plan_trials
-        from sagekernel.tasks.confine import confined
+        from sagekernel.tasks.task_child import confined
         from sagekernel.tasks.record import task_from_json
         task = task_from_json({task_to_json(task)!r})
         with confined("auto"):
@@ -297,7 +297,7 @@ def test_a_sound_task_gives_identical_values_in_its_sandbox(tmp_path: Path) -> N
         refs = (reference_outputs(task, here[0], sizes, seed=7),
                 declared_precision_outputs(task, here[0], sizes, seed=7))
         init = init_arguments(task, sizes)
-        with confine.confined("auto"):
+        with task_child.confined("auto"):
             there = (build_inputs(task, sizes, seed, "normal"), param_tensors(task, sizes, 7))
             confined_refs = (reference_outputs(task, there[0], sizes, seed=7),
                              declared_precision_outputs(task, there[0], sizes, seed=7))
@@ -324,7 +324,7 @@ def test_a_sandbox_asked_for_that_does_not_work_is_refused_as_the_loader_refuses
 ) -> None:
     monkeypatch.setattr(sandbox, "bwrap_works", lambda: False)
     with pytest.raises(TaskError, match="sandbox 'bwrap' was asked for, but bubblewrap"), \
-            confine.confined("bwrap"):
+            task_child.confined("bwrap"):
         pass
     [task] = [t for t in load_suite("builtin") if t.name == "abs"]
     verdict = evaluate(task, task.reference_kernels["cpu"].read_text(), get_target("cpu"),

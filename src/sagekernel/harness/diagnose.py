@@ -28,8 +28,8 @@ from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.tolerances import judged_task
 from sagekernel.harness.trials import Trial, make_trial, raw_bytes
 from sagekernel.protocols import Target
-from sagekernel.tasks.confine import confined
 from sagekernel.tasks.task import Task
+from sagekernel.tasks.task_child import confined
 
 NEIGHBOURHOOD = 3  # elements shown on each side of the first mismatch
 
@@ -178,7 +178,7 @@ def diagnose(
     report.shape = sizes
     workdir = Path(tempfile.mkdtemp(prefix="sage-diag-"))
     try:
-        with confined(config.sandbox):  # the task's code runs in its sandbox (tasks/confine.py)
+        with confined(config.sandbox):  # the task's code runs in its sandbox (tasks/task_child.py)
             trial = make_trial(task, 0, "debug", sizes, "default")
             dev = device or next(iter(target.devices())).name
             found: TargetDiagnostics = tool(

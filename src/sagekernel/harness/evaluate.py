@@ -35,10 +35,10 @@ from sagekernel.harness.trials import TrialPlan, plan_trials
 from sagekernel.harness.verdict import Stage, Verdict
 from sagekernel.protocols import Target
 from sagekernel.seam import Evidence
-from sagekernel.tasks.confine import confined
 from sagekernel.tasks.npukb_rule import score_record
 from sagekernel.tasks.sizegen import LARGE
 from sagekernel.tasks.task import Task
+from sagekernel.tasks.task_child import confined
 
 __all__ = ["HarnessConfig", "as_candidate", "evaluate"]
 

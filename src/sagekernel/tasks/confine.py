@@ -1,101 +1,57 @@
-"""Task code the harness runs -- inputs, parameters, references, init arguments, the benchmark's
-precision rule -- in a sandboxed child, never in `sage`'s own process.
+"""The seam between the functions that run a task's code and where that code runs.
 
-While `confined(kind)` is open (the harness opens it around each evaluation), every function of
 tasks/reference.py, `inputs.build_inputs`, `sizegen`'s reading of module ints and
-`npukb_rule.case_check` hand their work to a `TaskChild` instead of importing the task file here.
-The child (tasks/confine_child.py) is confined exactly as the loading child is (tasks/isolate.py,
-`loader_command`): the sandbox layer the harness's ``sandbox`` setting names (a layer named that
-does not work is refused with the loader's message), under bubblewrap no network, the tasks'
-folders read-only, a private /tmp, its own PID namespace and a cut-down environment; its data
-segment limited to `load_mem_bytes()`; each request limited to `load_timeout_s()` of wall time.
-
-Tensors come back as raw bytes with a JSON header (tasks/frames.py), never pickle: the child is
-untrusted. This process keeps the seeds: it draws them and sends each request its own.
-
-One child serves every task under the same folders and stays warm across evaluations (torch is
-imported once per folder, not per trial); `POOL_SIZE` children at most. A request that overruns
-its limit, a child that dies, or this process being interrupted while it waits kills the child's
-whole process group (and the kernel kills the child when `sage` dies: PR_SET_PDEATHSIG); the
-request raises `TaskError`, which the harness reports as the task's fault (``broken_task``), and
-the next request starts a fresh child.
+`npukb_rule.case_check` ask `child_for(task)` first: outside the harness's `task_child.confined`
+block it is None and they run the task's code in this process (the loader does, inside its own
+sandboxed child); inside it, it is the sandboxed task child (tasks/task_child.py, which registers
+itself here), and the functions below send it the request instead. This module imports nothing
+that runs task code, so the functions above can depend on it without a cycle.
 """
 
 from __future__ import annotations
 
-import atexit
-import json
-import os
-import selectors
-import shutil
-import signal
-import subprocess
-import tempfile
 import threading
-import time
-from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
-from sagekernel import sandbox
 from sagekernel.errors import TaskError
-from sagekernel.tasks import frames
-from sagekernel.tasks.isolate import (
-    STARTUP_TIMEOUT_S,
-    _Output,
-    load_mem_bytes,
-    load_timeout_s,
-    loader_command,
-    loader_sandbox,
-)
 from sagekernel.tasks.task import Task
 
-#: Warm children kept at once (one per distinct set of task folders); the least recently used goes.
-POOL_SIZE = 4
-CHILD_MODULE = "sagekernel.tasks.confine_child"
+TrialTensors = tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor], list[torch.Tensor] | None]
 
-_LOCK = threading.Lock()
+
+class Child(Protocol):
+    """What runs a task's code elsewhere: one request, (answer header, tensors)."""
+
+    def call(self, op: str, task: Task, args: dict[str, Any],
+             tensors: Sequence[torch.Tensor] = ()) -> tuple[dict[str, Any], list[torch.Tensor]]: ...
+
+
+class TaskChildFailure(TaskError):
+    """The task's code overran its limit, or killed or crashed its child: the task is broken
+    whatever the shape (unlike a `TaskError` the code raised itself, e.g. refusing a size)."""
+
+
 _LOCAL = threading.local()  # `standing_in`: the task (with drawn attributes) this thread's calls run
-_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sage-task-child-spawner")
-_KINDS: list[str] = []  # the sandbox layers of the `confined` blocks open now (innermost last)
-_POOL: OrderedDict[tuple[str, tuple[str, ...]], TaskChild] = OrderedDict()
+_FINDER: list[Callable[[Task], Child | None]] = []
 
 
-@contextmanager
-def confined(requested: str = "auto") -> Iterator[str]:
-    """Within the block, task code runs in a sandboxed child (layer: `loader_sandbox(requested)`,
-    refused as the loader refuses). Yields the layer."""
-    kind = loader_sandbox(requested)
-    with _LOCK:
-        _KINDS.append(kind)
-    try:
-        yield kind
-    finally:
-        with _LOCK:
-            _KINDS.remove(kind)
+def register(finder: Callable[[Task], Child | None]) -> None:
+    """tasks/task_child.py: how to find the child of a task while the harness judges."""
+    _FINDER[:] = [finder]
 
 
-def child_for(task: Task) -> TaskChild | None:
-    """The warm child that runs `task`'s code, or None outside `confined` (run it here)."""
-    from sagekernel.tasks.isolate import task_folders
+def child_for(task: Task) -> Child | None:
+    """The child that runs `task`'s code now, or None: run it in this process."""
+    return _FINDER[0](task) if _FINDER else None
 
-    with _LOCK:
-        if not _KINDS:
-            return None
-        key = (_KINDS[-1], tuple(task_folders([Path(task.source_path)], None)))
-        child = _POOL.get(key)
-        if child is None:
-            child = _POOL[key] = TaskChild(key[0], list(key[1]))
-        _POOL.move_to_end(key)
-        evicted = [_POOL.popitem(last=False)[1] for _ in range(max(0, len(_POOL) - POOL_SIZE))]
-    for old in evicted:
-        old.close()
-    return child
+
+def standing_task() -> Task | None:
+    """The task `standing_in` binds for this thread's requests, or None."""
+    return getattr(_LOCAL, "task", None)
 
 
 @contextmanager
@@ -108,192 +64,6 @@ def standing_in(task: Task) -> Iterator[None]:
         yield
     finally:
         _LOCAL.task = before
-
-
-@atexit.register
-def close_all() -> None:
-    """Stop every warm child (also run at exit)."""
-    with _LOCK:
-        children = list(_POOL.values())
-        _POOL.clear()
-    for child in children:
-        child.close()
-
-
-class TaskChildFailure(TaskError):
-    """The task's code overran its limit, or killed or crashed its child: the task is broken
-    whatever the shape (unlike a `TaskError` the code raised itself, e.g. refusing a size)."""
-
-
-class TaskChild:
-    """One sandboxed child and its pipes; `call` is serialised (one request at a time)."""
-
-    def __init__(self, kind: str, folders: list[str]) -> None:
-        self.kind = kind
-        self.folders = folders
-        self.lock = threading.Lock()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.read_fd = -1
-        self.scratch: Path | None = None
-        self.sent: dict[str, str] = {}  # task JSON -> id, for records the child already holds
-        self.output = _Output()
-        self.starts = 0
-
-    # ------------------------------------------------------------------ lifecycle
-    def _start(self) -> None:
-        read_fd, write_fd = os.pipe()
-        self.scratch = Path(tempfile.mkdtemp(prefix="sage-taskchild-"))
-        files = [Path(f) / "_" for f in self.folders]
-        argv, env, cwd = loader_command(files, None, self.kind, write_fd, self.scratch, module=CHILD_MODULE)
-        try:
-            # started from one long-lived thread: the child's PR_SET_PDEATHSIG (and bwrap's
-            # --die-with-parent) fire when the *thread* that forked it ends, and the harness asks
-            # from its planner thread, which ends with each evaluation
-            self.proc = _SPAWNER.submit(
-                subprocess.Popen, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, pass_fds=(write_fd,), start_new_session=True, env=env, cwd=cwd,
-            ).result()
-        except OSError as exc:
-            os.close(read_fd)
-            raise TaskChildFailure(f"the sandboxed task child could not start: {exc}") from exc
-        finally:
-            os.close(write_fd)
-        self.read_fd = read_fd
-        self.sent = {}
-        self.output = _Output()
-        self.starts += 1
-        assert self.proc.stdin is not None
-        setup = {"mem": load_mem_bytes(), "fd": write_fd,
-                 "parent": None if self.kind == "bwrap" else os.getpid()}
-        self.proc.stdin.write(json.dumps(setup).encode() + b"\n")
-        self.proc.stdin.flush()
-        self._answer(STARTUP_TIMEOUT_S, "starting (importing torch)")
-
-    def close(self) -> None:
-        """Kill the child's process group and forget it (the next call starts a fresh one)."""
-        proc, self.proc = self.proc, None
-        if proc is not None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                if proc.poll() is None:
-                    proc.kill()
-            proc.wait()
-            for stream in (proc.stdin, proc.stdout):
-                try:
-                    if stream is not None:
-                        stream.close()
-                except OSError:
-                    pass
-        if self.read_fd >= 0:
-            os.close(self.read_fd)
-            self.read_fd = -1
-        if self.scratch is not None:
-            shutil.rmtree(self.scratch, ignore_errors=True)
-            self.scratch = None
-
-    # ------------------------------------------------------------------ one request
-    def call(self, op: str, task: Task, args: dict[str, Any],
-             tensors: Sequence[torch.Tensor] = ()) -> tuple[dict[str, Any], list[torch.Tensor]]:
-        """Run `op` for `task` in the child; (answer header, tensors). Raises `TaskError`."""
-        from sagekernel.tasks.record import task_to_json
-
-        override = getattr(_LOCAL, "task", None)
-        if override is not None and Path(override.source_path) == Path(task.source_path):
-            task = override
-        with self.lock:
-            done = False
-            try:
-                if self.proc is None:
-                    self._start()
-                assert self.proc is not None and self.proc.stdin is not None
-                record = json.dumps(task_to_json(task), sort_keys=True, default=str)
-                request: dict[str, Any] = {"op": op, "args": args, "threads": torch.get_num_threads()}
-                if record not in self.sent:  # each task record crosses once per child
-                    self.sent[record] = str(len(self.sent))
-                    request["task_json"] = json.loads(record)
-                request["task_id"] = self.sent[record]
-                frame = frames.encode(request, tensors)
-                try:
-                    self.proc.stdin.write(frame)
-                    self.proc.stdin.flush()
-                except OSError:
-                    pass  # the child died: its death is read and reported below
-                header, out = self._answer(load_timeout_s(), f"running {_WHAT.get(op, op)}")
-                done = True
-            except TaskError as exc:  # an overrun, a death, a malformed frame: the child's doing
-                raise TaskChildFailure(f"{task.source_path}: {exc}") from None
-            finally:
-                if not done:  # overrun, died, malformed, or this thread interrupted: no half state
-                    self.close()
-        if not header.get("ok"):
-            kind = header.get("kind")
-            error = str(header.get("error", ""))[:4000]
-            note = " (lower the sizes, or raise SAGE_TASK_LOAD_MEM_BYTES)" if kind == "memory" else ""
-            failure = TaskChildFailure if kind == "memory" else TaskError
-            raise failure(f"{task.source_path}: {_WHAT.get(op, op)} failed in the task sandbox: "
-                          f"{error}{note}")
-        return header, out
-
-    def _answer(self, limit: float, doing: str) -> tuple[dict[str, Any], list[torch.Tensor]]:
-        """Read one frame from the child within `limit` seconds, draining its output meanwhile."""
-        assert self.proc is not None and self.proc.stdout is not None
-        deadline = time.monotonic() + limit
-        buffer = bytearray()
-        need: tuple[int, int] | None = None
-        sel = selectors.DefaultSelector()
-        sel.register(self.read_fd, selectors.EVENT_READ, "result")
-        sel.register(self.proc.stdout, selectors.EVENT_READ, "output")
-        try:
-            while True:
-                if need is None and len(buffer) >= frames.PREFIX.size:
-                    need = frames.sizes_of(bytes(buffer[:frames.PREFIX.size]))
-                if need is not None and len(buffer) >= frames.PREFIX.size + need[0] + need[1]:
-                    start = frames.PREFIX.size
-                    return frames.decode(bytes(buffer[start:start + need[0]]),
-                                         bytes(buffer[start + need[0]:start + need[0] + need[1]]))
-                wait = deadline - time.monotonic()
-                if wait <= 0:
-                    raise TaskChildFailure(
-                        f"the task's code took longer than {limit:g} s {doing} in the task sandbox (it "
-                        "hangs, or is too slow); it was stopped. Make it finish quickly, or raise "
-                        f"SAGE_TASK_LOAD_TIMEOUT_S{self._quote()}")
-                events = sel.select(timeout=min(wait, 1.0))
-                for key, _ in events:
-                    fd = key.fileobj
-                    data = os.read(fd if isinstance(fd, int) else fd.fileno(), 1 << 20)
-                    if key.data == "output":
-                        if data:
-                            self.output.add(data)
-                        else:
-                            sel.unregister(fd)
-                        continue
-                    if not data:
-                        raise TaskChildFailure(self._death(doing))
-                    buffer += data
-        finally:
-            sel.close()
-
-    def _death(self, doing: str) -> str:
-        assert self.proc is not None
-        try:
-            code = self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            code = None
-        died_of = sandbox.death_signal(self.kind, code)
-        what = f"signal {died_of}" if died_of is not None else f"exit code {code}"
-        return (f"the sandboxed task child died ({what}) while {doing} (out of memory, a crash in "
-                f"native code, or os._exit/kill in the task file){self._quote()}")
-
-    def _quote(self) -> str:
-        text = self.output.text()
-        return f" (it printed {self.output.total} bytes, ending: {text[-300:]!r})" if text else ""
-
-
-_WHAT = {"inputs": "get_inputs()", "params": "building the model's parameters", "reference": "the reference",
-         "declared": "the declared-precision reference", "init": "get_init_inputs()",
-         "ints": "reading the file's sizes", "work": "counting the reference's FLOPs",
-         "case_check": "the benchmark's precision rule"}
 
 
 def _revive(value: Any, tensors: list[torch.Tensor]) -> Any:
@@ -323,52 +93,63 @@ def _sizes(sizes: Any) -> dict[str, int] | None:
     return None if sizes is None else {str(k): int(v) for k, v in dict(sizes).items()}
 
 
-def build_inputs(child: TaskChild, task: Task, sizes: Any, seed: int,
+def build_inputs(child: Child, task: Task, sizes: Any, seed: int,
                  distribution: str) -> list[torch.Tensor]:
     return child.call("inputs", task, {"sizes": _sizes(sizes), "seed": int(seed),
                                        "distribution": distribution})[1]
 
 
-def param_tensors(child: TaskChild, task: Task, sizes: Any, seed: int) -> list[torch.Tensor]:
+def param_tensors(child: Child, task: Task, sizes: Any, seed: int) -> list[torch.Tensor]:
     return child.call("params", task, {"sizes": _sizes(sizes), "seed": int(seed)})[1]
 
 
-def reference_outputs(child: TaskChild, task: Task, inputs: Sequence[torch.Tensor], sizes: Any, seed: int,
+def reference_outputs(child: Child, task: Task, inputs: Sequence[torch.Tensor], sizes: Any, seed: int,
                       params: Sequence[torch.Tensor] | None) -> list[torch.Tensor]:
     args = {"sizes": _sizes(sizes), "seed": int(seed), "n_inputs": len(inputs),
             "with_params": params is not None}
     return child.call("reference", task, args, [*inputs, *(params or [])])[1]
 
 
-def declared_precision_outputs(child: TaskChild, task: Task, inputs: Sequence[torch.Tensor], sizes: Any,
+def declared_precision_outputs(child: Child, task: Task, inputs: Sequence[torch.Tensor], sizes: Any,
                                seed: int) -> list[torch.Tensor] | None:
     header, out = child.call("declared", task, {"sizes": _sizes(sizes), "seed": int(seed)}, list(inputs))
     return None if header.get("none") else out
 
 
-def init_arguments(child: TaskChild, task: Task, sizes: Any) -> list[Any]:
+def init_arguments(child: Child, task: Task, sizes: Any) -> list[Any]:
     header, out = child.call("init", task, {"sizes": _sizes(sizes)})
     return [_revive(v, out) for v in header.get("values", [])]
 
 
-def module_ints(child: TaskChild, task: Task) -> dict[str, int]:
+def module_ints(child: Child, task: Task) -> dict[str, int]:
     ints = child.call("ints", task, {})[0].get("ints", {})
     return {str(k): int(v) for k, v in ints.items() if type(v) is int}
 
 
-def reference_work(child: TaskChild, task: Task, sizes: Any) -> tuple[int, int]:
+def trial_tensors(child: Child, task: Task, sizes: Any, seed: int, distribution: str, param_seed: int
+                  ) -> TrialTensors:
+    header, out = child.call("trial", task, {"sizes": _sizes(sizes), "seed": int(seed),
+                                             "distribution": distribution, "param_seed": int(param_seed)})
+    counts = [int(n) for n in header["counts"]]
+    if len(counts) != 4 or sum(counts) != len(out):
+        raise TaskChildFailure(f"{task.source_path}: the task child sent a malformed trial")
+    a, b, c = counts[0], counts[0] + counts[1], counts[0] + counts[1] + counts[2]
+    return out[:a], out[a:b], out[b:c], None if header.get("none") else out[c:]
+
+
+def reference_work(child: Child, task: Task, sizes: Any) -> tuple[int, int]:
     moved, flops = child.call("work", task, {"sizes": _sizes(sizes)})[0]["work"]
     return int(moved), int(flops)
 
 
-def case_check(child: TaskChild, task: Task, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor],
-               expected: Sequence[torch.Tensor], sizes: Any, seed: int) -> Any:
-    from sagekernel.tasks.npukb_rule import CaseCheck
-
+def case_check(child: Child, task: Task, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor],
+               expected: Sequence[torch.Tensor], sizes: Any,
+               seed: int) -> tuple[bool, str, float, float, str]:
+    """`npukb_rule.case_check`'s fields, the task's own rule run in the child."""
     args = {"sizes": _sizes(sizes), "seed": int(seed), "n_inputs": len(inputs), "n_outputs": len(outputs)}
     passed, rule, abs_err, rel_err, error = child.call("case_check", task, args,
                                                        [*inputs, *outputs, *expected])[0]["check"]
-    return CaseCheck(bool(passed), str(rule), float(abs_err), float(rel_err), str(error))
+    return bool(passed), str(rule), float(abs_err), float(rel_err), str(error)
 
 
-__all__ = ["POOL_SIZE", "Opaque", "TaskChild", "TaskChildFailure", "child_for", "close_all", "confined"]
+__all__ = ["Child", "Opaque", "TaskChildFailure", "child_for", "register", "standing_in", "standing_task"]

@@ -1,4 +1,4 @@
-"""The sandboxed task child of tasks/confine.py (``python -m sagekernel.tasks.confine_child``): runs
+"""The sandboxed task child of tasks/task_child.py (``python -m sagekernel.tasks.confine_child``): runs
 the task code the harness asks for -- inputs, parameters, references, init arguments, module ints,
 the benchmark's own precision rule -- one request at a time, and answers each with a typed frame
 (tasks/frames.py). It is the only process that imports a task file while the harness judges it.
@@ -49,6 +49,11 @@ def handle(op: str, task: Any, args: dict[str, Any], tensors: list[Any]) -> tupl
     from sagekernel.tasks.inputs import build_inputs
 
     sizes = args.get("sizes")
+    if op == "trial":
+        parts = reference.trial_tensors(task, dict(sizes or {}), int(args["seed"]), str(args["distribution"]),
+                                        int(args["param_seed"]))
+        return ({"counts": [len(p or []) for p in parts], "none": parts[3] is None},
+                [t for p in parts for t in (p or [])])
     if op == "inputs":
         return {}, build_inputs(task, sizes, int(args["seed"]), str(args["distribution"]))
     if op == "params":

@@ -1,4 +1,4 @@
-"""Typed frames between the harness and the sandboxed task child (tasks/confine.py): a JSON header
+"""Typed frames between the harness and the sandboxed task child (tasks/task_child.py): a JSON header
 and raw tensor bytes, never pickle. The child is task code, so everything it sends is untrusted:
 `decode_tensors` accepts only the dtypes in `WIRE_DTYPES`, shapes of non-negative ints whose bytes
 add up exactly, inside a frame no larger than `MAX_FRAME_BYTES`.

@@ -151,7 +151,7 @@ def loader_command(
     """(argv, environment, working directory) of a loading child in sandbox `kind`: the tasks'
     folders read-only at their own paths, no other host path but the interpreter's, a private
     /tmp, the device nodes of this host's GPUs (a task file may ask for one while it loads).
-    `module`: the child's main module (tasks/confine.py's task child is confined the same way)."""
+    `module`: the child's main module (tasks/task_child.py's task child is confined the same way)."""
     from sagekernel.devices import gpu_device_nodes
 
     keep = {k: v for k, v in os.environ.items() if k.startswith(LOADER_ENV_PREFIXES)}

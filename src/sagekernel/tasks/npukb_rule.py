@@ -100,7 +100,7 @@ def case_check(task: Any, inputs: Sequence[torch.Tensor], outputs: Sequence[torc
     from sagekernel.tasks.reference import declared_precision_outputs
 
     if (child := confine.child_for(task)) is not None:  # the task's own rule runs in its sandbox
-        return confine.case_check(child, task, inputs, outputs, expected, sizes, seed)
+        return CaseCheck(*confine.case_check(child, task, inputs, outputs, expected, sizes, seed))
     spec = task.benchmark
     group = task.groups[task.group_index or 0].name if task.groups else ""
     row = spec.cases.get(group, {}) if spec is not None else {}

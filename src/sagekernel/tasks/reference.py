@@ -3,8 +3,8 @@
 Every function goes through the task file's cached module (`modules.task_module`), rebinds its size
 symbols for the call, and never disturbs the caller's global RNG state (`torch.random.fork_rng`).
 The inputs they run on come from tasks/inputs.py; the model's parameters as kernel arguments are
-named and loaded by tasks/params.py. Inside `confine.confined` (the harness judging), each of them
-runs in the sandboxed task child instead of this process (tasks/confine.py).
+named and loaded by tasks/params.py. Inside `task_child.confined` (the harness judging), each of
+them runs in the sandboxed task child instead of this process (tasks/confine.py, the seam).
 """
 
 from __future__ import annotations
@@ -31,9 +31,12 @@ from sagekernel.tasks.modules import bound_sizes, task_module
 from sagekernel.tasks.params import load_params, model_tensors
 from sagekernel.tasks.task import Task
 
+#: A trial's (inputs, parameters, references, declared-precision outputs or None).
+TrialTensors = tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor], list[torch.Tensor] | None]
 
-def _confined(task: Task) -> confine.TaskChild | None:
-    """The sandboxed child that runs `task`'s code while the harness judges (tasks/confine.py)."""
+
+def _confined(task: Task) -> confine.Child | None:
+    """The sandboxed child that runs `task`'s code while the harness judges (tasks/task_child.py)."""
     return confine.child_for(task)
 
 
@@ -204,3 +207,18 @@ def reference_work(task: Task, sizes: Mapping[str, int]) -> tuple[int, int]:
     # outputs in their declared element type (the float64 reference is cast back already)
     moved += sum(t.numel() * t.element_size() for t in outputs)
     return int(moved), int(counter.get_total_flops())
+
+
+def trial_tensors(task: Task, sizes: Mapping[str, int], seed: int, distribution: str, param_seed: int
+                  ) -> TrialTensors:
+    """One correctness trial's (inputs, parameters, float64-derived references, declared-precision
+    outputs): `build_inputs` under `seed`, the rest under `param_seed`; in the task sandbox one
+    request instead of four."""
+    if (child := _confined(task)) is not None:
+        return confine.trial_tensors(child, task, sizes, seed, distribution, param_seed)
+    from sagekernel.tasks.inputs import build_inputs
+
+    inputs = build_inputs(task, sizes, seed, distribution)
+    params = param_tensors(task, sizes, param_seed) if task.params else []
+    expected = reference_outputs(task, inputs, sizes, seed=param_seed)
+    return inputs, params, expected, declared_precision_outputs(task, inputs, sizes, seed=param_seed)
