@@ -330,3 +330,25 @@ def test_a_sandbox_asked_for_that_does_not_work_is_refused_as_the_loader_refuses
     verdict = evaluate(task, task.reference_kernels["cpu"].read_text(), get_target("cpu"),
                        HarnessConfig(skip_timing=True, sandbox="bwrap"))
     assert verdict.stage == Stage.PARSE and "sandbox 'bwrap' was asked for" in verdict.message
+
+
+@needs_bwrap
+def test_sage_eval_loads_its_task_file_in_the_loading_child(tmp_path: Path) -> None:
+    """`sage eval FILE.py` used to import the file in `sage`'s own process: what its module-level
+    code writes outside its folder (or into sage's package) now never reaches the host."""
+    from typer.testing import CliRunner
+
+    from sagekernel.cli import app
+
+    escaped = tmp_path / "elsewhere" / "escaped.txt"
+    escaped.parent.mkdir()
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    path = tasks / "relu.py"
+    path.write_text(f"try:\n    open({str(escaped)!r}, 'w').write('x')\nexcept OSError:\n    pass\n"
+                    + source("pass", "pass"))
+    kernel = tmp_path / "relu.c"
+    kernel.write_text(KERNEL)
+    result = CliRunner().invoke(app, ["eval", str(path), str(kernel), "--skip-timing", "--sandbox", "bwrap"])
+    assert result.exit_code == 0, result.output
+    assert "correct" in result.output and not escaped.exists()
