@@ -137,6 +137,25 @@ def trial_tensors(child: Child, task: Task, sizes: Any, seed: int, distribution:
     return out[:a], out[a:b], out[b:c], None if header.get("none") else out[c:]
 
 
+def input_sets(child: Child, task: Task, sizes: Any, seeds: Sequence[int],
+               param_seeds: Sequence[int]) -> list[list[torch.Tensor]]:
+    header, out = child.call("sets", task, {"sizes": _sizes(sizes), "seeds": [int(s) for s in seeds],
+                                            "param_seeds": [int(s) for s in param_seeds]})
+    per = int(header["per_set"])
+    if per * len(seeds) != len(out):
+        raise TaskChildFailure(f"{task.source_path}: the task child sent malformed input sets")
+    return [out[i * per:(i + 1) * per] for i in range(len(seeds))]
+
+
+def checked_outputs(child: Child, task: Task, inputs: Sequence[torch.Tensor], sizes: Any,
+                    seed: int) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+    header, out = child.call("checked", task, {"sizes": _sizes(sizes), "seed": int(seed)}, list(inputs))
+    n = int(header["n_expected"])
+    if not 0 <= n <= len(out):
+        raise TaskChildFailure(f"{task.source_path}: the task child sent malformed references")
+    return out[:n], None if header.get("none") else out[n:]
+
+
 def reference_work(child: Child, task: Task, sizes: Any) -> tuple[int, int]:
     moved, flops = child.call("work", task, {"sizes": _sizes(sizes)})[0]["work"]
     return int(moved), int(flops)

@@ -54,6 +54,12 @@ def handle(op: str, task: Any, args: dict[str, Any], tensors: list[Any]) -> tupl
                                         int(args["param_seed"]))
         return ({"counts": [len(p or []) for p in parts], "none": parts[3] is None},
                 [t for p in parts for t in (p or [])])
+    if op == "checked":
+        expected, declared = reference.checked_outputs(task, tensors, dict(sizes or {}), int(args["seed"]))
+        return {"n_expected": len(expected), "none": declared is None}, [*expected, *(declared or [])]
+    if op == "sets":
+        sets = reference.input_sets(task, dict(sizes or {}), args["seeds"], args["param_seeds"])
+        return {"per_set": len(sets[0]) if sets else 0}, [t for s in sets for t in s]
     if op == "inputs":
         return {}, build_inputs(task, sizes, int(args["seed"]), str(args["distribution"]))
     if op == "params":

@@ -222,3 +222,25 @@ def trial_tensors(task: Task, sizes: Mapping[str, int], seed: int, distribution:
     params = param_tensors(task, sizes, param_seed) if task.params else []
     expected = reference_outputs(task, inputs, sizes, seed=param_seed)
     return inputs, params, expected, declared_precision_outputs(task, inputs, sizes, seed=param_seed)
+
+
+def input_sets(task: Task, sizes: Mapping[str, int], seeds: Sequence[int],
+               param_seeds: Sequence[int]) -> list[list[torch.Tensor]]:
+    """Per seed, the default-distribution inputs under it and the parameters under its param seed
+    (the timed calls' input sets); in the task sandbox one request for all of them."""
+    if (child := _confined(task)) is not None:
+        return confine.input_sets(child, task, sizes, seeds, param_seeds)
+    from sagekernel.tasks.inputs import build_inputs
+
+    return [[*build_inputs(task, sizes, seed, "default"), *param_tensors(task, sizes, p)]
+            for seed, p in zip(seeds, param_seeds, strict=True)]
+
+
+def checked_outputs(task: Task, inputs: Sequence[torch.Tensor], sizes: Mapping[str, int],
+                    seed: int) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+    """`reference_outputs` and `declared_precision_outputs` of `inputs` under `seed` (a timed
+    call's recheck); in the task sandbox one request for both."""
+    if (child := _confined(task)) is not None:
+        return confine.checked_outputs(child, task, inputs, sizes, seed)
+    expected = reference_outputs(task, inputs, sizes, seed=seed)
+    return expected, declared_precision_outputs(task, inputs, sizes, seed=seed)

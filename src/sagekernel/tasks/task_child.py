@@ -276,7 +276,8 @@ class TaskChild:
         return f" (it printed {self.output.total} bytes, ending: {text[-300:]!r})" if text else ""
 
 
-_WHAT = {"trial": "get_inputs() and the reference",
+_WHAT = {"trial": "get_inputs() and the reference", "sets": "get_inputs() for the timed calls",
+         "checked": "the references of a timed call",
          "inputs": "get_inputs()", "params": "building the model's parameters", "reference": "the reference",
          "declared": "the declared-precision reference", "init": "get_init_inputs()",
          "ints": "reading the file's sizes", "work": "counting the reference's FLOPs",
