@@ -352,3 +352,15 @@ def test_sage_eval_loads_its_task_file_in_the_loading_child(tmp_path: Path) -> N
     result = CliRunner().invoke(app, ["eval", str(path), str(kernel), "--skip-timing", "--sandbox", "bwrap"])
     assert result.exit_code == 0, result.output
     assert "correct" in result.output and not escaped.exists()
+
+
+def test_a_reference_that_outgrows_its_memory_limit_is_the_tasks_fault(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The task child's data segment is limited (SAGE_TASK_LOAD_MEM_BYTES): an allocation past it
+    at the harness's shapes fails there, never in `sage`, and the verdict is broken_task."""
+    task = harness_task(tmp_path / "tasks", "hog", "bump = float(torch.ones(2**30, dtype=torch.float64)[0])")
+    monkeypatch.setenv("SAGE_TASK_LOAD_MEM_BYTES", str(2 << 30))
+    verdict = evaluate(task, KERNEL, get_target("cpu"), QUICK)
+    assert verdict.stage == Stage.BROKEN_TASK, verdict.message
+    assert "memory" in verdict.message and "hog.py" in verdict.message

@@ -18,6 +18,9 @@ from sagekernel.errors import TaskError
 from sagekernel.tasks.frames import decode_tensors, encode, sizes_of
 from sagekernel.tasks.isolate_child import _bind_to_parent, _kill_descendants
 
+#: What torch and the loader say when an allocation fails under the data-segment limit.
+MEMORY_MESSAGES = ("can't allocate memory", "ran out of memory")
+
 
 def _read_exact(stream: Any, n: int) -> bytes | None:
     data = b""
@@ -129,10 +132,13 @@ def main() -> None:
         except MemoryError:
             frame = encode({"ok": False, "kind": "memory", "error": "ran out of the task child's memory "
                             f"limit ({mem / 2**30:.1f} GiB)"})
-        except TaskError as exc:
-            frame = encode({"ok": False, "kind": "task", "error": str(exc)})
         except (Exception, SystemExit) as exc:  # the task's own bug: reported, the child carries on
-            frame = encode({"ok": False, "kind": "task", "error": f"{type(exc).__name__}: {exc}"})
+            # past the memory limit is a memory problem however the task wrapped it (as the
+            # loading child counts it); any other TaskError is the file's own refusal
+            kind = ("memory" if any(m in str(exc) for m in MEMORY_MESSAGES)
+                    else "task" if isinstance(exc, TaskError) else "error")
+            text = str(exc) if isinstance(exc, TaskError) else f"{type(exc).__name__}: {exc}"
+            frame = encode({"ok": False, "kind": kind, "error": text})
         _kill_descendants()
         result.write(frame)
         result.flush()

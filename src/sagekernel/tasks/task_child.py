@@ -216,7 +216,10 @@ class TaskChild:
             kind = header.get("kind")
             error = str(header.get("error", ""))[:4000]
             note = " (lower the sizes, or raise SAGE_TASK_LOAD_MEM_BYTES)" if kind == "memory" else ""
-            failure = confine.TaskChildFailure if kind == "memory" else TaskError
+            # a TaskError the task's code raised (refusing a size) stays one; anything else it
+            # raised (RuntimeError, running out of memory) is its fault whatever the shape, as
+            # it was in-process, where such errors were never caught as a refusal
+            failure = TaskError if kind == "task" else confine.TaskChildFailure
             raise failure(f"{task.source_path}: {_WHAT.get(op, op)} failed in the task sandbox: "
                           f"{error}{note}")
         return header, out
