@@ -100,6 +100,28 @@ def _child_for(task: Task) -> TaskChild | None:
 
 confine.register(_child_for)
 
+#: The least descriptor number a warm child's pipes are moved to (`_high`).
+HIGH_FD = 512
+
+
+def _high(fd: int) -> int:
+    """`fd` moved to a free descriptor >= HIGH_FD (close-on-exec); the old number is closed."""
+    import fcntl
+
+    try:
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, HIGH_FD)
+    except OSError:  # fewer descriptors allowed than that: keep it where it is
+        return fd
+    os.close(fd)
+    return moved
+
+
+def _rehome(stream: Any, mode: str) -> Any:
+    """A buffered pipe `stream` reopened on a high descriptor (`_high`); the old one closed."""
+    fd = os.dup(stream.fileno())
+    stream.close()
+    return os.fdopen(_high(fd), mode)
+
 
 @atexit.register
 def close_all() -> None:
@@ -144,7 +166,12 @@ class TaskChild:
             raise confine.TaskChildFailure(f"the sandboxed task child could not start: {exc}") from exc
         finally:
             os.close(write_fd)
-        self.read_fd = read_fd
+        # a warm child's pipes live at high descriptors: the low ones a runtime's result pipe
+        # gets stay as they were without it (a kernel guessing them meets the same numbers)
+        self.read_fd = _high(read_fd)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin = _rehome(self.proc.stdin, "wb")
+        self.proc.stdout = _rehome(self.proc.stdout, "rb")
         self.sent = {}
         self.output = _Output()
         self.starts += 1
