@@ -22,8 +22,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "sagekernel"
 EXCLUDED = ("tasks/suite/",)
 
 #: Lines of src/sagekernel, the task suite excepted. Raised on purpose only.
-BUDGET = 42_800  # 42,023 on 2026-12-02: issues 23, 24, 27-31 landed (the skeleton OpDef parse last);
-#   +769 for issue 27 item 4: task code run by the harness in a sandboxed child (tasks/confine*.py,
+BUDGET = 42_900  # 42,023 on 2026-12-02: issues 23, 24, 27-31 landed (the skeleton OpDef parse last);
+#   +853 for issue 27 item 4: task code run by the harness in a sandboxed child (tasks/confine*.py,
 #   task_child.py, frames.py)
 #: A module longer than this is split by concept, or listed below with its reason.
 MODULE_LINES = 450
