@@ -99,9 +99,14 @@ def test_processes_a_task_file_starts_do_not_outlive_its_loading(tmp_path: Path,
         spawn("{tok}", False)
         spawn("{tok}", True)
         import time
+        def holds(pid):  # a process may exit between the listing and the read
+            try:
+                return b"{tok}" in open(f"/proc/{{pid}}/cmdline", "rb").read()
+            except OSError:
+                return False
         deadline = time.monotonic() + 5  # both are running before the file finishes
-        while len([p for p in os.listdir("/proc") if p.isdigit() and b"{tok}" in
-                   open(f"/proc/{{p}}/cmdline", "rb").read()]) < 2 and time.monotonic() < deadline:
+        while len([p for p in os.listdir("/proc") if p.isdigit() and holds(p)]) < 2 \
+                and time.monotonic() < deadline:
             time.sleep(0.05)
     """)
     [outcome] = load_files_isolated([path], path.parent, sandbox_kind=kind)

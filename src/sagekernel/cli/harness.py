@@ -23,13 +23,22 @@ def register(app: typer.Typer) -> None:
     app.command("selfcheck")(selfcheck_command)
 
 
-def _load_task(spec: str) -> Any:
-    from sagekernel.tasks.loader import load_task
+def _load_task(spec: str, sandbox: str = "auto") -> Any:
+    """A task named by a file (loaded in the loading child, confined by `sandbox`, as `sage tasks
+    check` loads it) or by its name in the built-in suite."""
+    from sagekernel.errors import TaskError
+    from sagekernel.tasks.isolate import load_files_isolated
+    from sagekernel.tasks.loader import find_reference_kernels
+    from sagekernel.tasks.record import LoadProblem
     from sagekernel.tasks.suites import find_task
 
     path = Path(spec).expanduser()
     if path.suffix == ".py" and path.is_file():
-        return load_task(path)
+        (loaded,) = load_files_isolated([path.resolve()], None, sandbox_kind=sandbox)
+        if isinstance(loaded, LoadProblem):
+            raise TaskError(loaded.message)
+        loaded.reference_kernels = find_reference_kernels(path.resolve())
+        return loaded
     return find_task(spec)
 
 
@@ -117,7 +126,7 @@ def eval_command(
     device = pinned_device(device)  # cuda:N / npu:N: this process and its children see card N only
     target_obj = _target_and_device(target, device)
     config = _config(skip_timing, threads, sandbox, baseline, target)
-    task_obj = _load_task(task)
+    task_obj = _load_task(task, config.sandbox)
     wanted = [f.path for f in target_obj.files(task_obj)]
     files: dict[str, str] = {}
     if kernel_file.is_dir():

@@ -27,7 +27,7 @@ from sagekernel.harness.trials import Trial, kernel_args, pack_sets, raw_bytes, 
 from sagekernel.harness.verdict import Stage
 from sagekernel.harness.wire import ALL, Plan, Round
 from sagekernel.seam import RuntimeSpec
-from sagekernel.tasks.modules import bound_sizes, task_module
+from sagekernel.tasks.reference import attrs_bound
 from sagekernel.tasks.task import Task
 
 
@@ -61,7 +61,7 @@ def run_shape(
     plan.artifact = {**spec.artifact_record, "blob": [0, len(plan.artifact_blob)]}
     if spec.artifact_for is not None:
         # the artifact record (e.g. ModelNew's init arguments) under the trials' attribute values
-        with bound_sizes(task_module(task), trial_task(task, trials[0]).attr_binding):
+        with attrs_bound(trial_task(task, trials[0])):
             plan.artifact.update(spec.artifact_for(dict(trials[0].sizes)))
     run = RuntimeRun(spec, plan, kind=kind, limits=limits_for(config, spec, len(trials)), scratch=scratch)
     failure = run.started()

@@ -29,6 +29,7 @@ from sagekernel.harness.tolerances import judged_task
 from sagekernel.harness.trials import Trial, make_trial, raw_bytes
 from sagekernel.protocols import Target
 from sagekernel.tasks.task import Task
+from sagekernel.tasks.task_child import confined
 
 NEIGHBOURHOOD = 3  # elements shown on each side of the first mismatch
 
@@ -177,20 +178,21 @@ def diagnose(
     report.shape = sizes
     workdir = Path(tempfile.mkdtemp(prefix="sage-diag-"))
     try:
-        trial = make_trial(task, 0, "debug", sizes, "default")
-        dev = device or next(iter(target.devices())).name
-        found: TargetDiagnostics = tool(
-            candidate,
-            task,
-            probe_for(task, trial),
-            workdir,
-            device=dev,
-            sandbox_kind=sandbox.best_kind(config.sandbox),
-            timeout_s=config.build_timeout_s,
-        )
-        report.diagnostics = found
-        if found.outputs is not None:
-            report.mismatch = locate_mismatch(task, trial, found.outputs)
+        with confined(config.sandbox):  # the task's code runs in its sandbox (tasks/task_child.py)
+            trial = make_trial(task, 0, "debug", sizes, "default")
+            dev = device or next(iter(target.devices())).name
+            found: TargetDiagnostics = tool(
+                candidate,
+                task,
+                probe_for(task, trial),
+                workdir,
+                device=dev,
+                sandbox_kind=sandbox.best_kind(config.sandbox),
+                timeout_s=config.build_timeout_s,
+            )
+            report.diagnostics = found
+            if found.outputs is not None:
+                report.mismatch = locate_mismatch(task, trial, found.outputs)
     except (SageError, OSError, RuntimeError, ValueError) as exc:  # diagnostics help; they never stop a run
         report.message = f"the diagnostics could not run: {type(exc).__name__}: {exc}"
     finally:

@@ -38,6 +38,7 @@ from sagekernel.seam import Evidence
 from sagekernel.tasks.npukb_rule import score_record
 from sagekernel.tasks.sizegen import LARGE
 from sagekernel.tasks.task import Task
+from sagekernel.tasks.task_child import confined
 
 __all__ = ["HarnessConfig", "as_candidate", "evaluate"]
 
@@ -66,7 +67,16 @@ def evaluate(
     """Judge one candidate for `task` on `target` (its first device unless `device` is given).
     A task with input groups (NPUKernelBench's `get_input_groups()`) is judged group by group."""
     config = config or HarnessConfig()
-    return _evaluate(task, source, target, config, device, None)
+    try:  # the task's own code (inputs, references, its precision rule) runs in its sandbox
+        scope = confined(config.sandbox)
+        scope.__enter__()
+    except TaskError as exc:  # the sandbox layer asked for does not work here (the loader's refusal)
+        return _finish(Verdict(stage=Stage.PARSE, message=str(exc), sandbox={"kind": config.sandbox}),
+                       time.perf_counter())
+    try:
+        return _evaluate(task, source, target, config, device, None)
+    finally:
+        scope.__exit__(None, None, None)
 
 
 @dataclass

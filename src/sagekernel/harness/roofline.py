@@ -82,22 +82,11 @@ def roofline(work: Work, measured_ms: float, peaks: Peaks) -> Roofline:
 def task_work(task: Task, sizes: Mapping[str, int] | None = None) -> Work:
     """Bytes and FLOPs of one call of `task` at `sizes` (its default sizes when None): the real
     inputs and parameters are built (seed 0) and the reference runs once under FlopCounterMode."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from sagekernel.tasks.loader import build_inputs, reference_outputs
-    from sagekernel.tasks.reference import param_tensors
+    from sagekernel.tasks.reference import reference_work
 
     at = dict(task.sizes if sizes is None else sizes)
-    inputs = build_inputs(task, at, 0, "default")
-    params = param_tensors(task, at, 0) if task.params else []
-    with FlopCounterMode(display=False) as counter, torch.no_grad():
-        outputs = reference_outputs(task, inputs, at)
-    tensors = [*inputs, *params]
-    moved = sum(t.numel() * t.element_size() for t in tensors)
-    # outputs in their declared element type (the float64 reference is cast back already)
-    moved += sum(t.numel() * t.element_size() for t in outputs)
-    return Work(int(moved), int(counter.get_total_flops()), task.dtype, at)
+    moved, flops = reference_work(task, at)  # counted where the task's code runs (its sandbox)
+    return Work(moved, flops, task.dtype, at)
 
 
 __all__ = ["Roofline", "Work", "roofline", "task_work"]

@@ -50,7 +50,7 @@ from sagekernel.harness.wire import Plan, Round
 from sagekernel.seam import RuntimeSpec
 from sagekernel.tasks.loader import build_inputs, reference_outputs
 from sagekernel.tasks.record import task_to_json
-from sagekernel.tasks.reference import init_arguments, param_tensors
+from sagekernel.tasks.reference import init_arguments, input_sets, param_tensors
 from sagekernel.tasks.task import Task
 
 CHILDREN_DIR = Path(__file__).resolve().parent / "children"
@@ -163,12 +163,10 @@ def run_timing(
 
     def fresh_sets(n: int) -> list[tuple[int, list[torch.Tensor]]]:
         """(seed, inputs + parameters) per call; the parameters are drawn under the seed's low 31 bits."""
-        out = []
-        for _ in range(n):
-            seed = secrets.randbits(62)
-            params = param_tensors(task, sizes, param_seed(seed)) if task.params else []
-            out.append((seed, [*build_inputs(task, sizes, seed, "default"), *params]))
-        return out
+        seeds = [secrets.randbits(62) for _ in range(n)]
+        # in the task sandbox while the harness judges: one request for all of them
+        sets = input_sets(task, sizes, seeds, [param_seed(s) for s in seeds])
+        return list(zip(seeds, sets, strict=True))
 
     warm_sets = fresh_sets(warmup)
     round_sets = [fresh_sets(per_round) for _ in range(rounds)]

@@ -26,9 +26,10 @@ from sagekernel.errors import TaskError
 from sagekernel.harness.compare import SENTINELS
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.wire import Arg
+from sagekernel.tasks.confine import TaskChildFailure
 from sagekernel.tasks.inputs import reference_scale
-from sagekernel.tasks.loader import DISTRIBUTIONS, build_inputs, reference_outputs
-from sagekernel.tasks.reference import declared_precision_outputs, param_tensors
+from sagekernel.tasks.loader import DISTRIBUTIONS
+from sagekernel.tasks.reference import declared_precision_outputs, trial_tensors
 from sagekernel.tasks.sizegen import LARGE, HeldOutPlan, held_out_plan
 from sagekernel.tasks.task import Task
 
@@ -140,7 +141,12 @@ def framework_slack(
 ) -> list[torch.Tensor | None]:
     """Per output, the elementwise slack for what float32 itself cannot avoid on these inputs
     (e.g. at large offsets), or None."""
-    declared = declared_precision_outputs(task, inputs, sizes, seed=seed)
+    return slack_from(declared_precision_outputs(task, inputs, sizes, seed=seed), expected)
+
+
+def slack_from(declared: list[torch.Tensor] | None,
+               expected: list[torch.Tensor]) -> list[torch.Tensor | None]:
+    """`framework_slack` given PyTorch's declared-precision outputs (None: that run failed)."""
     if declared is None:
         return [None] * len(expected)
     out: list[torch.Tensor | None] = []
@@ -169,12 +175,11 @@ def make_trial(
 ) -> Trial:
     run = task.with_attrs(attrs) if attrs else task
     seed = secrets.randbits(62)
-    inputs = build_inputs(run, sizes, seed, distribution)
     param_seed = secrets.randbits(31)
-    params = param_tensors(run, sizes, param_seed) if run.params else []
-    expected = reference_outputs(run, inputs, sizes, seed=param_seed)
+    # in the task sandbox while the harness judges (tasks/task_child.py): one request per trial
+    inputs, params, expected, declared = trial_tensors(run, sizes, seed, distribution, param_seed)
     atol = trial_atol(run, inputs, expected, sizes, seed=param_seed)
-    slack = framework_slack(run, inputs, expected, sizes, seed=param_seed)
+    slack = slack_from(declared, expected)
     return Trial(index, label, sizes, distribution, seed, inputs, expected, atol, params, param_seed, slack,
                  dict(attrs or {}))
 
@@ -260,6 +265,8 @@ def plan_trials(task: Task, config: HarnessConfig) -> TrialPlan:
                 trials.append(make_trial(
                     task, len(trials), shape.label, shape.sizes, rng.choice(DISTRIBUTION_ORDER), attrs
                 ))
+            except TaskChildFailure:
+                raise  # a hang or a crash is the task's fault, not a refusal of this shape
             except TaskError as exc:
                 if task.layout_note.startswith("level and category from SAGE_TASK"):
                     raise TaskError(

@@ -425,7 +425,11 @@ def build_inputs(task: Task, sizes: Mapping[str, int] | None = None, seed: int =
     `trial_kinds(task)`: ``special_values`` and ``ties`` start from ``normal`` inputs and transform
     the inputs the task declares (tasks/special.py); an edge case name goes to ``make_inputs``.
     """
+    from sagekernel.tasks import confine
     from sagekernel.tasks.special import BASE_DISTRIBUTION, make_ties, plant_special_values, redraw_structured
+
+    if (child := confine.child_for(task)) is not None:  # the harness judging: in the task sandbox
+        return confine.build_inputs(child, task, sizes, seed, distribution)
 
     if distribution not in trial_kinds(task):
         raise TaskError(f"unknown input distribution {distribution!r} for task {task.name} "

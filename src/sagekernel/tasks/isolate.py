@@ -144,17 +144,20 @@ def task_folders(files: list[Path], root: Path | None) -> list[str]:
     return sorted({str(f) for f in folders}, key=len)
 
 
-def loader_command(files: list[Path], root: Path | None, kind: str, result_fd: int,
-                   scratch: Path) -> tuple[list[str], dict[str, str], str | None]:
+def loader_command(
+    files: list[Path], root: Path | None, kind: str, result_fd: int, scratch: Path,
+    module: str = "sagekernel.tasks.isolate_child",
+) -> tuple[list[str], dict[str, str], str | None]:
     """(argv, environment, working directory) of a loading child in sandbox `kind`: the tasks'
     folders read-only at their own paths, no other host path but the interpreter's, a private
-    /tmp, the device nodes of this host's GPUs (a task file may ask for one while it loads)."""
+    /tmp, the device nodes of this host's GPUs (a task file may ask for one while it loads).
+    `module`: the child's main module (tasks/task_child.py's task child is confined the same way)."""
     from sagekernel.devices import gpu_device_nodes
 
     keep = {k: v for k, v in os.environ.items() if k.startswith(LOADER_ENV_PREFIXES)}
     folders = task_folders(files, root)
     cmd = sandbox.SandboxCommand(
-        argv=[sandbox.python_executable(), "-m", "sagekernel.tasks.isolate_child"],
+        argv=[sandbox.python_executable(), "-m", module],
         ro_binds=[(f, f) for f in folders if not any(f.startswith(o.rstrip("/") + "/") for o in folders)],
         env={**keep, "PYTHONPATH": os.pathsep.join(sandbox.site_paths()), "PYTHONDONTWRITEBYTECODE": "1"},
         device_nodes=gpu_device_nodes(),

@@ -3,17 +3,20 @@
 Every function goes through the task file's cached module (`modules.task_module`), rebinds its size
 symbols for the call, and never disturbs the caller's global RNG state (`torch.random.fork_rng`).
 The inputs they run on come from tasks/inputs.py; the model's parameters as kernel arguments are
-named and loaded by tasks/params.py.
+named and loaded by tasks/params.py. Inside `task_child.confined` (the harness judging), each of
+them runs in the sandboxed task child instead of this process (tasks/confine.py, the seam).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 
 from sagekernel.errors import TaskError
+from sagekernel.tasks import confine
 from sagekernel.tasks.inputs import (
     assemble_call,
     call_forward,
@@ -27,6 +30,26 @@ from sagekernel.tasks.inputs import (
 from sagekernel.tasks.modules import bound_sizes, task_module
 from sagekernel.tasks.params import load_params, model_tensors
 from sagekernel.tasks.task import Task
+
+#: A trial's (inputs, parameters, references, declared-precision outputs or None).
+TrialTensors = tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor], list[torch.Tensor] | None]
+
+
+def _confined(task: Task) -> confine.Child | None:
+    """The sandboxed child that runs `task`'s code while the harness judges (tasks/task_child.py)."""
+    return confine.child_for(task)
+
+
+@contextmanager
+def attrs_bound(task: Task) -> Iterator[None]:
+    """`task`'s attribute values bound for the calls of the block that name its file (a target's
+    `artifact_for` builds init arguments under the trial's drawn attributes)."""
+    if _confined(task) is not None:
+        with confine.standing_in(task):
+            yield
+        return
+    with bound_sizes(task_module(task), task.attr_binding):
+        yield
 
 
 def make_model(task: Task, sizes: Mapping[str, int] | None = None, seed: int = 0) -> torch.nn.Module:
@@ -78,6 +101,8 @@ def reference_outputs(task: Task, inputs: Sequence[torch.Tensor],
     The model is built under `seed` (so its parameters are `param_tensors(task, sizes, seed)`);
     pass `params` (in `task.params` order) to run with exactly those tensors instead.
     """
+    if (child := _confined(task)) is not None:
+        return confine.reference_outputs(child, task, inputs, sizes, seed, params)
     full = sizes_from_inputs(task, inputs, sizes)
     check_tensors(task, task.inputs, inputs, full, "reference_outputs() inputs")
     module = task_module(task)
@@ -117,6 +142,8 @@ def declared_precision_outputs(task: Task, inputs: Sequence[torch.Tensor],
     (the same seeded parameters as `reference_outputs` under `seed`), or None when that run
     fails. The harness uses its distance from the float64 reference as the accuracy an honest
     kernel in the declared precision can be expected to reach."""
+    if (child := _confined(task)) is not None:
+        return confine.declared_precision_outputs(child, task, inputs, sizes, seed)
     full = sizes_from_inputs(task, inputs, sizes)
     module = task_module(task)
     try:
@@ -136,6 +163,8 @@ def declared_precision_outputs(task: Task, inputs: Sequence[torch.Tensor],
 def init_arguments(task: Task, sizes: Mapping[str, int] | None = None) -> list[Any]:
     """`get_init_inputs()` with the size symbols bound to `sizes`: the arguments `Model` and a
     KernelBench-style `ModelNew` are constructed with."""
+    if (child := _confined(task)) is not None:
+        return confine.init_arguments(child, task, sizes)
     module = task_module(task)
     with bound_sizes(module, task.binding(full_sizes(task, sizes))):
         return call_init_inputs(module, task.source_path)
@@ -145,6 +174,8 @@ def param_tensors(task: Task, sizes: Mapping[str, int] | None = None, seed: int 
     """The model's parameters and buffers at `sizes` under `seed`, contiguous, in `task.params` order."""
     if not task.params:
         return []
+    if (child := _confined(task)) is not None:
+        return confine.param_tensors(child, task, sizes, seed)
     full = full_sizes(task, sizes)
     model = make_model(task, full, seed)
     by_name = dict(model_tensors(model))
@@ -156,3 +187,60 @@ def param_tensors(task: Task, sizes: Mapping[str, int] | None = None, seed: int 
         out.append(t.detach().clone().contiguous())
     check_tensors(task, task.params, out, full, "model parameters")
     return out
+
+
+def reference_work(task: Task, sizes: Mapping[str, int]) -> tuple[int, int]:
+    """(bytes moved, FLOPs) of one call at `sizes`: the real inputs and parameters are built (seed
+    0) and the reference runs once under FlopCounterMode, in the process that runs the task's code
+    (a FLOP counter here would see nothing of a forward run in the task sandbox)."""
+    if (child := _confined(task)) is not None:
+        return confine.reference_work(child, task, sizes)
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from sagekernel.tasks.inputs import build_inputs
+
+    inputs = build_inputs(task, sizes, 0, "default")
+    params = param_tensors(task, sizes, 0) if task.params else []
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        outputs = reference_outputs(task, inputs, sizes)
+    moved = sum(t.numel() * t.element_size() for t in [*inputs, *params])
+    # outputs in their declared element type (the float64 reference is cast back already)
+    moved += sum(t.numel() * t.element_size() for t in outputs)
+    return int(moved), int(counter.get_total_flops())
+
+
+def trial_tensors(task: Task, sizes: Mapping[str, int], seed: int, distribution: str, param_seed: int
+                  ) -> TrialTensors:
+    """One correctness trial's (inputs, parameters, float64-derived references, declared-precision
+    outputs): `build_inputs` under `seed`, the rest under `param_seed`; in the task sandbox one
+    request instead of four."""
+    if (child := _confined(task)) is not None:
+        return confine.trial_tensors(child, task, sizes, seed, distribution, param_seed)
+    from sagekernel.tasks.inputs import build_inputs
+
+    inputs = build_inputs(task, sizes, seed, distribution)
+    params = param_tensors(task, sizes, param_seed) if task.params else []
+    expected = reference_outputs(task, inputs, sizes, seed=param_seed)
+    return inputs, params, expected, declared_precision_outputs(task, inputs, sizes, seed=param_seed)
+
+
+def input_sets(task: Task, sizes: Mapping[str, int], seeds: Sequence[int],
+               param_seeds: Sequence[int]) -> list[list[torch.Tensor]]:
+    """Per seed, the default-distribution inputs under it and the parameters under its param seed
+    (the timed calls' input sets); in the task sandbox one request for all of them."""
+    if (child := _confined(task)) is not None:
+        return confine.input_sets(child, task, sizes, seeds, param_seeds)
+    from sagekernel.tasks.inputs import build_inputs
+
+    return [[*build_inputs(task, sizes, seed, "default"), *param_tensors(task, sizes, p)]
+            for seed, p in zip(seeds, param_seeds, strict=True)]
+
+
+def checked_outputs(task: Task, inputs: Sequence[torch.Tensor], sizes: Mapping[str, int],
+                    seed: int) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+    """`reference_outputs` and `declared_precision_outputs` of `inputs` under `seed` (a timed
+    call's recheck); in the task sandbox one request for both."""
+    if (child := _confined(task)) is not None:
+        return confine.checked_outputs(child, task, inputs, sizes, seed)
+    expected = reference_outputs(task, inputs, sizes, seed=seed)
+    return expected, declared_precision_outputs(task, inputs, sizes, seed=seed)

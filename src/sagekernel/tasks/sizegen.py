@@ -72,9 +72,11 @@ def free_groups(task: Task) -> tuple[list[list[str]], list[str]]:
     if _declared(task):
         free = [s for s, v in task.sizes.items() if not _rule(task, s).fixed and v > 2]
         return [[s] for s in free], []
+    from sagekernel.tasks import confine
     from sagekernel.tasks.modules import module_ints, task_module
 
-    ints = module_ints(task_module(task))
+    child = confine.child_for(task)  # the harness judging: read in the task sandbox
+    ints = confine.module_ints(child, task) if child is not None else module_ints(task_module(task))
     synthetic = [s for s in task.sizes if s not in ints]
     by_value: dict[int, list[str]] = {}
     for s, v in task.sizes.items():
