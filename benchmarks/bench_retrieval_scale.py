@@ -13,7 +13,7 @@ synthetic items; then
   scoring + hybrid relevance over every eligible item) and `rerank` (γ = 0.5, k = 5); the query
   embedding is not included (it does not depend on the store: bench_memory.py times it);
 - recall: for each query the exact answer is computed by brute force (every eligible row's cosine,
-  the same BM25 hits, the same hybrid relevance and tie-breaking, then `rerank`); recall@K′ is the
+  BM25 by scoring every posting, the same hybrid relevance and tie-breaking, then `rerank`); recall@K′ is the
   overlap of the pool (K′ = 15) with the exact pool, recall@k that of the final k = 5; `exact` is the share of
   queries the index certified exact (retrieval.py `_dense_top`);
 - lexical / dense: the p50 of the two parts of the pool timed on their own (BM25 top hits over all

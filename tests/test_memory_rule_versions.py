@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pg_support import pg_server, pg_url  # noqa: F401  (fixtures)
 from typer.testing import CliRunner
 
+from pg_support import pg_server  # noqa: F401  (the server fixture)
 from sagekernel import db
 from sagekernel.cli import app
 from sagekernel.memory.io import export_jsonl, import_jsonl, load_seed
@@ -140,7 +140,8 @@ def test_joining_two_memories_keeps_both_rules_as_versions(tmp_path: Path) -> No
 def test_rule_versions_on_postgres(tmp_path: Path, pg_server) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     from sagekernel.memory.backend import connect_memory
 
-    _check_join(tmp_path, lambda name: connect_memory(pg_server.create_database(f"rv_{name}_{tmp_path.name[-8:]}")))
+    tag = tmp_path.name[-8:]
+    _check_join(tmp_path, lambda name: connect_memory(pg_server.create_database(f"rv_{name}_{tag}")))
 
 
 def test_conflict_on_one_item_keeps_both_texts_and_show_lists_them(tmp_path: Path) -> None:
@@ -165,9 +166,10 @@ def test_conflict_on_one_item_keeps_both_texts_and_show_lists_them(tmp_path: Pat
     assert sorted(v.text for v in vs) == sorted(texts.values())
     assert first.rule_text == texts["a"]  # fewer tokens under every tokenizer
     assert first.rule_tokens == min(v.tokens for v in vs)
-    res = CliRunner().invoke(app, ["memory", "show", str(first.id), "--workspace", str(tmp_path / "a"), "--json"])
+    ws = ["--workspace", str(tmp_path / "a")]
+    res = CliRunner().invoke(app, ["memory", "show", str(first.id), *ws, "--json"])
     assert res.exit_code == 0, res.output
     shown = json.loads(res.output)["rule_versions"]
     assert sorted(v["rule_text"] for v in shown) == sorted(texts.values())
-    res = CliRunner().invoke(app, ["memory", "show", str(first.id), "--workspace", str(tmp_path / "a")])
+    res = CliRunner().invoke(app, ["memory", "show", str(first.id), *ws])
     assert res.exit_code == 0 and "rule versions (2)" in res.output and "Guard the remainder" in res.output

@@ -98,7 +98,8 @@ def merge_versions(*sides: Iterable[RuleVersion]) -> tuple[RuleVersion, ...]:
     for side in sides:
         for v in side:
             old = by_key.get(v.key)
-            by_key[v.key] = RuleVersion(v.text, v.tokens if old is None else min(v.tokens, old.tokens), v.memory,
+            tokens = v.tokens if old is None else min(v.tokens, old.tokens)
+            by_key[v.key] = RuleVersion(v.text, tokens, v.memory,
                                         _evidence_union(v.evidence, () if old is None else old.evidence))
     return tuple(by_key[k] for k in sorted(by_key))
 
