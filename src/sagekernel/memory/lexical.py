@@ -345,7 +345,7 @@ class LexicalIndex:
             seen[p.docs] = True
             j += 1
             cand = np.flatnonzero(seen)
-            if len(cand) >= limit and j < len(by_bound):
+            if len(cand) >= limit:
                 theta = _kth_largest(acc[cand], limit)
         cand = np.flatnonzero(seen)
         part = acc[cand]
