@@ -13,7 +13,7 @@ synthetic items; then
   scoring + hybrid relevance over every eligible item) and `rerank` (γ = 0.5, k = 5); the query
   embedding is not included (it does not depend on the store: bench_memory.py times it);
 - recall: for each query the exact answer is computed by brute force (every eligible row's cosine,
-  the same BM25 hits, the same hybrid relevance and tie-breaking, then `rerank`); recall@K′ is the
+  BM25 by scoring every posting, the same hybrid relevance and tie-breaking, then `rerank`); recall@K′ is the
   overlap of the pool (K′ = 15) with the exact pool, recall@k that of the final k = 5; `exact` is the share of
   queries the index certified exact (retrieval.py `_dense_top`);
 - lexical / dense: the p50 of the two parts of the pool timed on their own (BM25 top hits over all
@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from sagekernel import db  # noqa: E402
 from sagekernel.memory.embedding import DIM, to_blob  # noqa: E402
-from sagekernel.memory.retrieval import DENSE_WEIGHT, Candidate, RetrievalIndex, rerank  # noqa: E402
+from sagekernel.memory.retrieval import DENSE_WEIGHT, Candidate, RetrievalIndex, query_terms, rerank  # noqa: E402
 from sagekernel.memory.store import Store  # noqa: E402
 
 OPS = ["softmax", "matmul", "layernorm", "conv2d", "reduction", "attention", "gelu", "transpose", "scan",
@@ -155,12 +155,19 @@ def queries(n_q: int, seed: int, spread: float) -> tuple[list[str], np.ndarray]:
     return txt, vectors(rng, centres, n_q, spread)
 
 
+def brute_lexical_top(index: RetrievalIndex, text: str, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """BM25's best `limit` by scoring every posting (`LexicalIndex.scores`), not the pruned `top`."""
+    docs, s = index.text.scores(query_terms(text))
+    order = np.lexsort((docs, -s))[:limit]
+    return docs[order], s[order]
+
+
 def exact_pool(index: RetrievalIndex, text: str, q: np.ndarray, size: int) -> list[Candidate]:
-    """The pool by brute force: every eligible row's cosine, the same BM25 hits, the same hybrid
+    """The pool by brute force: every eligible row's cosine, every BM25 posting scored, the same hybrid
     relevance and order as `RetrievalIndex.pool`."""
     mask = index.eligible_mask() & index.has_emb
     cos = index.emb @ q
-    lpos, lscore = index.lexical_top(text, max(50, 4 * size))
+    lpos, lscore = brute_lexical_top(index, text, max(50, 4 * size))
     keep = index.eligible_mask()[lpos]
     lpos, lscore = lpos[keep], np.maximum(lscore[keep], 0.0)
     lex = np.zeros(len(index))

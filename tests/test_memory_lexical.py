@@ -88,3 +88,52 @@ def test_tail_merges_and_stays_exact() -> None:
         a, b = ours(index, q), ours(fresh, q)
         assert a.keys() == b.keys() and all(a[k] == pytest.approx(b[k], rel=1e-12) for k in a)
     assert ours(index, "tile_size") == pytest.approx(fts5(docs[:], "tile_size"), rel=1e-9)
+
+
+def brute_top(index: LexicalIndex, terms: list[str], limit: int) -> tuple[list[int], list[float]]:
+    """Every posting scored (`scores`), then best first, ties by smaller document number."""
+    docs, s = index.scores(terms)
+    order = np.lexsort((docs, -s))[:limit]
+    return docs[order].tolist(), s[order].tolist()
+
+
+# common words (in most documents) next to rare ones, and repeated documents (exact ties)
+SKEWED = st.lists(st.sampled_from(["loop"] * 6 + ["tile"] * 3 + WORDS), max_size=8).map(" ".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(*[SKEWED] * len(COLS)), min_size=1, max_size=40), st.integers(0, 40),
+       st.lists(SKEWED, min_size=1, max_size=3), st.integers(1, 12), st.integers(1, 3))
+def test_pruned_top_equals_brute_force_top(docs: list[tuple[str, ...]], split: int, queries: list[str],
+                                           limit: int, copies: int) -> None:
+    """MaxScore `top` returns exactly the brute-force top: same documents, same scores bit for
+    bit, same tie order, also with documents still in the unmerged tail."""
+    docs = docs * copies
+    index = LexicalIndex()
+    index.add_many(docs[:split])
+    for d in docs[split:]:
+        index.add(d)
+    for q in queries:
+        terms = query_terms(q)
+        got_d, got_s = index.top(terms, limit)
+        assert (got_d.tolist(), got_s.tolist()) == brute_top(index, terms, limit)
+
+
+def test_pruned_top_on_a_large_skewed_index() -> None:
+    """Thousands of documents over Zipf-distributed words, queried with common, middling and
+    rare words together: the pruning skips postings and drops candidates, and the answer is
+    still the brute-force one."""
+    rng = np.random.default_rng(7)
+    vocab = [f"w{i}" for i in range(400)]
+    p = 1.0 / np.arange(1, 401) ** 1.1
+    p /= p.sum()
+    docs = [tuple(" ".join(rng.choice(vocab, size=int(rng.integers(0, 4)), p=p)) for _ in COLS)
+            for _ in range(4000)]
+    index = LexicalIndex()
+    index.add_many(docs[:3500])
+    index.add_many(docs[3500:])  # a tail
+    for _ in range(60):
+        q = " ".join(rng.choice(vocab[:120], size=int(rng.integers(2, 9))))
+        for limit in (1, 5, 60):
+            got_d, got_s = index.top(query_terms(q), limit)
+            assert (got_d.tolist(), got_s.tolist()) == brute_top(index, query_terms(q), limit)

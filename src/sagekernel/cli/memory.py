@@ -106,9 +106,11 @@ def show_cmd(item_id: int, workspace: Path = WorkspaceOpt, memory: str = MemoryO
     m = store.get(item_id)
     history = store.adoption_history(item_id)
     changes = store.history(item_id) if _has_history(store) else []
+    versions = store.rule_versions(item_id)
     if as_json:
         _print_json({**m.to_dict(), "adoptions": [h.__dict__ for h in history],
-                     "history": [asdict(h) for h in changes]})
+                     "history": [asdict(h) for h in changes],
+                     "rule_versions": [v.to_dict() for v in versions]})
         return
     console.print(f"[bold]#{m.id} {escape(_clip(m.title))}[/]  "
                   + escape(f"({m.type}, {m.category}, {m.state.value}, source {m.source})"))
@@ -119,6 +121,20 @@ def show_cmd(item_id: int, workspace: Path = WorkspaceOpt, memory: str = MemoryO
                   + escape(_clip(m.correct_code)))
     if m.rule_text:
         console.print("[dim]resident rule:[/]\n" + escape(_clip(m.rule_text)))
+    if versions:  # merged memories held different texts (memory/rule_versions.py)
+        console.print(f"[bold]rule versions ({len(versions)})[/]: the current one has the fewest tokens "
+                      "(then the smaller text)")
+        for v in versions:
+            runs = sorted({e.run_id for e in v.evidence if e.run_id})
+            teams = sorted({e.team for e in v.evidence if e.team})
+            credits = [e for e in v.evidence if e.kind == "credited"]
+            last = next((e.u_after for e in reversed(credits) if e.u_after is not None), None)
+            mark = "current" if v.text == m.rule_text else "version"
+            console.print(escape(f"{mark}  L={v.tokens}  memory {v.memory}  {len(credits)} credits"
+                                 + ("" if last is None else f" (u → {last:+.3f})")
+                                 + f"  runs {', '.join(runs) or '-'}  teams {', '.join(teams) or '-'}"),
+                          soft_wrap=True)
+            console.print("  " + escape(_clip(v.text)))
     table = Table(title=f"adoption history ({len(history)})")
     for col in ("run", "operator", "episode", "round", "adopted", "rationale"):
         table.add_column(col)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +82,27 @@ class _Event(BaseModel):
     team: str = Field("", max_length=MAX_SHORT_CHARS)
 
 
+class _Evidence(BaseModel):
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+    run_id: str = Field("", max_length=MAX_SHORT_CHARS)
+    operator: str = Field("", max_length=MAX_SHORT_CHARS)
+    episode: str = Field("", max_length=MAX_SHORT_CHARS)
+    kind: str = Field(pattern="^(credited|counted)$")
+    at: str = Field("", max_length=64)
+    team: str = Field("", max_length=MAX_SHORT_CHARS)
+    xi: float | None = Field(None, ge=-1.0, le=1.0)
+    u_after: float | None = None
+
+
+class _Version(BaseModel):
+    """One version of the item's resident rule (memory/rule_versions.py)."""
+
+    model_config = ConfigDict(extra="ignore")
+    rule_text: str = Field(min_length=1, max_length=MAX_FIELD_CHARS)
+    memory: str = Field(min_length=1, max_length=MAX_SHORT_CHARS)
+    evidence: list[_Evidence] = []
+
+
 class _ItemLine(BaseModel):
     """One item line; also the seed format (only title and type are required)."""
 
@@ -113,6 +134,7 @@ class _ItemLine(BaseModel):
     created_at: str = ""
     adoptions: list[_Adoption] = []
     history: list[_Event] = []
+    rule_versions: list[_Version] = []
 
     def to_item(self, *, clock: int) -> Item:
         wrong, correct = self.wrong_code, self.correct_code
@@ -223,7 +245,8 @@ def export_jsonl(conn: sqlite3.Connection, path: Path | str) -> int:
 def _write_export(tmp: Path, store: Store, items: list[Item], clock: int) -> None:
     with tmp.open("w", encoding="utf-8") as fh:
         header = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "exported_at": now_iso(),
-                  "items": len(items), "tokenizer": tokenizer_name(), "episodes": clock}
+                  "items": len(items), "tokenizer": tokenizer_name(), "episodes": clock,
+                  "memory_id": store.memory_id()}
         fh.write(json.dumps(header) + "\n")
         for m in items:
             data = m.to_dict()
@@ -239,6 +262,9 @@ def _write_export(tmp: Path, store: Store, items: list[Item], clock: int) -> Non
                                  for a in store.adoption_history(m.id)]
             data["history"] = [_event_dict(h) for h in store.history(m.id)
                                if h.kind in ("credited", "counted")]
+            versions = store.rule_versions(m.id)
+            if versions:
+                data["rule_versions"] = [v.to_dict() for v in versions]
             fh.write(json.dumps(data, ensure_ascii=False) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
@@ -293,7 +319,8 @@ def import_jsonl(conn: sqlite3.Connection, path: Path | str, *, mode: str = "ref
         store.lock_writer()
         clock = store.clock()
         if mode == "replay":
-            return _import_replay(store, parsed, clock, path.name)
+            memory = str(header.get("memory_id") or "") or f"file:{path.name}"
+            return _import_replay(store, parsed, clock, path.name, memory)
         for line in parsed:
             item = line.to_item(clock=clock)
             if store.find_by_hash(item.content_hash) is not None:
@@ -311,10 +338,12 @@ def import_jsonl(conn: sqlite3.Connection, path: Path | str, *, mode: str = "ref
     return {"imported": imported, "skipped": skipped}
 
 
-def _import_replay(store: Store, parsed: list[_ItemLine], clock: int, source: str) -> dict[str, int]:
+def _import_replay(store: Store, parsed: list[_ItemLine], clock: int, source: str,
+                   memory: str) -> dict[str, int]:
     """Merge by replay (memory/merge.py), inside the caller's transaction: new items come in, every
     utility change the file has and the store lacks is appended to the store's history, and each
-    item that gained one has u, n_upd, n_ret, n_ado and its operators recomputed from the union."""
+    item that gained one has u, n_upd, n_ret, n_ado and its operators recomputed from the union.
+    The file's resident rules join the store's as versions (`_merge_rules`)."""
     from dataclasses import replace
 
     from sagekernel.memory.merge import fold
@@ -334,8 +363,10 @@ def _import_replay(store: Store, parsed: list[_ItemLine], clock: int, source: st
             store.add_history([HistoryRow(item_id, "imported", clock, Provenance(run_id=source))])
             imported += 1
             gained.add(item_id)
+            _merge_rules(store, item_id, line, memory, new=True)
         else:
             skipped += 1
+            _merge_rules(store, item_id, line, memory)
         known = {(e.run_id, e.operator, e.episode, e.kind) for e in store.events([item_id])}
         new = [HistoryRow(item_id, e.kind, e.clock,
                           Provenance(e.run_id, e.model, e.target, e.device, e.operator, e.episode, e.protocol,
@@ -354,6 +385,36 @@ def _import_replay(store: Store, parsed: list[_ItemLine], clock: int, source: st
                            retrieving_ops=m.retrieving_ops | r.retrieving_ops)
                    for m in items.values() if (r := replayed.get(m.content_hash)) is not None)
     return {"imported": imported, "skipped": skipped, "replayed": len(gained)}
+
+
+def _merge_rules(store: Store, item_id: int, line: _ItemLine, memory: str, *, new: bool = False) -> None:
+    """Unite the item's rule versions with the file's (memory/rule_versions.py), before the file's
+    utility changes are appended (each side's evidence is its own memory's changes). Versions
+    are stored once a text came from another memory; the item takes the current version."""
+    from dataclasses import replace
+
+    from sagekernel.memory.embedding import count_tokens
+    from sagekernel.memory.rule_versions import Evidence, RuleVersion, current, merge_versions, side
+
+    def counted(vs: Iterable[RuleVersion]) -> tuple[RuleVersion, ...]:
+        return tuple(replace(v, tokens=max(1, count_tokens(v.text))) for v in vs)
+
+    stored = (RuleVersion(v.rule_text, 0, v.memory, tuple(Evidence(**e.model_dump()) for e in v.evidence))
+              for v in line.rule_versions)
+    theirs = counted(side(tuple(stored), line.rule_text, 0, memory,
+                          (Evidence(e.run_id, e.operator, e.episode, e.kind, e.at, e.team, e.xi, e.u_after)
+                           for e in line.history)))
+    m = store.get(item_id)
+    here = store.memory_id()
+    own = (Evidence(h.origin.run_id, h.origin.operator, h.origin.episode, h.kind, h.created_at, h.origin.team,
+                    h.xi, h.u_after) for h in store.history(item_id) if h.kind in ("credited", "counted"))
+    ours = () if new else counted(side(store.rule_versions(item_id), m.rule_text, 0, here, own))
+    merged = merge_versions(ours, theirs)
+    if any(v.memory != here for v in merged):
+        store.save_rule_versions(item_id, merged)
+    win = current(merged)
+    if win is not None and (win.text, win.tokens) != (m.rule_text, m.rule_tokens):
+        store.save([replace(m, rule_text=win.text, rule_tokens=win.tokens)])
 
 
 def _eta_min() -> float:

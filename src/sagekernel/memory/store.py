@@ -33,6 +33,7 @@ from sagekernel.memory.records import (
     Provenance,
     RetrievalScope,
 )
+from sagekernel.memory.rule_versions import Evidence, RuleVersion
 from sagekernel.records import ItemDraft
 
 _COLUMNS = ("id, title, type, category, error_message, wrong_code, correct_code, u, n_ret, n_ado, n_upd, "
@@ -347,6 +348,23 @@ class Store:
                                           part).fetchall()
         return [Event(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7]), bool(r[8])) for r in rows]
 
+    def memory_id(self) -> str:
+        """This memory's name in merged rule versions (migration 0009), '' before it."""
+        try:
+            return self.meta("memory_id") or ""
+        except Exception:  # sqlite3 and psycopg name a missing table differently
+            return ""
+
+    def rule_versions(self, item_id: int) -> tuple[RuleVersion, ...]:
+        """The item's stored rule versions (memory/rule_versions.py), by (text hash, memory)."""
+        try:
+            rows = self.conn.execute("SELECT rule_text, rule_tokens, memory, evidence FROM rule_versions "
+                                     "WHERE item_id = ? ORDER BY text_hash, memory", (item_id,)).fetchall()
+        except Exception:  # a read-only workspace older than migration 0009
+            return ()
+        return tuple(RuleVersion(r[0], int(r[1]), r[2], tuple(Evidence(**e) for e in json.loads(r[3])))
+                     for r in rows)
+
     def ids_with_history(self, **where: str) -> set[int]:
         """Items with at least one provenance row matching every given column (run_id, model,
         target, device, operator, episode, protocol, team)."""
@@ -386,6 +404,14 @@ class Store:
             f"INSERT INTO item_history ({_HISTORY_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [(h.item_id, h.kind, h.clock, *h.origin.values(), h.xi, h.u_before, h.u_after, int(h.retrieved),
               int(h.adopted), h.created_at or stamp) for h in rows])
+
+    def save_rule_versions(self, item_id: int, versions: Iterable[RuleVersion]) -> None:
+        """Write the item's merged versions (each a superset of what is stored under its key)."""
+        self.conn.executemany(
+            "INSERT INTO rule_versions VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (item_id, text_hash, memory) "
+            "DO UPDATE SET rule_tokens = excluded.rule_tokens, evidence = excluded.evidence",
+            [(item_id, v.text_hash, v.memory, v.text, v.tokens, json.dumps([e.to_dict() for e in v.evidence]))
+             for v in versions])
 
     def insert_item(self, item: Item) -> int:
         """Insert a new row from `item` (its id is ignored; the new id is returned)."""
