@@ -17,7 +17,7 @@ from sagekernel.targets.cpu import syntax, syntax_rules
 from sagekernel.targets.cpu.contract import KERNEL_SYMBOL
 from sagekernel.targets.cpu.flags import is_cxx
 from sagekernel.targets.cpu.syntax_names import string_runs
-from sagekernel.targets.cpu.syntax_query import Source
+from sagekernel.targets.cpu.syntax_query import Source, line_excerpt, one_per_rule_and_line
 from sagekernel.tasks.task import Task
 
 INCLUDE_REASON = (
@@ -99,11 +99,7 @@ HARDCODED_REASON = (
 
 def excerpt(text: str, line: int) -> str:
     """Line `line` of `text`, stripped and capped (for a finding)."""
-    return _excerpt(text.splitlines(), line)
-
-
-def _excerpt(source_lines: list[str], line: int) -> str:
-    return source_lines[line - 1].strip()[:160] if 0 < line <= len(source_lines) else ""
+    return line_excerpt(text.splitlines(), line)
 
 
 def lint_source(source: str, task: Task | None = None, *, check_strings: bool = True) -> list[LintFinding]:
@@ -112,31 +108,24 @@ def lint_source(source: str, task: Task | None = None, *, check_strings: bool = 
     `check_strings=False` skips the file-path check of string literals (for preprocessed text,
     where `assert` brings in `__FILE__`)."""
     unit = syntax.parse(source, is_cxx(source))
-    lines = source.splitlines()
-    findings: list[LintFinding] = []
-    seen: set[tuple[str, int]] = set()
+    return one_per_rule_and_line(source, _findings(source, unit, task, check_strings))
 
-    def add(rule: str, reason: str, line: int, excerpt: str | None = None) -> None:
-        if (rule, line) not in seen:
-            seen.add((rule, line))
-            findings.append(LintFinding(rule=rule, reason=reason, line=line,
-                                        excerpt=_excerpt(lines, line) if excerpt is None else excerpt))
 
+def _findings(
+    source: str, unit: syntax.Unit, task: Task | None, check_strings: bool
+) -> Iterator[tuple[str, str, int]]:
     for f in syntax_rules.check(unit):
-        add(f.rule, f.reason, f.line or 0, _excerpt(lines, f.line or 0))
-    for rule, reason, line in include_findings(unit):
-        add(rule, reason, line)
+        yield f.rule, f.reason, f.line or 0
+    yield from include_findings(unit)
     if check_strings:
         for line in path_literal_lines(unit):
-            add("filesystem_path", PATH_REASON, line)
+            yield "filesystem_path", PATH_REASON, line
     src = Source(source, unit=unit)
     for state in src.mutable_state():
-        add("global_state", GLOBAL_STATE_REASON, state.line)
+        yield "global_state", GLOBAL_STATE_REASON, state.line
     if task is not None:
         for line, msg in _hardcoded_sizes(src, task):
-            add("hardcoded_shape", f"{HARDCODED_REASON} ({msg})", line)
-    findings.sort(key=lambda f: (f.line or 0, f.rule))
-    return findings
+            yield "hardcoded_shape", f"{HARDCODED_REASON} ({msg})", line
 
 
 def include_findings(unit: syntax.Unit) -> Iterator[tuple[str, str, int]]:

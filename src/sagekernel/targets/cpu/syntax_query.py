@@ -8,13 +8,34 @@ always go through `Unit.line`, so a line continuation never shifts a finding. Th
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from sagekernel.seam import LintFinding
 from sagekernel.targets.cpu import syntax
 from sagekernel.targets.cpu.syntax import Unit
+
+
+def one_per_rule_and_line(source: str, found: Iterable[tuple[str, str, int]]) -> list[LintFinding]:
+    """The linters' findings as the model sees them: the first reason of each (rule, line), with the
+    source line as its excerpt, in line order."""
+    lines = source.splitlines()
+    first: dict[tuple[str, int], str] = {}
+    for rule, reason, line in found:
+        first.setdefault((rule, line), reason)
+    return sorted(
+        (LintFinding(rule=rule, reason=reason, line=line, excerpt=line_excerpt(lines, line))
+         for (rule, line), reason in first.items()),
+        key=lambda f: (f.line or 0, f.rule),
+    )
+
+
+def line_excerpt(lines: list[str], line: int) -> str:
+    """Line `line` (1-based) stripped and capped, as a finding shows it."""
+    return lines[line - 1].strip()[:160] if 0 < line <= len(lines) else ""
+
 
 # ---- the structure view ---------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from sagekernel.seam import LintFinding
 from sagekernel.targets.cpu import syntax
 from sagekernel.targets.cpu import syntax_names as names
-from sagekernel.targets.cpu.syntax_query import Source
+from sagekernel.targets.cpu.syntax_query import Source, one_per_rule_and_line
 from sagekernel.tasks.task import Task
 
 TIMER_REASON = (
@@ -133,17 +133,7 @@ PTX_CLOCK = re.compile(r"%(?:globaltimer\w*|clock64|clock)\b")
 
 def lint_source(source: str, task: Task | None = None) -> list[LintFinding]:
     del task
-    src = Source(source, dialect="cuda")
-    lines = source.splitlines()
-    findings: list[LintFinding] = []
-    seen: set[tuple[str, int]] = set()
-    for rule, reason, line in _findings(src):
-        if (rule, line) not in seen:
-            seen.add((rule, line))
-            excerpt = lines[line - 1].strip()[:160] if 0 < line <= len(lines) else ""
-            findings.append(LintFinding(rule=rule, reason=reason, line=line, excerpt=excerpt))
-    findings.sort(key=lambda f: (f.line or 0, f.rule))
-    return findings
+    return one_per_rule_and_line(source, _findings(Source(source, dialect="cuda")))
 
 
 def _findings(src: Source) -> Iterator[tuple[str, str, int]]:
