@@ -121,6 +121,17 @@ def init_arguments(child: Child, task: Task, sizes: Any) -> list[Any]:
     return [_revive(v, out) for v in header.get("values", [])]
 
 
+def init_parameters(child: Child, task: Task) -> list[str]:
+    return [str(p) for p in child.call("signature", task, {})[0].get("params", [])]
+
+
+def device_outputs(child: Child, task: Task, inputs: Sequence[torch.Tensor], sizes: Any, seed: int,
+                   params: Sequence[torch.Tensor] | None, device: str) -> list[torch.Tensor]:
+    args = {"sizes": _sizes(sizes), "seed": int(seed), "n_inputs": len(inputs),
+            "with_params": params is not None, "device": str(device)}
+    return child.call("device", task, args, [*inputs, *(params or [])])[1]
+
+
 def module_ints(child: Child, task: Task) -> dict[str, int]:
     ints = child.call("ints", task, {})[0].get("ints", {})
     return {str(k): int(v) for k, v in ints.items() if type(v) is int}

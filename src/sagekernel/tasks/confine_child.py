@@ -72,6 +72,13 @@ def handle(op: str, task: Any, args: dict[str, Any], tensors: list[Any]) -> tupl
         params = tensors[n:] if args.get("with_params") else None
         return {}, reference.reference_outputs(task, tensors[:n], sizes, seed=int(args["seed"]),
                                                params=params)
+    if op == "device":
+        n = int(args["n_inputs"])
+        params = tensors[n:] if args.get("with_params") else None
+        return {}, reference.device_outputs(task, tensors[:n], dict(sizes or {}), int(args["seed"]), params,
+                                            str(args["device"]))
+    if op == "signature":
+        return {"params": reference.init_parameters(task)}, []
     if op == "declared":
         out = reference.declared_precision_outputs(task, tensors, sizes, seed=int(args["seed"]))
         return {"none": out is None}, out or []

@@ -152,7 +152,7 @@ def loader_command(
     folders read-only at their own paths, no other host path but the interpreter's, a private
     /tmp, the device nodes of this host's GPUs (a task file may ask for one while it loads).
     `module`: the child's main module (tasks/task_child.py's task child is confined the same way)."""
-    from sagekernel.devices import gpu_device_nodes
+    from sagekernel.devices import gpu_device_nodes, npu_device_nodes
 
     keep = {k: v for k, v in os.environ.items() if k.startswith(LOADER_ENV_PREFIXES)}
     folders = task_folders(files, root)
@@ -160,7 +160,7 @@ def loader_command(
         argv=[sandbox.python_executable(), "-m", module],
         ro_binds=[(f, f) for f in folders if not any(f.startswith(o.rstrip("/") + "/") for o in folders)],
         env={**keep, "PYTHONPATH": os.pathsep.join(sandbox.site_paths()), "PYTHONDONTWRITEBYTECODE": "1"},
-        device_nodes=gpu_device_nodes(),
+        device_nodes=gpu_device_nodes() + npu_device_nodes(),  # the Ascend C calibration's reference
     )
     return sandbox.command_line(cmd, kind=kind, limits=LOADER_LIMITS, result_fd=result_fd,
                                 scratch_dir=scratch)

@@ -60,6 +60,38 @@ def make_model(task: Task, sizes: Mapping[str, int] | None = None, seed: int = 0
         return instantiate(module, task.source_path, seed)
 
 
+def init_parameters(task: Task) -> list[str]:
+    """The names of `Model.__init__`'s parameters after self ([] when unreadable): the Triton contract's."""
+    if (child := _confined(task)) is not None:
+        return confine.init_parameters(child, task)
+    import inspect
+
+    try:
+        return list(inspect.signature(task_module(task).Model.__init__).parameters)[1:]
+    except (TypeError, ValueError, AttributeError):
+        return []
+
+
+def device_outputs(task: Task, inputs: Sequence[torch.Tensor], sizes: Mapping[str, int], seed: int,
+                   params: Sequence[torch.Tensor] | None, device: str) -> list[torch.Tensor]:
+    """The task's Model on `device` in its declared dtypes under `seed`, back on the CPU (the
+    Ascend C calibration's device reference, targets/ascendc/calibrate.py)."""
+    if (child := _confined(task)) is not None:
+        return confine.device_outputs(child, task, inputs, sizes, seed, params, device)
+    if device.startswith("npu"):
+        import torch_npu  # noqa: F401  (registers the npu device)
+    module = task_module(task)
+    with bound_sizes(module, task.binding(dict(sizes))), torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(seed)
+        model = instantiate(module, task.source_path, seed)
+        if params is not None:
+            load_params(task, model, params)
+        args = assemble_call(task, [t.detach().clone().to(device) for t in inputs])
+        outputs = call_forward(model.to(device), args, task.source_path)
+    return [o.detach().to("cpu").to(torch_dtype(spec.dtype)).contiguous()
+            for spec, o in zip(task.outputs, outputs, strict=True)]
+
+
 def sizes_from_inputs(task: Task, inputs: Sequence[torch.Tensor],
                       sizes: Mapping[str, int] | None = None) -> dict[str, int]:
     """Size symbols read off the input shapes, then `sizes`, then the task defaults for the rest."""

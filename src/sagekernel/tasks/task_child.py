@@ -311,7 +311,8 @@ _WHAT = {"trial": "get_inputs() and the reference", "sets": "get_inputs() for th
          "inputs": "get_inputs()", "params": "building the model's parameters", "reference": "the reference",
          "declared": "the declared-precision reference", "init": "get_init_inputs()",
          "ints": "reading the file's sizes", "work": "counting the reference's FLOPs",
-         "case_check": "the benchmark's precision rule"}
+         "case_check": "the benchmark's precision rule", "signature": "reading Model.__init__'s signature",
+         "device": "the reference on the device"}
 
 
 __all__ = ["POOL_SIZE", "TaskChild", "close_all", "confined"]

@@ -27,6 +27,7 @@ from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.tolerances import judged_task
 from sagekernel.harness.trials import Trial, plan_trials
 from sagekernel.tasks.task import Task
+from sagekernel.tasks.task_child import confined
 
 
 @dataclass
@@ -43,28 +44,12 @@ class TaskCalibration:
 
 
 def device_reference(task: Task, trial: Trial, device: str) -> list[torch.Tensor]:
-    """The task's Model on `device` in its declared dtypes, under the trial's parameter seed."""
-    from sagekernel.tasks.inputs import assemble_call, call_forward, instantiate, torch_dtype
-    from sagekernel.tasks.modules import bound_sizes, task_module
-    from sagekernel.tasks.params import load_params
+    """The task's Model on `device` in its declared dtypes, under the trial's parameter seed (run in
+    the task child while `calibrate_task` holds it open, as the harness runs the task's code)."""
+    from sagekernel.tasks.reference import device_outputs
 
-    module = task_module(task)
-    with (
-        bound_sizes(module, task.binding(dict(trial.sizes))),
-        torch.random.fork_rng(devices=[]),
-        torch.no_grad(),
-    ):
-        torch.manual_seed(trial.param_seed)
-        model = instantiate(module, task.source_path, trial.param_seed)
-        if task.params:
-            load_params(task, model, trial.params)
-        model = model.to(device)
-        args = assemble_call(task, [t.detach().clone().to(device) for t in trial.inputs])
-        outputs = call_forward(model, args, task.source_path)
-    return [
-        o.detach().to("cpu").to(torch_dtype(spec.dtype)).contiguous()
-        for spec, o in zip(task.outputs, outputs, strict=True)
-    ]
+    return device_outputs(task, trial.inputs, dict(trial.sizes), trial.param_seed,
+                          trial.params if task.params else None, device)
 
 
 def calibrate_task(task: Task, device: str, config: HarnessConfig | None = None) -> TaskCalibration:
@@ -72,15 +57,17 @@ def calibrate_task(task: Task, device: str, config: HarnessConfig | None = None)
 
     result = TaskCalibration(task.name, device)
     task = judged_task(AscendCTarget(), task)  # the tolerances an ascendc candidate is judged by
+    config = config or HarnessConfig()
     try:
-        plan = plan_trials(task, config or HarnessConfig())
-        for trial in plan.trials:
-            got = device_reference(task, trial, device)
-            result.trials += 1
-            for k, (spec, actual, expected) in enumerate(zip(task.outputs, got, trial.expected, strict=True)):
-                mism = compare(actual, expected, trial.tolerance(k), task.rtol, spec.dtype)
-                if mism is not None:
-                    result.failures.append(f"{trial.describe()}: output {spec.name}: {mism.detail}")
+        with confined(config.sandbox):  # the task's code runs in its sandbox (tasks/task_child.py)
+            for trial in plan_trials(task, config).trials:
+                got = device_reference(task, trial, device)
+                result.trials += 1
+                pairs = zip(task.outputs, got, trial.expected, strict=True)
+                for k, (spec, actual, expected) in enumerate(pairs):
+                    mism = compare(actual, expected, trial.tolerance(k), task.rtol, spec.dtype)
+                    if mism is not None:
+                        result.failures.append(f"{trial.describe()}: output {spec.name}: {mism.detail}")
     except Exception as exc:  # the reference itself cannot run there: that is the finding
         result.error = f"{type(exc).__name__}: {exc}"
     return result

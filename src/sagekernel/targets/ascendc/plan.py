@@ -26,11 +26,19 @@ from sagekernel.tasks.task import Task
 
 
 def load_task_spec(spec: str) -> Task:
-    from sagekernel.tasks.loader import load_task
+    """A task file loaded in the loading child (tasks/isolate.py, as `sage eval` loads it), or a
+    built-in task by name."""
+    from sagekernel.errors import TaskError
+    from sagekernel.tasks.isolate import load_files_isolated
     from sagekernel.tasks.suites import find_task
 
     path = Path(spec).expanduser()
-    return load_task(path) if path.suffix == ".py" and path.is_file() else find_task(spec)
+    if not (path.suffix == ".py" and path.is_file()):
+        return find_task(spec)
+    (loaded,) = load_files_isolated([path.resolve()], None)
+    if not isinstance(loaded, Task):
+        raise TaskError(loaded.message)
+    return loaded
 
 
 def candidate_from_paths(paths: list[Path], expected: list[str]) -> tuple[Candidate, list[str]]:

@@ -33,16 +33,13 @@ def _shape(spec: TensorSpec) -> str:
 
 
 def init_signature(task: Task) -> str:
-    """The constructor's parameters: the task's init values, named as the reference names them."""
-    import inspect
+    """The constructor's parameters: the task's init values, named as the reference names them (read
+    in the sandboxed task child, tasks/task_child.py: building a prompt never imports a task file here)."""
+    from sagekernel.tasks.reference import init_parameters
+    from sagekernel.tasks.task_child import confined
 
-    from sagekernel.tasks.modules import task_module
-
-    try:
-        params = list(inspect.signature(task_module(task).Model.__init__).parameters)[1:]
-    except (TypeError, ValueError, AttributeError):
-        params = []
-    return ", ".join(params)
+    with confined():
+        return ", ".join(init_parameters(task))
 
 
 def contract_text(task: Task) -> str:
