@@ -138,7 +138,7 @@ def test_a_candidate_round_trips_through_the_benchmark_layout(tmp_path: Path, ta
     assert read_candidate(tmp_path / "src", paths, op_names(task))[1] == []  # the header is named freely
     (tmp_path / "src" / "op_host" / "sqrt_x.cpp").unlink()
     assert read_candidate(tmp_path / "src", paths, op_names(task))[1] == [
-        "a host source op_host/*.cpp (e.g. op_host/sqrt_x.cpp)"]
+        "op_host/*.cpp (a host source with the OpDef, e.g. op_host/sqrt_x.cpp)"]
     (tmp_path / "src" / "op_host" / "sqrt_x.cpp").write_text(HOST, encoding="utf-8")
     # a helper file of the benchmark's projects (its answers split code so) travels with it
     write_candidate(tmp_path / "src", Candidate({"op_host/sqrt_x_tiling.h": TILING,
@@ -250,8 +250,9 @@ def test_a_split_host_side_and_a_free_tiling_header_plan_as_the_benchmark_builds
     assert report["files"]["op_host/sqrt_x.cpp"].startswith("replaced msOpGen stub")
     # what the benchmark's build cannot do without is still refused
     no_host = Candidate({p: t for p, t in split.files.items() if not p.endswith(".cpp") or "kernel" in p})
-    assert target.missing_files(task, no_host) == ["a host source op_host/*.cpp (e.g. op_host/sqrt_x.cpp)"]
-    assert any("missing a host source" in f.reason for f in target.lint(no_host, task))
+    assert target.missing_files(task, no_host) == [
+        "op_host/*.cpp (a host source with the OpDef, e.g. op_host/sqrt_x.cpp)"]
+    assert any("missing file op_host/*.cpp" in f.reason for f in target.lint(no_host, task))
     no_kernel = Candidate({p: t for p, t in split.files.items() if not p.startswith("op_kernel/")})
     assert target.missing_files(task, no_kernel) == ["op_kernel/sqrt_x.cpp"]
 

@@ -43,14 +43,7 @@ from sagekernel.targets.ascendc.contract import (
     template_of,
 )
 from sagekernel.targets.ascendc.cparse import Source
-from sagekernel.targets.ascendc.names import (
-    OpNames,
-    benchmark_layout_missing,
-    is_benchmark_task,
-    is_helper_path,
-    is_host_source,
-    op_names,
-)
+from sagekernel.targets.ascendc.names import OpNames, is_benchmark_task, is_helper_path, op_names
 from sagekernel.targets.ascendc.settings import task_settings
 from sagekernel.targets.ascendc.skeleton import prototype
 from sagekernel.targets.base import FileSpec
@@ -141,15 +134,10 @@ def role_of(path: str, spec: LintSpec) -> str | None:
 
 def check_file_set(files: dict[str, str], spec: LintSpec) -> list[LintFinding]:
     expected = [f.path for f in spec.files]
-    if spec.helper_files:  # the benchmark's layout: the kernel source and any host sources
-        out = [_finding("file_set", f"missing {p}: NPUKernelBench's build needs it")
-               for p in benchmark_layout_missing(files, spec.names)]
-    else:
-        out = [
-            _finding("file_set", f"missing file {p} (the contract names: {', '.join(expected)})")
-            for p in expected
-            if p not in files
-        ]
+    from sagekernel.targets.ascendc.names import benchmark_layout_missing  # its kernel and a host source
+    lacking = benchmark_layout_missing(files, spec.names) if spec.helper_files else expected
+    out = [_finding("file_set", f"missing file {p} (the contract names: {', '.join(expected)})")
+           for p in lacking if p not in files]
     out += [
         _finding("file_set", f"unexpected file {p}: write only {', '.join(expected)}")
         for p in files
@@ -408,14 +396,6 @@ def lint_candidate(
     return findings
 
 
-def _is_tiling_header(path: str, text: str, spec: LintSpec) -> bool:
-    """The contract's tiling header, or (the benchmark's layout, which names it freely) a host
-    header that begins a tiling struct."""
-    if path == spec.names.tiling_header:
-        return True
-    return spec.helper_files and not is_host_source(path) and "BEGIN_TILING_DATA_DEF" in text
-
-
 def lint_files(files: dict[str, str], spec: LintSpec) -> list[LintFinding]:
     """Every static check on one operator's files (no toolchain)."""
     findings = check_file_set(files, spec)
@@ -442,7 +422,9 @@ def lint_files(files: dict[str, str], spec: LintSpec) -> list[LintFinding]:
     hosts = [(src, p) for p, src in parsed.items() if role_of(p, spec) == "host"]
     hosts.sort(key=lambda hp: hp[1] != n.host_file)
     if spec.template == "full":
-        headers = [(s, p) for s, p in hosts if _is_tiling_header(p, files[p], spec)]
+        from sagekernel.targets.ascendc.names import is_tiling_header
+
+        headers = [(s, p) for s, p in hosts if is_tiling_header(p, files[p], n, spec.helper_files)]
         others = [(s, p) for s, p in hosts if (s, p) not in headers]
         if others:  # named by the file that holds the OpDef, wherever the project put it
             holder = next((p for _, p in others if "OpDef" in files[p]), n.host_file)

@@ -160,6 +160,7 @@ __all__ = [
     "camel_from_snake",
     "is_benchmark_task",
     "is_host_source",
+    "is_tiling_header",
     "op_names",
     "prototype_names",
     "snake_from_camel",
@@ -188,5 +189,12 @@ def benchmark_layout_missing(paths: set[str] | dict[str, str], names: OpNames) -
     ...). The tiling header's name is free: it is whatever the host sources include."""
     missing = [] if names.kernel_file in paths else [names.kernel_file]
     if not any(is_host_source(p) for p in paths):
-        missing.append(f"a host source op_host/*.cpp (e.g. {names.host_file})")
+        missing.append(f"op_host/*.cpp (a host source with the OpDef, e.g. {names.host_file})")
     return missing
+
+
+def is_tiling_header(path: str, text: str, names: OpNames, named_freely: bool) -> bool:
+    """The contract's tiling header, or (a layout that names it freely: the benchmark's) a host
+    header that begins a tiling struct."""
+    return path == names.tiling_header or (
+        named_freely and not is_host_source(path) and "BEGIN_TILING_DATA_DEF" in text)
