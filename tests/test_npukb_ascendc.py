@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from npukb_fixture import ANSWER_MARKER, OPERATORS, write_benchmark
 from sagekernel.candidate import Candidate
+from sagekernel.targets.ascendc.names import op_names
 from sagekernel.tasks.loader import load_dir
 
 #: A skeleton as the benchmark writes one (question/op_host, question/op_kernel): OpDef names x, y.
@@ -131,14 +132,18 @@ def test_a_candidate_round_trips_through_the_benchmark_layout(tmp_path: Path, ta
                       ("op_kernel/sqrt_x.cpp", KERNEL)):
         assert (tmp_path / "src" / rel).read_text(encoding="utf-8") == text
     (tmp_path / "src" / "CMakeLists.txt").write_text("# the flow's own file: not the candidate's\n")
-    back, missing = read_candidate(tmp_path / "src", paths)
+    back, missing = read_candidate(tmp_path / "src", paths, op_names(task))
     assert back == candidate and back.digest == candidate.digest and missing == []
     (tmp_path / "src" / "op_host" / "sqrt_x_tiling.h").unlink()
-    assert read_candidate(tmp_path / "src", paths)[1] == ["op_host/sqrt_x_tiling.h"]
+    assert read_candidate(tmp_path / "src", paths, op_names(task))[1] == []  # the header is named freely
+    (tmp_path / "src" / "op_host" / "sqrt_x.cpp").unlink()
+    assert read_candidate(tmp_path / "src", paths, op_names(task))[1] == [
+        "op_host/*.cpp (a host source with the OpDef, e.g. op_host/sqrt_x.cpp)"]
+    (tmp_path / "src" / "op_host" / "sqrt_x.cpp").write_text(HOST, encoding="utf-8")
     # a helper file of the benchmark's projects (its answers split code so) travels with it
     write_candidate(tmp_path / "src", Candidate({"op_host/sqrt_x_tiling.h": TILING,
                                                  "op_kernel/sqrt_x_common.h": "#pragma once\n"}))
-    back, _ = read_candidate(tmp_path / "src", paths)
+    back, _ = read_candidate(tmp_path / "src", paths, op_names(task))
     assert sorted(back.files) == sorted([*paths, "op_kernel/sqrt_x_common.h"])
     from sagekernel.targets.ascendc.config import AscendConfig
     from sagekernel.targets.ascendc.project import project_files
@@ -197,3 +202,76 @@ def test_a_reply_in_the_benchmarks_own_format_gives_the_three_files(tasks) -> No
                       for p, text in zip(paths, (TILING, HOST, KERNEL), strict=True))
     files, unknown = pick_files(fenced_blocks(reply)[0], paths)
     assert files == dict(zip(paths, (TILING, HOST, KERNEL), strict=True)) and unknown == []
+
+
+def _split(host: str) -> dict[str, str]:
+    """A host side split as 15 of the benchmark's expert projects split theirs: the OpDef in
+    `<k>_def.cpp`, the tiling function in `<k>_tiling.cpp`, the tiling header under another name."""
+    cut = host.index("namespace ops {")
+    tiling = host[:cut].replace('#include "sqrt_x_tiling.h"', '#include "sqrt_tiling_data.h"')
+    opdef = '#include "register/op_def_registry.h"\nnamespace optiling {\n' \
+            "ge::graphStatus TilingFunc(gert::TilingContext *context);\n}\n" + host[cut:]
+    return {"op_host/sqrt_tiling_data.h": TILING, "op_host/sqrt_x_tiling.cpp": tiling,
+            "op_host/sqrt_x_def.cpp": opdef, "op_kernel/sqrt_x.cpp": KERNEL}
+
+
+def test_a_split_host_side_and_a_free_tiling_header_plan_as_the_benchmark_builds_them(
+        tmp_path: Path, tasks) -> None:
+    from sagekernel.targets import get_target
+    from sagekernel.targets.ascendc.config import AscendConfig
+    from sagekernel.targets.ascendc.plan import plan_report
+    from sagekernel.targets.ascendc.project import STUB_NOTE, project_files, write_candidate
+
+    target, task = get_target("ascendc"), tasks["SqrtX"]
+    split = Candidate(_split(HOST))
+    assert target.missing_files(task, split) == []
+    assert [f.reason for f in target.lint(split, task)] == []
+    # the OpDef is checked in the file that holds it, and the tiling fields in the renamed header
+    renamed = Candidate({**split.files, "op_host/sqrt_x_def.cpp":
+                         split.files["op_host/sqrt_x_def.cpp"].replace('Input("x")', 'Input("in0")')})
+    assert any(f.reason.startswith("op_host/sqrt_x_def.cpp: OpDef Inputs are ['in0']")
+               for f in target.lint(renamed, task))
+    # the renamed header is the tiling header: a field the kernel reads and no host source sets
+    unset = Candidate({**split.files, "op_kernel/sqrt_x.cpp": KERNEL.replace(
+        "(void)t;", "uint32_t n = t.totalLength; (void)n;")})
+    assert any("reads totalLength, but" in f.reason for f in target.lint(unset, task))
+    # msOpGen's stubs at the paths the project leaves free are emptied, so they register nothing
+    built = project_files(split, task, AscendConfig(), "framework")
+    for stub in ("project/op_host/sqrt_x.cpp", "project/op_host/sqrt_x_tiling.h"):
+        assert built[stub].startswith(f"// {STUB_NOTE}") and "OP_ADD" not in built[stub]
+    assert built["project/op_host/sqrt_x_def.cpp"] == split.files["op_host/sqrt_x_def.cpp"]
+    whole = Candidate(dict(zip([f.path for f in target.files(task)], (TILING, HOST, KERNEL), strict=True)))
+    assert not any(STUB_NOTE in t for t in project_files(whole, task, AscendConfig(), "framework").values())
+    # `sage eval --plan` on the folder: every file given, the stubs named, no finding
+    write_candidate(tmp_path / "answer", split)
+    report = plan_report(task, [tmp_path / "answer"], workdir=tmp_path / "wd", target=target)
+    assert report["lint"] == [] and not report["build"]["problems"]
+    assert report["files"]["op_host/sqrt_x_def.cpp"] == "given"
+    assert report["files"]["op_host/sqrt_x.cpp"].startswith("replaced msOpGen stub")
+    # what the benchmark's build cannot do without is still refused
+    no_host = Candidate({p: t for p, t in split.files.items() if not p.endswith(".cpp") or "kernel" in p})
+    assert target.missing_files(task, no_host) == [
+        "op_host/*.cpp (a host source with the OpDef, e.g. op_host/sqrt_x.cpp)"]
+    assert any("missing file op_host/*.cpp" in f.reason for f in target.lint(no_host, task))
+    no_kernel = Candidate({p: t for p, t in split.files.items() if not p.startswith("op_kernel/")})
+    assert target.missing_files(task, no_kernel) == ["op_kernel/sqrt_x.cpp"]
+
+
+@pytest.mark.slow
+def test_the_benchmarks_expert_projects_plan() -> None:
+    """Every expert answer/0 of a checkout through the folder reader, lint and build plan
+    (scripts/npukb_answer_plans.py; trusted side: answers are read here as candidates only)."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.environ.get("SAGE_NPUKERNELBENCH")
+    if not root:
+        pytest.skip("SAGE_NPUKERNELBENCH is not set (a checkout of weich97/NPUKernelBench)")
+    repo = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, str(repo / "scripts" / "npukb_answer_plans.py"), root],
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(repo / "src")},
+                         check=True).stdout
+    counts = dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
+    assert counts.get("layout refused", "0") == "0", out
+    assert int(counts["static checks clean"]) >= 140, out

@@ -127,7 +127,9 @@ def _evaluate(
         verdict.message = f"target {target.name!r} cannot run on {device_info.name!r} here: {why}"
         return _finish(verdict, t_start)
     wanted = [f.path for f in target.files(task)]
-    missing = [p for p in wanted if not candidate.files.get(p, "").strip()]
+    required = getattr(target, "missing_files", None)  # a target whose projects' file sets vary
+    missing = required(task, candidate) if required is not None else [
+        p for p in wanted if not candidate.files.get(p, "").strip()]
     if candidate.is_empty() or (len(wanted) > 1 and missing):
         verdict.message = (
             "the reply had no usable source"

@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sagekernel.candidate import Candidate, folder_files
-from sagekernel.targets.ascendc.names import is_benchmark_task, is_helper_path, op_names
+from sagekernel.targets.ascendc.names import (
+    OpNames,
+    benchmark_layout_missing,
+    is_benchmark_task,
+    is_helper_path,
+    is_host_source,
+    op_names,
+)
 from sagekernel.tasks.task import Task
 
 if TYPE_CHECKING:
@@ -103,32 +110,50 @@ def candidate_paths(task: Task) -> list[str]:
     return [names.tiling_header, names.host_file, names.kernel_file]
 
 
-def project_files_in(directory: Path, paths: list[str]) -> tuple[dict[str, Path], list[str]]:
-    """({project path: file}, the wanted `paths` it lacks) of a candidate folder in the benchmark's
-    layout: each of `paths`, then every other C++ source or header under its ``op_host/`` and
-    ``op_kernel/`` (the benchmark's projects split code into helper files; the lint checks them
-    and the build compiles them). Nothing else in the folder is read."""
-    found, missing = folder_files(directory, paths)
+def project_files_in(
+    directory: Path, paths: list[str], names: OpNames
+) -> tuple[dict[str, Path], list[str]]:
+    """({project path: file}, what the benchmark's build needs that the folder lacks) of a
+    candidate folder in the benchmark's layout: each of `paths` it has, then every other C++
+    source or header under its ``op_host/`` and ``op_kernel/`` (the benchmark's projects split the
+    host side into ``<k>_def.cpp`` / ``<k>_tiling.cpp`` / ``<k>_proto.cpp``, name the tiling header
+    freely and split kernels over headers: the lint checks them and the build compiles them).
+    Only the kernel source and one host source are required (names.benchmark_layout_missing).
+    Nothing else in the folder is read."""
+    found, _ = folder_files(directory, paths)
     root = Path(directory).resolve()
     for sub in ("op_host", "op_kernel"):
         for where in sorted((root / sub).rglob("*")) if (root / sub).is_dir() else []:
             rel = where.relative_to(root).as_posix()
             if rel not in found and where.is_file() and not where.is_symlink() and is_helper_path(rel):
                 found[rel] = where
-    return found, missing
+    return found, benchmark_layout_missing(set(found), names)
 
 
-def read_candidate(directory: Path, paths: list[str]) -> tuple[Candidate, list[str]]:
-    """(the candidate in `directory`, the wanted paths it lacks): `project_files_in`, read."""
-    found, missing = project_files_in(directory, paths)
+def read_candidate(directory: Path, paths: list[str], names: OpNames) -> tuple[Candidate, list[str]]:
+    """(the candidate in `directory`, what it lacks): `project_files_in`, read."""
+    found, missing = project_files_in(directory, paths, names)
     return Candidate({rel: where.read_text(encoding="utf-8", errors="replace")
                       for rel, where in found.items()}), missing
+
+
+def replaced_stubs(files: dict[str, str] | set[str], names: OpNames) -> list[str]:
+    """msOpGen's generated host stubs (``op_host/<k>.cpp``: an OpDef, a TilingFunc, an
+    InferShape; ``op_host/<k>_tiling.h``: a tiling struct) that a project with its own host sources
+    does not overwrite. msOpGen's op_host CMakeLists compiles every top-level host source, so a
+    stub left beside a split host side (``<k>_def.cpp``, ``<k>_tiling.cpp``) would register the op a
+    second time; the benchmark's flow has no stubs at all (it copies the project over a template
+    without them). Empty for a project that writes both paths itself or has no host source."""
+    if not any(is_host_source(p) for p in files):
+        return []
+    return [p for p in (names.host_file, names.tiling_header) if p not in files]
 
 
 __all__ = [
     "candidate_paths",
     "project_files_in",
     "read_candidate",
+    "replaced_stubs",
     "skeleton_kernel_params",
     "skeleton_kernel_signature",
     "skeleton_opdef",

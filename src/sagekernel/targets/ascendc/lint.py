@@ -134,11 +134,10 @@ def role_of(path: str, spec: LintSpec) -> str | None:
 
 def check_file_set(files: dict[str, str], spec: LintSpec) -> list[LintFinding]:
     expected = [f.path for f in spec.files]
-    out = [
-        _finding("file_set", f"missing file {p} (the contract names: {', '.join(expected)})")
-        for p in expected
-        if p not in files
-    ]
+    from sagekernel.targets.ascendc.names import benchmark_layout_missing  # its kernel and a host source
+    lacking = benchmark_layout_missing(files, spec.names) if spec.helper_files else expected
+    out = [_finding("file_set", f"missing file {p} (the contract names: {', '.join(expected)})")
+           for p in lacking if p not in files]
     out += [
         _finding("file_set", f"unexpected file {p}: write only {', '.join(expected)}")
         for p in files
@@ -423,10 +422,13 @@ def lint_files(files: dict[str, str], spec: LintSpec) -> list[LintFinding]:
     hosts = [(src, p) for p, src in parsed.items() if role_of(p, spec) == "host"]
     hosts.sort(key=lambda hp: hp[1] != n.host_file)
     if spec.template == "full":
-        headers = [(s, p) for s, p in hosts if p == n.tiling_header]
-        others = [(s, p) for s, p in hosts if p != n.tiling_header]
-        if others:
-            findings += check_opdef([s for s, _ in others], n.host_file, spec.prototype, n)
+        from sagekernel.targets.ascendc.names import is_tiling_header
+
+        headers = [(s, p) for s, p in hosts if is_tiling_header(p, files[p], n, spec.helper_files)]
+        others = [(s, p) for s, p in hosts if (s, p) not in headers]
+        if others:  # named by the file that holds the OpDef, wherever the project put it
+            holder = next((p for _, p in others if "OpDef" in files[p]), n.host_file)
+            findings += check_opdef([s for s, _ in others], holder, spec.prototype, n)
             for s, p in others:
                 findings += check_host_device_memory(s, p)
         if headers and others and kernels:

@@ -155,9 +155,12 @@ __all__ = [
     "OP_SUFFIX",
     "PROTOTYPE_RESERVED",
     "OpNames",
+    "benchmark_layout_missing",
     "benchmark_snake",
     "camel_from_snake",
     "is_benchmark_task",
+    "is_host_source",
+    "is_tiling_header",
     "op_names",
     "prototype_names",
     "snake_from_camel",
@@ -171,3 +174,27 @@ HELPER_SUFFIXES = (".cpp", ".h", ".hpp", ".cc")
 def is_helper_path(path: str) -> bool:
     """A C++ source or header under op_host/ or op_kernel/ (a helper file of a project)."""
     return path.startswith(("op_kernel/", "op_host/")) and path.endswith(HELPER_SUFFIXES)
+
+
+def is_host_source(path: str) -> bool:
+    """A host translation unit at op_host/'s top level: msOpGen's op_host/CMakeLists.txt compiles
+    every one (`aux_source_directory`), as the benchmark's own project CMakeLists list them."""
+    return path.startswith("op_host/") and path.count("/") == 1 and path.endswith((".cpp", ".cc"))
+
+
+def benchmark_layout_missing(paths: set[str] | dict[str, str], names: OpNames) -> list[str]:
+    """What NPUKernelBench's build needs that a project lacks: the kernel source it installs by
+    the op's name (`install(FILES op_kernel/<k>.cpp ...)`) and at least one host source (the OpDef,
+    the tiling function, InferShape: in `<k>.cpp` or split into `<k>_def.cpp`, `<k>_tiling.cpp`,
+    ...). The tiling header's name is free: it is whatever the host sources include."""
+    missing = [] if names.kernel_file in paths else [names.kernel_file]
+    if not any(is_host_source(p) for p in paths):
+        missing.append(f"op_host/*.cpp (a host source with the OpDef, e.g. {names.host_file})")
+    return missing
+
+
+def is_tiling_header(path: str, text: str, names: OpNames, named_freely: bool) -> bool:
+    """The contract's tiling header, or (a layout that names it freely: the benchmark's) a host
+    header that begins a tiling struct."""
+    return path == names.tiling_header or (
+        named_freely and not is_host_source(path) and "BEGIN_TILING_DATA_DEF" in text)

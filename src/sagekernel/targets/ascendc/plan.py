@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sagekernel.candidate import Candidate
-from sagekernel.targets.ascendc.names import is_benchmark_task
+from sagekernel.targets.ascendc.names import is_benchmark_task, op_names
 from sagekernel.targets.ascendc.plans import describe
 from sagekernel.targets.ascendc.runtime.ascendc_runtime import protocol_text
 from sagekernel.targets.ascendc.target import AscendCTarget
@@ -96,7 +96,7 @@ def plan_report(
         "available": ok,
         "availability": why,
         "config": {"template": build.template, "build_path": build.path, "soc": target.config.soc},
-        "files": {rel: "given" if rel in candidate.files else "MISSING" for rel in expected},
+        "files": _file_states(target, task, candidate, expected),
         "unmatched": unmatched,
         "lint": [f.__dict__ for f in target.lint(candidate, task)],
         "build": build.to_dict(),
@@ -113,6 +113,22 @@ def plan_report(
             else "not timed (CPU twin debug is functional only)",
         },
     }
+
+
+def _file_states(
+    target: AscendCTarget, task: Task, candidate: Candidate, expected: list[str]
+) -> dict[str, str]:
+    """Each file of the plan: given, MISSING, or (the benchmark's layout) a msOpGen stub the
+    project's own host sources replace (benchmark_project.replaced_stubs)."""
+    if not is_benchmark_task(task):
+        return {rel: "given" if rel in candidate.files else "MISSING" for rel in expected}
+    from sagekernel.targets.ascendc.benchmark_project import replaced_stubs
+
+    states = {rel: "given" for rel in sorted(candidate.files)}
+    states.update({rel: "MISSING" for rel in target.missing_files(task, candidate)})
+    states.update({rel: "replaced msOpGen stub (the project has its own host sources)"
+                   for rel in replaced_stubs(candidate.files, op_names(task))})
+    return states
 
 
 def format_report(report: dict[str, Any]) -> str:

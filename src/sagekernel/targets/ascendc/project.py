@@ -15,10 +15,15 @@ from pathlib import Path
 from sagekernel.candidate import Candidate
 from sagekernel.targets.ascendc import bindings, skeleton
 from sagekernel.targets.ascendc.benchmark_cpp import aclnn_binding
+from sagekernel.targets.ascendc.benchmark_project import replaced_stubs
 from sagekernel.targets.ascendc.config import AscendConfig
 from sagekernel.targets.ascendc.contract import files_for, template_of
 from sagekernel.targets.ascendc.names import is_benchmark_task, is_helper_path, op_names
 from sagekernel.tasks.task import Task
+
+#: What a replaced msOpGen stub says (benchmark_project.replaced_stubs): the file stays, empty of
+#: code, so msOpGen's op_host CMakeLists compiles the project's own host sources and nothing else.
+STUB_NOTE = "msOpGen's generated stub, replaced: this project supplies its own host sources"
 
 
 def project_files(candidate: Candidate, task: Task, config: AscendConfig, path: str) -> dict[str, str]:
@@ -29,6 +34,10 @@ def project_files(candidate: Candidate, task: Task, config: AscendConfig, path: 
     for rel, text in candidate.files.items():
         if rel in expected or (helpers and is_helper_path(rel)):  # else a lint finding, never built
             files[f"project/{rel}"] = text
+    if helpers and path == "framework":
+        own = {rel for rel in candidate.files if f"project/{rel}" in files}
+        for stub in replaced_stubs(own, n):  # the project's own host sources replace msOpGen's stubs
+            files[f"project/{stub}"] = f"// {STUB_NOTE}: {', '.join(sorted(own))}\n"
     if template_of(task, config) == "kernel-only":
         files[f"project/{n.tiling_header}"] = skeleton.plain_tiling_header(task, kernel_side=False)
         files[f"project/{n.kernel_tiling_header}"] = skeleton.plain_tiling_header(task, kernel_side=True)

@@ -25,7 +25,7 @@ from sagekernel.targets.ascendc.config import AscendConfig
 from sagekernel.targets.ascendc.contract import contract_text, files_for
 from sagekernel.targets.ascendc.contract import template_of as contract_template
 from sagekernel.targets.ascendc.lint import lint_candidate
-from sagekernel.targets.ascendc.names import is_benchmark_task, op_names
+from sagekernel.targets.ascendc.names import benchmark_layout_missing, is_benchmark_task, op_names
 from sagekernel.targets.ascendc.plans import BuildPlan, build_plan
 from sagekernel.targets.ascendc.runtime.ascendc_runtime import protocol_text
 from sagekernel.targets.ascendc.settings import task_settings
@@ -91,8 +91,18 @@ class AscendCTarget:
 
         wanted = [f.path for f in self.files(task)]
         if is_benchmark_task(task):
-            return project_files_in(directory, wanted)
+            return project_files_in(directory, wanted, op_names(task))
         return folder_files(directory, wanted)
+
+    def missing_files(self, task: Task, candidate: Candidate) -> list[str]:
+        """The contract's files a candidate lacks (the harness refuses it before building). An
+        NPUKernelBench operator's project needs only what the benchmark's build needs: its kernel
+        source and a host source, the host side split and the tiling header named as it likes
+        (names.benchmark_layout_missing)."""
+        given = {p for p, text in candidate.files.items() if text.strip()}
+        if is_benchmark_task(task):
+            return benchmark_layout_missing(given, op_names(task))
+        return [f.path for f in self.files(task) if f.path not in given]
 
     def contract(self, task: Task) -> str:
         return contract_text(task, self.config)

@@ -255,7 +255,10 @@ def check_full_files(
     for host, _ in [*hosts, *headers]:
         for call in host.calls():
             # tiling.set_x(...) on the struct itself; tiling.mm.set_x(...) is a nested CANN struct
-            member = re.fullmatch(r"\s*\w+\s*(\.|->)\s*\w+\s*", call.qualified) is not None
+            # (the callee's own expression: where the parser lost a statement among unknown
+            # macros, `qualified` spans the statements before it)
+            callee = re.split(r"[;{}(,=]", call.qualified)[-1]
+            member = re.fullmatch(r"\s*\w+\s*(\.|->)\s*\w+\s*", callee) is not None
             if member and re.fullmatch(r"set_\w+", call.name):
                 set_fields.setdefault(call.name[4:], call.line)
             elif member and re.fullmatch(r"get_\w+", call.name):
