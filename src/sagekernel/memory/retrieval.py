@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -228,17 +229,22 @@ class RetrievalIndex:
         if n == 0 or size <= 0:
             return []
         mask = self.eligible_mask(only_ids)
-        lpos, lscore = self.lexical_top(text, max(50, 4 * size))
+        dense = qvec is not None and self.embedder is not None and bool(self.has_emb.any())
+        limit = max(50, 4 * size)
+        if dense and n > self.approx_above:
+            # the two halves side by side: numpy and BLAS release the GIL, so on two cores the
+            # BM25 pruning runs while the dense scan does (measured in docs/shared_memory.md)
+            lexical = _side_pool().submit(self.lexical_top, text, limit)
+            assert qvec is not None
+            dpos = self._dense_top(qvec, mask & self.has_emb, size)
+            lpos, lscore = lexical.result()
+        else:
+            lpos, lscore = self.lexical_top(text, limit)
+            dpos = self._dense_top(qvec, mask & self.has_emb, size) if dense and qvec is not None else None
         keep = mask[lpos]
         lpos, lscore = lpos[keep], np.maximum(lscore[keep], 0.0)
         top_lex = float(lscore.max()) if len(lscore) else 0.0
-        dense = qvec is not None and self.embedder is not None and bool(self.has_emb.any())
-        cpos = lpos
-        if dense:
-            assert qvec is not None
-            cpos = np.union1d(lpos, self._dense_top(qvec, mask & self.has_emb, size))
-        else:
-            cpos = np.sort(lpos)
+        cpos = np.sort(lpos) if dpos is None else np.union1d(lpos, dpos)
         if not len(cpos):
             return []
         lex01 = np.zeros(len(cpos))
@@ -292,6 +298,17 @@ class RetrievalIndex:
         if keep == 0:
             return np.zeros(0, dtype=np.int64)
         return np.argpartition(-scores, keep - 1)[:keep]
+
+
+_SIDE: ThreadPoolExecutor | None = None
+
+
+def _side_pool() -> ThreadPoolExecutor:
+    """One worker thread for the lexical half of a large query, started on first use."""
+    global _SIDE
+    if _SIDE is None:
+        _SIDE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sage-bm25")
+    return _SIDE
 
 
 _CERTIFY_MAX = 4096  # rows rescored at most to make the projected search exact
