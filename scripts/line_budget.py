@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "sagekernel"
 EXCLUDED = ("tasks/suite/",)
 
 #: Lines of src/sagekernel, the task suite excepted. Raised on purpose only.
-BUDGET = 44_500  # 42,023 at the start of 2026-12-02's second session. Raised on purpose for:
+BUDGET = 44_600  # 42,023 at the start of 2026-12-02's second session. Raised on purpose for:
 #   issue 23, the NPUKernelBench binding classes (tensor lists, dtype combinations, attributes by
 #   name, absent, number, in-place and ref arguments): +663;
 #   issue 27 item 4, task code the harness runs confined in a sandboxed child (tasks/confine*.py,
@@ -30,7 +30,8 @@ BUDGET = 44_500  # 42,023 at the start of 2026-12-02's second session. Raised on
 #   issue 30, sage report/experiment --memory and the report's run memory: +367;
 #   issue 29, the one tree-sitter C-family front end (three regex front ends removed): +76;
 #   issue 30, BM25 top-k by MaxScore and rule versions on merge: +403; issue 28, the oracle's
-#   speed model: +53. 44,438 after them.
+#   speed model: +53; issue 30, exact cluster bounds for the dense half at 10^6 items
+#   (memory/dense_clusters.py and its property test): +143. 44,581 after them.
 #: A module longer than this is split by concept, or listed below with its reason.
 MODULE_LINES = 450
 
