@@ -8,7 +8,8 @@ Per size and backend: a fresh store (a SQLite workspace file; a throwaway Postgr
 unix socket, memory/pgserver.py, skipped with the reason when none can be started) holds `n`
 synthetic items; then
 - load: seconds to build `RetrievalIndex` from the store (all rows, the BM25 index, the embedding
-  matrix, the PCA projection above `approx_above` rows): what a learner pays at start;
+  matrix, the PCA projection and the dense clusters above `approx_above` rows): what a learner
+  pays at start;
 - p50/p95: milliseconds per query through the real path, `RetrievalIndex.pool` (BM25 + dense
   scoring + hybrid relevance over every eligible item) and `rerank` (γ = 0.5, k = 5); the query
   embedding is not included (it does not depend on the store: bench_memory.py times it);

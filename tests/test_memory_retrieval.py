@@ -120,7 +120,7 @@ def test_approximate_dense_scoring_matches_exact_top_on_clustered_data(workspace
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(0, 40), st.integers(4, 24))
+@given(st.integers(0, 2**32 - 1), st.integers(0, 150), st.integers(4, 24))  # > 100 appended: regrouped
 def test_projected_search_is_exact_when_certified_and_after_appends(seed: int, n_add: int,
                                                                     dim_p: int) -> None:
     """The cosine upper bound of the PCA prefilter: a search reported exact equals the brute

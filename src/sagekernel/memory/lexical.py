@@ -344,11 +344,12 @@ class LexicalIndex:
             acc[p.docs] += bm25(p.idf, p.f.astype(np.float64), dlen[p.docs], avgdl)
             seen[p.docs] = True
             j += 1
-            cand = np.flatnonzero(seen)
-            if len(cand) >= limit:
-                theta = _kth_largest(acc[cand], limit)
+            if len(p.docs) >= limit:  # any `limit` partial scores bound θ from below: this term's
+                theta = max(theta, _kth_largest(acc[p.docs], limit))  # (no pass over all n)
         cand = np.flatnonzero(seen)
         part = acc[cand]
+        if len(part) >= limit:
+            theta = max(theta, _kth_largest(part, limit))
         for p in by_bound[j:]:
             keep = part + rest[j] >= theta - _slack(theta)
             cand, part = cand[keep], part[keep]

@@ -9,10 +9,12 @@ The pool is the top K′ by rel among eligible items (cold/validated, optional t
 `rerank` then orders it by s = rel + γ·u and keeps k. γ = 0 is exactly relevance order.
 
 The query embedding (`embed_query`) is computed apart from the scoring (`pool`) so the
-benchmark can time them separately. Above `approx_above` items, dense scoring first ranks all
-rows in a 64-dimensional PCA projection, rescores the best 20·K′ exactly, and then uses an exact
-upper bound on the cosine to rescore every other row that could still enter the top K′, which
-makes the result exact whenever that set is small (`_dense_top`).
+benchmark can time them separately. Above `approx_above` items, dense scoring first tries the
+cluster bounds of dense_clusters.py (exact: only the rows of clusters that can reach the K′-th
+best cosine are scored); when they do not cut the scan it ranks all rows in a 64-dimensional PCA
+projection, rescores the best 20·K′ exactly, and then uses an exact upper bound on the cosine to
+rescore every other row that could still enter the top K′, which makes the result exact whenever
+that set is small (`_dense_top`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sagekernel.memory import dense_clusters
 from sagekernel.memory.embedding import Embedder
 from sagekernel.memory.lexical import LexicalIndex
 from sagekernel.memory.records import Item, ItemState
@@ -112,6 +115,7 @@ class RetrievalIndex:
         self._proj: np.ndarray | None = None
         self._basis: np.ndarray | None = None
         self._resid: np.ndarray | None = None
+        self._clusters: dense_clusters.Clusters | None = None
         if self.embedder is None or len(self.ids) <= self.approx_above:
             return
         rng = np.random.default_rng(0)
@@ -132,6 +136,7 @@ class RetrievalIndex:
             part = self.emb[lo:lo + 8192]
             self._proj[lo:lo + 8192] = part @ self._basis
             self._resid[lo:lo + 8192] = _residual(part, self._proj[lo:lo + 8192])
+        self._clusters = dense_clusters.build(self.emb, self._proj)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -180,6 +185,9 @@ class RetrievalIndex:
                 p = row @ self._basis
                 self._proj = _grow(self, "_proj_buf", self._proj, p)
                 self._resid = _grow(self, "_resid_buf", self._resid, _residual(row[None], p[None])[0])
+                cl = self._clusters
+                if cl is not None and len(self.ids) - cl.n_rows > cl.n_rows // 4:  # regroup
+                    self._clusters = dense_clusters.build(self.emb, self._proj)
 
     def any_similar(self, vec: np.ndarray, threshold: float) -> bool:
         """Exactly whether some stored embedding has cosine ≥ threshold with `vec` (dedup, spec §5).
@@ -228,17 +236,14 @@ class RetrievalIndex:
         if n == 0 or size <= 0:
             return []
         mask = self.eligible_mask(only_ids)
-        lpos, lscore = self.lexical_top(text, max(50, 4 * size))
+        dense = qvec is not None and self.embedder is not None and bool(self.has_emb.any())
+        limit = max(50, 4 * size)
+        lpos, lscore = self.lexical_top(text, limit)
+        dpos = self._dense_top(qvec, mask & self.has_emb, size) if dense and qvec is not None else None
         keep = mask[lpos]
         lpos, lscore = lpos[keep], np.maximum(lscore[keep], 0.0)
         top_lex = float(lscore.max()) if len(lscore) else 0.0
-        dense = qvec is not None and self.embedder is not None and bool(self.has_emb.any())
-        cpos = lpos
-        if dense:
-            assert qvec is not None
-            cpos = np.union1d(lpos, self._dense_top(qvec, mask & self.has_emb, size))
-        else:
-            cpos = np.sort(lpos)
+        cpos = np.sort(lpos) if dpos is None else np.union1d(lpos, dpos)
         if not len(cpos):
             return []
         lex01 = np.zeros(len(cpos))
@@ -258,7 +263,8 @@ class RetrievalIndex:
     def _dense_top(self, qvec: np.ndarray, mask: np.ndarray, size: int) -> np.ndarray:
         """Positions of the `size` eligible rows with the highest cosine.
 
-        Above `approx_above` rows: rank all rows by the projected score, rescore the best
+        Above `approx_above` rows: the cluster bounds (dense_clusters.py, exact) when they leave
+        few rows; otherwise rank all rows by the projected score, rescore the best
         20·size exactly, and let θ be the size-th best exact cosine among them. Every row whose
         upper bound (see `_build_projection`) reaches θ could still belong to the top, so when
         there are at most `_CERTIFY_MAX` of them they are all rescored and the result is exact;
@@ -268,6 +274,13 @@ class RetrievalIndex:
         self.last_exact = True
         if self._proj is not None and self._basis is not None and self._resid is not None:
             qb = q @ self._basis
+            q_res = float(np.sqrt(max(0.0, float(q @ q) - float(qb @ qb))))
+            if self._clusters is not None:  # the clusters' bounds skip most rows (dense_clusters.py)
+                found = dense_clusters.candidates(self._clusters, self.emb, q, mask, size)
+                if found is not None:
+                    rows, exact = found
+                    keep = min(size, len(rows))
+                    return rows[np.argpartition(-exact, keep - 1)[:keep]] if keep else rows
             coarse = self._proj @ qb
             coarse[~mask] = -np.inf
             n_ok = int(np.count_nonzero(mask))
@@ -278,7 +291,6 @@ class RetrievalIndex:
             exact = self.emb[rows] @ q
             keep = min(size, len(rows))
             theta = np.partition(exact, len(exact) - keep)[len(exact) - keep]
-            q_res = float(np.sqrt(max(0.0, float(q @ q) - float(qb @ qb))))
             bound = coarse + (q_res * self._resid + _BOUND_SLACK)
             need = np.flatnonzero(bound >= theta)
             if len(need) <= _CERTIFY_MAX:
