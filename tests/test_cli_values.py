@@ -156,6 +156,8 @@ BAD: dict[str, dict[str, list[str]]] = {
         "--token-env": ["", "A=B"],
         "--memory": ["mysql://x"],
         "--baseline": ["nonsense"],
+        "--retrieve-only": ["colour=red", "nonsense"],
+        "--exclude-run": [HOSTILE],
     },
     "report": {
         "runs": ["{missing}", "{binary}"],

@@ -11,6 +11,7 @@ model (`defaults.for_model`, resolved here so every entry point gets the same va
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -145,10 +146,11 @@ class RunConfig(BaseModel):
     Not part of the run's identity: changing a timeout or key must not stop a resume."""
     harness: dict[str, Any] = Field(default_factory=dict, json_schema_extra=_on(RUN, MCP, TABLE))
     """Overrides of HarnessConfig fields (e.g. {"iters": 20}); part of the run's identity."""
-    retrieve_only: dict[str, str] = Field(default_factory=dict, json_schema_extra=_on(RUN))
+    retrieve_only: dict[str, str] = Field(default_factory=dict, json_schema_extra=_on(RUN, MCP, TABLE))
     """Retrieve only items created or credited with this provenance KEY=VALUE (repeatable; keys:
     run_id, model, target, device, operator, episode, protocol, team), e.g. --retrieve-only target=cpu."""
-    exclude_runs: list[str] = Field(default_factory=list, json_schema_extra=_on(RUN, flag="--exclude-run"))
+    exclude_runs: list[str] = Field(default_factory=list,
+                                    json_schema_extra=_on(RUN, MCP, TABLE, flag="--exclude-run"))
     """Never retrieve items this run created (repeatable)."""
     progress: bool = Field(default=True, json_schema_extra=_on(RUN))
     """Show the live progress display (on stderr)."""
@@ -194,6 +196,10 @@ class RunConfig(BaseModel):
         if unknown:
             raise RunConfigError(f"--retrieve-only: unknown provenance field(s) {unknown}; known: "
                                  f"{', '.join(Provenance.__dataclass_fields__)}")
+        bad_runs = [r for r in self.exclude_runs if not re.fullmatch(RUN_ID_PATTERN, r)]
+        if bad_runs:
+            raise RunConfigError(f"--exclude-run: {ascii(bad_runs[0])[:80]} is not a run id "
+                                 f"(letters, digits, '.', '_', '-')")
         if self.resume and self.new:
             raise RunConfigError("--resume and --new contradict each other")
         baseline = self.harness_config().baseline  # unknown or ill-typed overrides fail before the run starts
