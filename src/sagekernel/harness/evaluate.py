@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,16 +67,13 @@ def evaluate(
     """Judge one candidate for `task` on `target` (its first device unless `device` is given).
     A task with input groups (NPUKernelBench's `get_input_groups()`) is judged group by group."""
     config = config or HarnessConfig()
-    try:  # the task's own code (inputs, references, its precision rule) runs in its sandbox
-        scope = confined(config.sandbox)
-        scope.__enter__()
-    except TaskError as exc:  # the sandbox layer asked for does not work here (the loader's refusal)
-        return _finish(Verdict(stage=Stage.PARSE, message=str(exc), sandbox={"kind": config.sandbox}),
-                       time.perf_counter())
-    try:
+    with ExitStack() as scope:
+        try:  # the task's own code (inputs, references, its precision rule) runs in its sandbox
+            scope.enter_context(confined(config.sandbox))
+        except TaskError as exc:  # the sandbox layer asked for does not work here (the loader's refusal)
+            return _finish(Verdict(stage=Stage.PARSE, message=str(exc), sandbox={"kind": config.sandbox}),
+                           time.perf_counter())
         return _evaluate(task, source, target, config, device, None)
-    finally:
-        scope.__exit__(None, None, None)
 
 
 @dataclass

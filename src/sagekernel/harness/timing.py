@@ -43,11 +43,12 @@ from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.runs import Failure, RoundResult, RuntimeRun
 from sagekernel.harness.supervised import SupervisedRound
 from sagekernel.harness.timed_recheck import param_seed, recheck
-from sagekernel.harness.trials import Trial, kernel_args, pack_sets, raw_bytes
+from sagekernel.harness.trials import Trial, kernel_args, pack_sets
 from sagekernel.harness.verdict import Stage
 from sagekernel.harness.warm import WarmSession
 from sagekernel.harness.wire import Plan, Round
 from sagekernel.seam import RuntimeSpec
+from sagekernel.tasks.frames import nbytes
 from sagekernel.tasks.loader import build_inputs, reference_outputs
 from sagekernel.tasks.record import task_to_json
 from sagekernel.tasks.reference import init_arguments, input_sets, param_tensors
@@ -158,7 +159,7 @@ def run_timing(
     sizes = dict(task.sizes)
     probe = build_inputs(task, sizes, secrets.randbits(62), "default")
     probe_params = param_tensors(task, sizes, 0) if task.params else []
-    set_bytes = sum(len(raw_bytes(t)) for t in [*probe, *probe_params])
+    set_bytes = sum(nbytes(t) for t in [*probe, *probe_params])
     warmup, rounds, per_round = call_budget(config, set_bytes)
 
     def fresh_sets(n: int) -> list[tuple[int, list[torch.Tensor]]]:
@@ -410,7 +411,7 @@ def _protocol(
     c_med, r_med, speedup = statistics.median(cand_ms), statistics.median(ref_ms), statistics.median(ratios)
     if speedup > config.speedup_ceiling:
         flags.append("speedup_audit")
-    moved = set_bytes + sum(len(raw_bytes(e)) for e in expected0)
+    moved = set_bytes + sum(nbytes(e) for e in expected0)
     floor_ms = moved / (BYTES_PER_SECOND_PER_THREAD_FLOOR * max(1, config.threads)) * 1e3
     if c_med < floor_ms:
         flags.append("below_bandwidth_floor")

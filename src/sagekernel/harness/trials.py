@@ -27,6 +27,7 @@ from sagekernel.harness.compare import SENTINELS
 from sagekernel.harness.config import HarnessConfig
 from sagekernel.harness.wire import Arg
 from sagekernel.tasks.confine import TaskChildFailure
+from sagekernel.tasks.frames import nbytes, raw_bytes
 from sagekernel.tasks.inputs import reference_scale
 from sagekernel.tasks.loader import DISTRIBUTIONS
 from sagekernel.tasks.reference import declared_precision_outputs, trial_tensors
@@ -278,23 +279,18 @@ def plan_trials(task: Task, config: HarnessConfig) -> TrialPlan:
     return TrialPlan(trials, notes)
 
 
-def raw_bytes(t: torch.Tensor) -> bytes:
-    flat = t.detach().contiguous().reshape(-1)
-    return flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
-
-
 def kernel_args(task: Task, trial: Trial) -> list[Arg]:
     """The call's arguments in ABI order: inputs, parameters, outputs, sizes, attributes."""
     args = [
-        Arg("in", len(raw_bytes(t)), dtype=spec.dtype, shape=tuple(t.shape))
+        Arg("in", nbytes(t), dtype=spec.dtype, shape=tuple(t.shape))
         for spec, t in zip(task.inputs, trial.inputs, strict=True)
     ]
     args += [
-        Arg("in", len(raw_bytes(t)), dtype=spec.dtype, shape=tuple(t.shape))
+        Arg("in", nbytes(t), dtype=spec.dtype, shape=tuple(t.shape))
         for spec, t in zip(task.params, trial.params, strict=True)
     ]
     args += [
-        Arg("out", len(raw_bytes(e)), fill=SENTINELS[spec.dtype], dtype=spec.dtype, shape=tuple(e.shape))
+        Arg("out", nbytes(e), fill=SENTINELS[spec.dtype], dtype=spec.dtype, shape=tuple(e.shape))
         for spec, e in zip(task.outputs, trial.expected, strict=True)
     ]
     args += [Arg("i64", value=int(trial.sizes[s])) for s in task.sizes]

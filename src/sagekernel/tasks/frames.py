@@ -32,9 +32,15 @@ WIRE_DTYPES: dict[str, torch.dtype] = {
 }
 
 
-def _raw(t: torch.Tensor) -> bytes:
+def raw_bytes(t: torch.Tensor) -> bytes:
+    """A tensor's elements as bytes, in row-major order (what crosses every process boundary)."""
     flat = t.detach().cpu().contiguous().reshape(-1)
     return flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+
+
+def nbytes(t: torch.Tensor) -> int:
+    """len(raw_bytes(t)), without copying the tensor."""
+    return t.numel() * t.element_size()
 
 
 def encode(header: dict[str, Any], tensors: Sequence[torch.Tensor] = ()) -> bytes:
@@ -45,7 +51,7 @@ def encode(header: dict[str, Any], tensors: Sequence[torch.Tensor] = ()) -> byte
         if t.dtype not in names:
             raise TaskError(f"a tensor of dtype {t.dtype} cannot cross the sandbox boundary")
         specs.append({"dtype": names[t.dtype], "shape": [int(n) for n in t.shape]})
-        chunks.append(_raw(t))
+        chunks.append(raw_bytes(t))
     text = json.dumps({**header, "tensors": specs}).encode("utf-8")
     payload = b"".join(chunks)
     return PREFIX.pack(len(text), len(payload)) + text + payload
@@ -95,4 +101,5 @@ def decode_tensors(specs: Any, payload: bytes) -> list[torch.Tensor]:
     return out
 
 
-__all__ = ["MAX_FRAME_BYTES", "PREFIX", "WIRE_DTYPES", "decode", "decode_tensors", "encode", "sizes_of"]
+__all__ = ["MAX_FRAME_BYTES", "PREFIX", "WIRE_DTYPES", "decode", "decode_tensors", "encode", "nbytes",
+           "raw_bytes", "sizes_of"]
