@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything CI checks, in one command (README: "Run the tests"):
 # install, lint, types, the harness self-check, a real evaluation from a fresh venv, the tests,
+# the method's claims on the synthetic oracle (tests/test_oracle_method.py, marker `oracle`),
 # then the real coding-agent clients (tests/test_agent_clients.py, marker `clients`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,5 +20,7 @@ say "pytest"
 "$PY" -m pytest
 say "the shared memory against a real PostgreSQL server (tests start and stop their own; marker postgres)"
 "$PY" -m pytest -m postgres
+say "the method's claims on the synthetic oracle's six hidden worlds (marker oracle; docs/oracle.md)"
+"$PY" -m pytest -m oracle
 say "the real coding-agent clients (OpenCode, Claude Code from npm) through sage mcp"
 bash scripts/test_clients.sh

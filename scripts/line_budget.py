@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "sagekernel"
 EXCLUDED = ("tasks/suite/",)
 
 #: Lines of src/sagekernel, the task suite excepted. Raised on purpose only.
-BUDGET = 44_750  # 42,023 at the start of 2026-12-02's second session. Raised on purpose for:
+BUDGET = 44_800  # 42,023 at the start of 2026-12-02's second session. Raised on purpose for:
 #   issue 23, the NPUKernelBench binding classes (tensor lists, dtype combinations, attributes by
 #   name, absent, number, in-place and ref arguments): +663;
 #   issue 27 item 4, task code the harness runs confined in a sandboxed child (tasks/confine*.py,
@@ -36,6 +36,8 @@ BUDGET = 44_750  # 42,023 at the start of 2026-12-02's second session. Raised on
 #   missing): +94; issue 27, the Triton contract, the Ascend C calibration and plan through the
 #   task children, less the C-family lint's one findings collector: +43; issue 30, exact cluster
 #   bounds for the dense half at 10^6 items (memory/dense_clusters.py): +143. 44,718 after them.
+#   issue 28, the oracle's context cost (each shown item's length read from the prompt) and
+#   rules of the template's length: +66. 44,790 after them.
 #: A module longer than this is split by concept, or listed below with its reason.
 MODULE_LINES = 450
 

@@ -231,3 +231,75 @@ def test_a_short_stream_runs_through_the_real_harness_and_memory(tmp_path: Path)
     lessons = {t for e in extras for t in e.get("lessons", [])}
     assert set(distilled) <= lessons
     assert all(home_category(t) is not None for t in distilled)
+
+
+def test_memory_text_that_does_not_help_costs_the_round_its_measured_share() -> None:
+    """The context cost: each shown item's length is read from the rendered prompt, and the text of
+    the items that do not help the round's goal lowers P(correct) geometrically (`retained`)."""
+    from sagekernel.models.backend import estimate_tokens
+    from sagekernel.models.oracle_world import retained, shown_tokens, success_probability
+
+    _, _, items, rules, messages = _round_messages("softmax")
+    user = messages[1].content
+    length = shown_tokens(user)
+    assert set(length) == {f"E{i.item_id}" for i in items} | {"R7"}
+    assert length["R7"] == estimate_tokens(f"[R7] {rules[0].rule_text}")
+    assert all(n > estimate_tokens(i.title) for i in items for n in [length[f"E{i.item_id}"]])
+    prompt = read_round(messages[0].content, user)
+    assert prompt is not None and {s.ref: s.tokens for s in prompt.shown} == length
+    cfg = OracleConfig(seed=1, freeform=0.0)
+    assert retained(cfg, 0) == 1.0 and retained(OracleConfig(distraction=0.0), 5000) == 1.0
+    assert retained(cfg, 1000) == pytest.approx(0.9) and retained(cfg, 3000) == pytest.approx(0.9 ** 3)
+    assert (success_probability(cfg, "x", 1, 1, 0, 0) > success_probability(cfg, "x", 1, 1, 0, 2000)
+            == pytest.approx(success_probability(cfg, "x", 1, 1, 0, 0) * 0.81))
+    reply = OracleModel(cfg).complete(list(messages))
+    padding = sum(length[ref] for ref, t in reply.extra["truth"].items() if not t["useful"])
+    assert reply.extra["padding_tokens"] == padding > 0
+    n_useful = sum(t["adopted"] and t["useful"] for t in reply.extra["truth"].values())
+    n_useless = sum(t["adopted"] and not t["useful"] for t in reply.extra["truth"].values())
+    assert reply.extra["p_correct"] == round(
+        success_probability(cfg, "softmax", prompt.level, n_useful, n_useless, padding), 4)
+
+
+def test_a_resident_rule_is_as_long_as_the_template_asks_and_names_its_item() -> None:
+    from sagekernel.agent.prompt import Prompts as P
+    from sagekernel.memory.embedding import count_tokens
+    from sagekernel.models.base import Message
+    from sagekernel.models.oracle_world import rule_title
+
+    model = OracleModel(OracleConfig(seed=2))
+    titles = [f"Check the boundary handling in reduction kernels (r{i})" for i in range(60)]
+    texts = []
+    for title in titles:
+        item = RetrievedItem(1, title, "correctness", "reduction", "", "", "", 0.0, 0.0, 0.0)
+        user = P().render("abstract_rule.j2", target_name="cpu", item=item, rationales=[])
+        text = model.complete([Message("user", user)]).text
+        assert rule_title(text.splitlines()[0]) == title  # the first line names the item
+        assert text.count("\n```c\n") <= 1 and len(text.split("```c\n")[-1].splitlines()) <= 11
+        texts.append(text)
+    tokens = [count_tokens(t) for t in texts]
+    assert max(tokens) <= 300 and min(tokens) < 40 < max(tokens)  # 1-3 sentences, 0-10 idiom lines
+    assert len(set(texts)) == len(texts) and texts == [model._rule(t) for t in titles]  # a pure function
+    short = OracleModel(OracleConfig(seed=2, rule_lines=0))
+    assert all("```" not in short._rule(t) for t in titles)
+
+
+def test_a_lesson_is_the_same_whatever_the_harness_measured() -> None:
+    """One world's lessons, and so their hidden truth, do not change with the inputs and timings
+    the distillation prompt quotes (the harness draws and measures them afresh in every run); a
+    different change does change them."""
+    from sagekernel.models.base import Message
+
+    def distill(after: str, change: str = "a faster kernel") -> list[str]:
+        user = ('Now, instead of writing a kernel, you are curating a memory of reusable lessons.\n'
+                'While writing the kernel for the operator "softmax" (reduction), these verified changes '
+                f'happened:\n## Change 1: {change}\nAfter: {after}\n'
+                "Write at most 2 lessons that would help on OTHER operators.\n"
+                "type: <one of: algorithmic_optimization, memory_access>\n")
+        reply = OracleModel(OracleConfig(seed=4)).complete([Message("user", user)])
+        return list(reply.extra["lessons"])
+
+    first = distill("correct, 0.0123 ms (speedup 2.41x, interval 2.2-2.6); expected 0.51, got 0.49")
+    again = distill("correct, 0.0456 ms (speedup 1.87x, interval 1.7-2.0); expected -3, got 2")
+    assert first and first == again
+    assert distill("correct", change="an error removed by a revision") != first

@@ -34,6 +34,7 @@ behind the reply (adopted useful/useless, P(correct), which kernel), kept in the
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from functools import lru_cache
 from typing import Any
@@ -61,6 +62,16 @@ _PHRASES = ("Check the boundary handling", "Keep intermediate values in register
             "Reuse a per-row statistic instead of recomputing it", "Split setup and the main pass",
             "Write each output element exactly once", "Normalise the accumulator once per row")
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
+_CHANGE = re.compile(r"^## Change \d+: (.*)$", re.MULTILINE)  # distill.j2's heading of each change
+_SENTENCES = ("Apply it before writing the main loop, and check it again once the kernel compiles.",
+              "It matters most when the reduction or the indexing crosses a row boundary.",
+              "Keep the contract's parameter order and types; derive every extent from the arguments.",
+              "When it does not apply, the kernel's structure makes that plain from the first lines.",
+              "Prefer the simple form first: a correct kernel is the start of every optimisation.")
+_IDIOM = ("for (int64_t i = 0; i < n; ++i) {", "    float v = x[i];",
+          "    acc = acc + v;  /* oracle rule idiom */", "    y[i] = v;", "}",
+          "int64_t row = idx / cols, col = idx % cols;", "if (n <= 0) return;", "float acc = 0.0f;",
+          "const float* restrict xr = x + row * cols;", "y[row] = acc / (float)cols;")
 _FREEFORM = ("- {ref}: Adopted: {yes} - {why}", "| {ref} | {word} | {why} |", "- {ref}: {lower} - {why}")
 
 
@@ -115,7 +126,7 @@ class OracleModel(BackendModel):
             title = read_rule_title(last)
             if title is None:
                 raise ModelError("oracle: a rule-abstraction prompt without a 'Title:' line")
-            text, extra = f"{title}.", {"rule_for": title}
+            text, extra = self._rule(title), {"rule_for": title}
         else:
             raise ModelError(f"oracle: not a prompt of the shipped templates (starts {last[:80]!r})")
         prompt_tokens = sum(estimate_tokens(m.content) + 4 for m in messages)
@@ -153,10 +164,11 @@ class OracleModel(BackendModel):
         decided = self.decisions(prompt)
         n_useful = sum(1 for _, adopted, good in decided if adopted and good)
         n_useless = sum(1 for _, adopted, good in decided if adopted and not good)
+        padding = sum(shown.tokens for shown, _, good in decided if not good)
         if prompt.optimising:
-            p, (kernel, code) = self._optimise(task, prompt, user, n_useful, n_useless)
+            p, (kernel, code) = self._optimise(task, prompt, user, n_useful, n_useless, padding)
         else:
-            p = success_probability(self.world, prompt.operator, prompt.level, n_useful, n_useless)
+            p = success_probability(self.world, prompt.operator, prompt.level, n_useful, n_useless, padding)
             if draw(self.world.seed, "success", prompt.operator, prompt.round) < p:
                 kernel, code = _variant(task, self.world.slow)
             else:
@@ -179,11 +191,11 @@ class OracleModel(BackendModel):
         chance = "p_faster" if prompt.optimising else "p_correct"
         return text, {"operator": prompt.operator, "round": prompt.round, chance: round(p, 4),
                       "kernel": kernel, "useful_adopted": n_useful, "useless_adopted": n_useless,
-                      "freeform": freeform,
+                      "padding_tokens": padding, "freeform": freeform,
                       "truth": {s.ref: {"adopted": a, "useful": g} for s, a, g in decided}}
 
     def _optimise(self, task: Any, prompt: RoundPrompt, user: str, n_useful: int,
-                  n_useless: int) -> tuple[float, tuple[str, str]]:
+                  n_useless: int, padding: int) -> tuple[float, tuple[str, str]]:
         """An optimisation round: (P(faster), (kernel name, source)). The kernel it starts from is
         the one the prompt shows (its repeat count, read back); with P(faster) it writes the
         expert kernel (no repeats), else a correct variant that repeats twice as often. Which is
@@ -192,7 +204,7 @@ class OracleModel(BackendModel):
         current = read_repeats(user)
         if self.world.slow == 1 or current <= 1:
             return 0.0, _variant(task, 1)
-        p = faster_probability(self.world, n_useful, n_useless)
+        p = faster_probability(self.world, n_useful, n_useless, padding)
         if draw(self.world.seed, "faster", prompt.operator, prompt.round) < p:
             return p, _variant(task, 1)
         return p, _variant(task, min(MAX_REPEATS, 2 * current))
@@ -215,13 +227,36 @@ class OracleModel(BackendModel):
             text += f"\n```c\n{expert.strip()}\n```"
         return text + "\n", {"operator": prompt.operator, "round": prompt.round, "reasked": sorted(asked)}
 
+    def _rule(self, title: str) -> str:
+        """A resident rule the length abstract_rule.j2 asks for (1 to 3 sentences, then a code idiom of
+        at most `rule_lines` lines; the spec's cap is 300 tokens): the title alone on the first line
+        (so the rule names its item), the rest drawn from the title. Its text is labelled filler: the
+        rule's use is in the hidden truth, and its length is what the hot budget B pays for."""
+        seed = self.world.seed
+        sentences = [_SENTENCES[int(draw(seed, "rule-sentence", title, n) * len(_SENTENCES))]
+                     for n in range(int(draw(seed, "rule-sentences", title) * 3))]
+        lines = int(draw(seed, "rule-lines", title) * (self.world.rule_lines + 1))
+        idiom = [_IDIOM[(int(draw(seed, "rule-idiom", title) * len(_IDIOM)) + n) % len(_IDIOM)]
+                 for n in range(lines)]
+        text = f"{title}."
+        if sentences:
+            text += "\n" + " ".join(sentences)
+        if idiom:
+            text += "\n```c\n" + "\n".join(idiom) + "\n```"
+        return text
+
     # -- distillation --------------------------------------------------------------------------
     def _distill(self, user: str) -> tuple[str, dict[str, Any]]:
         read = read_distill(user)
         if read is None:
             raise ModelError("oracle: a distillation prompt without its operator, count or types")
         operator, category, most, types = read
-        digest = hashlib.sha256(user.encode("utf-8")).hexdigest()[:16]
+        # a lesson is what was learned from which changes of which operator, not from the numbers the
+        # prompt quotes: the harness draws fresh inputs and measures fresh times in every run, so
+        # one world's lessons (and their truth) are the same in every run of it
+        changes = _CHANGE.findall(user)
+        identity = json.dumps([operator, category, most, types, changes])
+        digest = hashlib.sha256(identity.encode("utf-8")).hexdigest()[:16]
         count = min(most, self.world.lessons)
         count = max(1, count - int(draw(self.world.seed, "lessons", digest) < 0.5)) if count else 0
         blocks, titles = [], []

@@ -30,6 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from sagekernel.errors import SageError
+from sagekernel.models.backend import estimate_tokens
 
 
 class OracleConfigError(SageError):
@@ -57,17 +58,20 @@ class OracleConfig:
     lessons: int = 2  #: at most this many lessons per distillation reply (and at most what is asked)
     slow: int = 16  #: the first correct kernel does the expert's work this many times (1: no speed model)
     speed_base: float = 0.2  #: P(an optimisation round finds the faster kernel) with nothing useful adopted
+    distraction: float = 0.1  #: P(success) lost per 1,000 tokens of memory text shown that does not help (share)
+    rule_lines: int = 10  #: at most this many code lines in a resident rule it writes (abstract_rule.j2: 10)
 
     _PROBABILITIES = ("base", "level_drop", "spread", "gain", "harm", "useful_home", "useful_general",
-                      "useful_other", "adopt_useful", "adopt_useless", "freeform", "speed_base")
+                      "useful_other", "adopt_useful", "adopt_useless", "freeform", "speed_base",
+                      "distraction")
 
     def __post_init__(self) -> None:
         for name in self._PROBABILITIES:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise OracleConfigError(f"oracle setting {name}={value} is outside [0, 1]")
-        if self.seed < 0 or self.lessons < 0:
-            raise OracleConfigError("oracle settings seed and lessons must be >= 0")
+        if self.seed < 0 or self.lessons < 0 or self.rule_lines < 0:
+            raise OracleConfigError("oracle settings seed, lessons and rule_lines must be >= 0")
         if self.attention < 1:
             raise OracleConfigError(f"oracle setting attention={self.attention} must be >= 1")
         if not 1 <= self.slow <= 64:
@@ -150,19 +154,31 @@ def useful(config: OracleConfig, title: str, category: str, goal: str = "correct
     return draw(config.seed, key, title.strip(), category) < p
 
 
+def retained(config: OracleConfig, padding_tokens: int) -> float:
+    """The share of a round's chance left after reading `padding_tokens` of memory text that does
+    not help its goal: (1 - distraction) per 1,000 tokens, geometric. Reasoning degrades with input
+    length long before a model's context limit: over the models Levy, Jacoby and Goldberg tested
+    (ACL 2024, arXiv 2402.14848), accuracy fell from 0.92 to 0.68 when ~2,750 tokens of irrelevant
+    padding were added, 0.896 per 1,000 tokens; `distraction` = 0.1 is that rate. This is the cost
+    the method's resident priority divides by (spec §6.2: U = u * p / L, L the context cost)."""
+    return (1.0 - config.distraction) ** (max(0, padding_tokens) / 1000.0)
+
+
 def success_probability(config: OracleConfig, operator: str, level: int, n_useful: int,
-                        n_useless: int) -> float:
-    """P(the round's kernel is correct): the operator's difficulty, then what was adopted."""
+                        n_useless: int, padding_tokens: int = 0) -> float:
+    """P(the round's kernel is correct): the operator's difficulty, then what was adopted, then
+    what the memory text that does not help cost (`retained`)."""
     difficulty = config.spread * (draw(config.seed, "difficulty", operator) - 0.5)
     p = (config.base - config.level_drop * max(0, level - 1) + difficulty
          + config.gain * n_useful - config.harm * n_useless)
-    return min(0.98, max(0.02, p))
+    return min(0.98, max(0.02, p * retained(config, padding_tokens)))
 
 
-def faster_probability(config: OracleConfig, n_useful: int, n_useless: int) -> float:
+def faster_probability(config: OracleConfig, n_useful: int, n_useless: int, padding_tokens: int = 0) -> float:
     """P(an optimisation round writes the faster kernel): `speed_base`, then what was adopted
-    (the same `gain` and `harm` per item as a correctness round)."""
-    return min(0.98, max(0.02, config.speed_base + config.gain * n_useful - config.harm * n_useless))
+    (the same `gain` and `harm` per item as a correctness round) and the same `retained` share."""
+    p = config.speed_base + config.gain * n_useful - config.harm * n_useless
+    return min(0.98, max(0.02, p * retained(config, padding_tokens)))
 
 
 # -- reading the prompts the real templates render (agent/prompt.py, prompts/*.j2) ----------------
@@ -184,6 +200,7 @@ class Shown:
 
     ref: str  # "E12" / "R3"
     title: str
+    tokens: int = 0  # the length of its text in the prompt (models.backend.estimate_tokens)
 
 
 @dataclass(frozen=True)
@@ -212,9 +229,30 @@ def read_round(system: str, user: str) -> RoundPrompt | None:
     op, rnd = operator_of(system), _ROUND.search(user)
     if op is None or rnd is None:
         return None
-    shown = [Shown(f"E{m.group('id')}", m.group("title").strip()) for m in _ITEM.finditer(user)]
-    shown += [Shown(f"R{m.group('id')}", rule_title(m.group("text"))) for m in _RULE.finditer(user)]
+    length = shown_tokens(user)
+    shown = [Shown(f"E{m.group('id')}", m.group("title").strip(), length.get(f"E{m.group('id')}", 0))
+             for m in _ITEM.finditer(user)]
+    shown += [Shown(f"R{m.group('id')}", rule_title(m.group("text")), length.get(f"R{m.group('id')}", 0))
+              for m in _RULE.finditer(user)]
     return RoundPrompt(op[0], op[1], op[2], int(rnd.group("round")), "Make it FASTER" in user, tuple(shown))
+
+
+_MEMORY_HEADING = re.compile(r"^## (Resident rules|Retrieved experiences)\b", re.MULTILINE)
+_SHOWN_START = re.compile(r"^\[(?P<ref>[ER]\d+)\] ", re.MULTILINE)
+
+
+def shown_tokens(user: str) -> dict[str, int]:
+    """Each shown item's or rule's length in tokens: its text in the prompt's memory sections
+    (round.j2: from its `[E<id>]` / `[R<id>]` line to the next one or the next heading)."""
+    out: dict[str, int] = {}
+    for heading in _MEMORY_HEADING.finditer(user):
+        end = user.find("\n## ", heading.end())
+        section = user[heading.end(): end if end >= 0 else len(user)]
+        starts = list(_SHOWN_START.finditer(section))
+        for start, following in zip(starts, [*starts[1:], None], strict=True):
+            text = section[start.start(): following.start() if following else len(section)]
+            out[start.group("ref")] = estimate_tokens(text.strip())
+    return out
 
 
 def rule_title(first_line: str) -> str:
