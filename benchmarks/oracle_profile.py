@@ -5,8 +5,9 @@
 
 Per stream: correctness rounds, the mean number of ids shown per round, of truly useful ids shown,
 of truly useful and useless ids adopted, of memory tokens shown that did not help, the mean
-P(correct) the generator drew against; the optimisation rounds from a slow variant, their truly useful ids adopted (by the "faster" truth) and
-mean P(faster); the final resident rules and the bank's items with u > 0.
+P(correct) the generator drew against; the optimisation rounds from a slow variant, their truly
+useful ids adopted (by the "faster" truth) and mean P(faster); the final resident rules and the
+bank's items with u > 0. `--json` prints the same figures as one object.
 """
 
 from __future__ import annotations

@@ -21,11 +21,13 @@ Per call, read from the prompt it is actually given:
   trial). In an optimisation round it writes, with a probability that grows the same way, the
   hand-written kernel itself, else a correct variant twice as slow as the one it was shown. It
   only chooses the source: whether the new kernel is faster is measured by the real harness, and
-  the optimisation score z = 1 - T_best/T_first comes from those measurements.
+  the optimisation score z = 1 - T_best/T_first comes from those measurements. The memory text
+  shown that does not help the round's goal costs a share of either chance (oracle_world.retained).
 - a re-ask: the same decisions again (every draw is a hash of what it is about), in the canonical form.
 - a distillation: lessons titled `<phrase> in <category> kernels (<tag>)`, whose usefulness the
   world knows from the title; their code is a labelled placeholder, never the expert kernel.
-- a rule abstraction: the item's title as the rule, so a resident rule names its item.
+- a rule abstraction: the item's title as the rule's first line, so a resident rule names its
+  item, then filler of the length the template asks for (what the hot budget pays for).
 
 Every reply says what it is: `model` is the spec, `extra["synthetic"]` is "oracle" with the truth
 behind the reply (adopted useful/useless, P(correct), which kernel), kept in the exchange log.

@@ -58,7 +58,7 @@ class OracleConfig:
     lessons: int = 2  #: at most this many lessons per distillation reply (and at most what is asked)
     slow: int = 16  #: the first correct kernel does the expert's work this many times (1: no speed model)
     speed_base: float = 0.2  #: P(an optimisation round finds the faster kernel) with nothing useful adopted
-    distraction: float = 0.1  #: P(success) lost per 1,000 tokens of memory text shown that does not help (share)
+    distraction: float = 0.1  #: share of P(success) lost per 1,000 tokens of unhelpful memory text shown
     rule_lines: int = 10  #: at most this many code lines in a resident rule it writes (abstract_rule.j2: 10)
 
     _PROBABILITIES = ("base", "level_drop", "spread", "gain", "harm", "useful_home", "useful_general",
